@@ -1,0 +1,81 @@
+// Text <-> token ids for the vocabularies stored in GGUF metadata:
+// byte-level BPE (tokenizer.ggml.model = "gpt2") with the pre-tokenizer chosen
+// by tokenizer.ggml.pre, and SentencePiece-style vocabularies ("llama").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace exactly {
+
+class GGUFFile;
+
+enum class TokenType : int32_t {  // tokenizer.ggml.token_type values
+  kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+};
+
+class Tokenizer {
+ public:
+  // Builds the tokenizer described by the file's tokenizer.ggml.* keys.
+  // Throws FileFormatError naming the key when they are missing or inconsistent.
+  static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& file);
+  virtual ~Tokenizer() = default;
+
+  // Token ids for `text`, without BOS/EOS. With parse_special, the text of a
+  // control or user-defined token (e.g. "<|im_end|>") becomes that token;
+  // without it, such text is tokenized as ordinary characters.
+  virtual std::vector<int32_t> encode(std::string_view text, bool parse_special) const = 0;
+
+  // The raw bytes a token stands for (byte-level BPE and <0xNN> byte tokens
+  // mapped back to bytes). Control tokens give their text only when render_special.
+  virtual std::string token_bytes(int32_t id, bool render_special = false) const = 0;
+
+  // Concatenated bytes of the tokens; for SentencePiece, the leading space
+  // added at encode time is removed. May end in an incomplete UTF-8 sequence.
+  virtual std::string decode(std::span<const int32_t> ids, bool render_special = false) const = 0;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(tokens_.size()); }
+  const std::string& token_text(int32_t id) const { return tokens_.at(static_cast<size_t>(id)); }
+  TokenType token_type(int32_t id) const { return types_.at(static_cast<size_t>(id)); }
+  std::optional<int32_t> find_token(std::string_view text) const;
+
+  std::optional<int32_t> bos_id() const { return bos_; }
+  std::optional<int32_t> eos_id() const { return eos_; }
+  bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
+  // Whether generation should stop at this token (EOS, EOT, <|im_end|>, <|eot_id|>, ...).
+  bool is_end_of_generation(int32_t id) const;
+  const std::string& chat_template() const { return chat_template_; }
+
+ protected:
+  std::vector<std::string> tokens_;
+  std::vector<TokenType> types_;
+  std::optional<int32_t> bos_, eos_;
+  bool add_bos_ = false, add_eos_ = false;
+  std::vector<int32_t> end_of_generation_;
+  std::string chat_template_;
+};
+
+// Turns a stream of token ids into text without ever emitting a partial UTF-8
+// sequence: bytes of an incomplete character are held until it completes.
+// Invalid sequences are emitted as U+FFFD once they can no longer complete.
+class StreamingDetokenizer {
+ public:
+  explicit StreamingDetokenizer(const Tokenizer& tok, bool render_special = false)
+      : tok_(tok), render_special_(render_special) {}
+  std::string push(int32_t id);  // text that became complete with this token
+  std::string flush();           // whatever is left, invalid bytes replaced
+
+ private:
+  const Tokenizer& tok_;
+  bool render_special_;
+  bool first_ = true;
+  std::string pending_;
+};
+
+}  // namespace exactly
