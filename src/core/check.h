@@ -14,10 +14,19 @@
 
 namespace exactly::detail {
 [[noreturn]] void check_failed(const char* file, int line, const char* cond, const std::string& msg);
+inline std::string check_message() { return {}; }
+template <class... Args>
+std::string check_message(const char* fmt, Args... args) {
+  if constexpr (sizeof...(Args) == 0) {
+    return fmt;
+  } else {
+    return strformat(fmt, args...);
+  }
+}
 }  // namespace exactly::detail
 
 #define EXACTLY_CHECK(cond, ...)                                                             \
   do {                                                                                      \
     if (!(cond)) [[unlikely]]                                                               \
-      ::exactly::detail::check_failed(__FILE__, __LINE__, #cond, ::exactly::strformat("" __VA_ARGS__)); \
+      ::exactly::detail::check_failed(__FILE__, __LINE__, #cond, ::exactly::detail::check_message(__VA_ARGS__)); \
   } while (0)

@@ -1,1 +1,55 @@
-// placeholder
+#include "model/config.h"
+
+#include "core/error.h"
+#include "core/format.h"
+#include "loader/gguf.h"
+
+namespace exactly {
+
+namespace {
+
+int32_t positive_int(const GGUFFile& f, const std::string& key) {
+  int64_t v = f.require_int(key);
+  if (v <= 0 || v > (int64_t{1} << 30))
+    throw FileFormatError(strformat("%s: metadata key '%s' has invalid value %lld", f.path().c_str(),
+                                    key.c_str(), static_cast<long long>(v)));
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
+  ModelConfig c;
+  c.architecture = f.require_string("general.architecture");
+  if (c.architecture != "llama")
+    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama)",
+                                    f.path().c_str(), c.architecture.c_str()));
+  c.name = f.get_string("general.name").value_or("");
+  const std::string a = c.architecture + ".";
+  c.n_layers = positive_int(f, a + "block_count");
+  c.dim = positive_int(f, a + "embedding_length");
+  c.ffn_dim = positive_int(f, a + "feed_forward_length");
+  c.n_heads = positive_int(f, a + "attention.head_count");
+  c.n_kv_heads = f.find(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv")
+                                                       : c.n_heads;
+  c.context_length = positive_int(f, a + "context_length");
+  if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0)
+    throw FileFormatError(strformat("%s: %d heads do not divide embedding length %d into %d KV groups",
+                                    f.path().c_str(), c.n_heads, c.dim, c.n_kv_heads));
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_dims = f.find(a + "rope.dimension_count") ? positive_int(f, a + "rope.dimension_count")
+                                                   : c.head_dim;
+  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
+    throw FileFormatError(strformat("%s: rope.dimension_count %d is invalid for head dim %d",
+                                    f.path().c_str(), c.rope_dims, c.head_dim));
+  c.rope_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
+  c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
+  if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0))
+    throw FileFormatError(strformat("%s: rope.freq_base and layer_norm_rms_epsilon must be positive",
+                                    f.path().c_str()));
+  const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
+  c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;
+  return c;
+}
+
+}  // namespace exactly

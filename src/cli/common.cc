@@ -1,0 +1,78 @@
+#include "cli/common.h"
+
+#include <cerrno>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "core/thread_pool.h"
+
+#ifndef EXACTLY_SOURCE_DIR
+#define EXACTLY_SOURCE_DIR "."
+#endif
+
+namespace exactly::cli {
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("EXACTLY_MODEL"); env && *env) return env;
+  return std::string(EXACTLY_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+int ModelOptions::resolved_threads() const { return threads > 0 ? threads : ThreadPool::default_threads(); }
+
+void add_model_options(CLI::App& cmd, ModelOptions& opts) {
+  opts.model = default_model_path();
+  cmd.add_option("-m,--model", opts.model, "GGUF model file")->capture_default_str();
+  cmd.add_option("-t,--threads", opts.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+}
+
+void add_sampling_options(CLI::App& cmd, SamplingParams& p) {
+  cmd.add_option("--temp", p.temperature, "sampling temperature (0: greedy)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--top-k", p.top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
+  cmd.add_option("--top-p", p.top_p, "nucleus sampling mass (1: off)")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--min-p", p.min_p, "drop tokens below min-p x the best (0: off)")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--repeat-penalty", p.repetition_penalty, "repetition penalty (1: off)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--repeat-last-n", p.repetition_window, "tokens the repetition penalty looks back on")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd.add_option_function<uint64_t>("-s,--seed", [&p](const uint64_t& s) { p.seed = s; },
+                                    "random seed (default: random)");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(strformat("cannot open %s: %s", path.c_str(), std::strerror(errno)), ExitCode::kBadInput);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<int32_t> parse_token_list(const std::string& text, const char* what) {
+  std::vector<int32_t> ids;
+  std::string item;
+  auto flush = [&] {
+    if (item.empty()) return;
+    char* end = nullptr;
+    errno = 0;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
+      throw Error(strformat("%s: '%s' is not a token id", what, item.c_str()), ExitCode::kUsage);
+    ids.push_back(static_cast<int32_t>(v));
+    item.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || std::isspace(static_cast<unsigned char>(c))) flush();
+    else item += c;
+  }
+  flush();
+  return ids;
+}
+
+}  // namespace exactly::cli

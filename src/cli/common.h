@@ -1,0 +1,29 @@
+// Options shared by the subcommands that load a model and generate.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "sample/sampling_params.h"
+
+namespace exactly::cli {
+
+struct ModelOptions {
+  std::string model;  // path of the GGUF file
+  int threads = 0;    // 0: all hardware threads
+  int resolved_threads() const;
+};
+
+void add_model_options(CLI::App& cmd, ModelOptions& opts);
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed
+void add_sampling_options(CLI::App& cmd, SamplingParams& params);
+
+// Reads a whole file as bytes; throws Error(kBadInput) naming the file.
+std::string read_file(const std::string& path);
+
+// "1,2,3" or whitespace-separated ids; throws Error(kUsage) naming the bad item.
+std::vector<int32_t> parse_token_list(const std::string& text, const char* what);
+
+}  // namespace exactly::cli

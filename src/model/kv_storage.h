@@ -1,0 +1,34 @@
+// The tensor data of the paged KV cache on the CPU: one pool of fixed-size
+// blocks per layer. Which block belongs to which sequence is bookkeeping that
+// lives elsewhere; the model only sees block tables and slot mappings.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace exactly {
+
+class KVStorage {
+ public:
+  KVStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
+
+  kernels::PagedKV layer(int index);
+  int64_t num_blocks() const { return num_blocks_; }
+  int block_size() const { return block_size_; }
+  int64_t num_slots() const { return num_blocks_ * block_size_; }
+  // Bytes of K+V per token slot over all layers.
+  static int64_t bytes_per_slot(const ModelConfig& config);
+
+ private:
+  int64_t num_blocks_;
+  int block_size_;
+  int n_kv_heads_;
+  int head_dim_;
+  std::vector<std::vector<float>> k_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
+  std::vector<std::vector<float>> v_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
+};
+
+}  // namespace exactly

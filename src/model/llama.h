@@ -1,0 +1,74 @@
+// The llama architecture (Llama 2/3, SmolLM2, Mistral-style GQA models) on the
+// CPU kernels: pre-norm decoder layers with RoPE, grouped-query attention over
+// a paged KV cache and a SwiGLU MLP.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/kv_storage.h"
+
+namespace exactly {
+
+class GGUFFile;
+
+struct LlamaLayerWeights {
+  const float* attn_norm;  // [dim]
+  kernels::WeightMatrix wq;    // [n_heads * head_dim, dim]
+  kernels::WeightMatrix wk;    // [n_kv_heads * head_dim, dim]
+  kernels::WeightMatrix wv;    // [n_kv_heads * head_dim, dim]
+  kernels::WeightMatrix wo;    // [dim, n_heads * head_dim]
+  const float* ffn_norm;   // [dim]
+  kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
+  kernels::WeightMatrix w_up;    // [ffn_dim, dim]
+  kernels::WeightMatrix w_down;  // [dim, ffn_dim]
+};
+
+// Views into the memory-mapped file: the weights are used in their stored type.
+struct LlamaWeights {
+  kernels::WeightMatrix token_embd;  // [vocab, dim]
+  std::vector<LlamaLayerWeights> layers;
+  const float* output_norm;          // [dim]
+  kernels::WeightMatrix output;      // [vocab, dim]; the embedding table when tied
+
+  // Checks every tensor's presence, type and shape against the config.
+  static LlamaWeights from_gguf(const GGUFFile& file, const ModelConfig& config);
+};
+
+class LlamaModel {
+ public:
+  // `file` must outlive the model (weights point into its mapping).
+  LlamaModel(const GGUFFile& file, ModelConfig config);
+
+  const ModelConfig& config() const { return config_; }
+  const LlamaWeights& weights() const { return weights_; }
+
+  // One forward pass over the flattened batch; writes K/V of every token into
+  // `kv` and the logits of batch.logits_rows into `logits`
+  // ([logits_rows.size(), vocab_size]).
+  void forward(const ForwardBatch& batch, KVStorage& kv, float* logits, ThreadPool& pool);
+
+ private:
+  void ensure_scratch(int64_t n_tokens);
+
+  ModelConfig config_;
+  LlamaWeights weights_;
+  // Activations, grown on demand and reused across passes.
+  std::vector<float> x_;       // [n_tokens, dim] residual stream
+  std::vector<float> h_;       // [n_tokens, dim] normed input of a sub-layer
+  std::vector<float> q_;       // [n_tokens, n_heads * head_dim]
+  std::vector<float> k_;       // [n_tokens, n_kv_heads * head_dim]
+  std::vector<float> v_;       // [n_tokens, n_kv_heads * head_dim]
+  std::vector<float> attn_;    // [n_tokens, n_heads * head_dim]
+  std::vector<float> proj_;    // [n_tokens, dim] output of wo / w_down
+  std::vector<float> gate_;    // [n_tokens, ffn_dim]
+  std::vector<float> up_;      // [n_tokens, ffn_dim]
+  std::vector<float> last_;    // [n_logits, dim] rows that produce logits
+};
+
+}  // namespace exactly
