@@ -81,12 +81,13 @@ GenerationStats generate(Generator& gen, Sampler& sampler, std::span<const int32
                          const std::function<void(int32_t)>& on_token) {
   GenerationStats s;
   s.prompt_tokens = static_cast<int32_t>(prompt.size());
+  const size_t prompt_size = static_cast<size_t>(gen.size()) + prompt.size();
   auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits = gen.feed(prompt);
   s.prompt_seconds = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   while (s.generated_tokens < max_tokens) {
-    int32_t next = sampler.sample(logits, gen.tokens());
+    int32_t next = sampler.sample(logits, gen.tokens(), prompt_size);
     if (is_end(next)) {
       s.stop = StopReason::kEndOfGeneration;
       break;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -29,15 +30,15 @@ int32_t argmax(std::span<const float> v) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(seed_of(params)) {}
 
-std::vector<TokenProb> Sampler::distribution(std::span<const float> logits,
-                                             std::span<const int32_t> history) const {
+std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history,
+                                             size_t num_prompt) const {
   const SamplingParams& p = params_;
   std::vector<TokenProb> cand(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<int32_t>(i), logits[i], 0.0};
 
   // Repetition penalty (as in CTRL): shrink positive logits, grow negative ones.
-  if (p.repetition_penalty != 1.0f && !history.empty()) {
-    size_t start = history.size() > static_cast<size_t>(std::max(0, p.repetition_window))
+  if (p.repetition_penalty != 1.0f && !history.empty() && p.repetition_window != 0) {
+    size_t start = p.repetition_window > 0 && history.size() > static_cast<size_t>(p.repetition_window)
                        ? history.size() - static_cast<size_t>(p.repetition_window)
                        : 0;
     std::unordered_set<int32_t> seen(history.begin() + static_cast<ptrdiff_t>(start), history.end());
@@ -45,6 +46,16 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits,
       if (id < 0 || static_cast<size_t>(id) >= cand.size()) continue;
       float& l = cand[static_cast<size_t>(id)].logit;
       l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    }
+  }
+
+  // Frequency and presence penalties (as in the OpenAI API) over the output.
+  if ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && num_prompt < history.size()) {
+    std::unordered_map<int32_t, int> counts;
+    for (size_t i = num_prompt; i < history.size(); ++i) counts[history[i]]++;
+    for (const auto& [id, n] : counts) {
+      if (id < 0 || static_cast<size_t>(id) >= cand.size()) continue;
+      cand[static_cast<size_t>(id)].logit -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
     }
   }
 
@@ -98,8 +109,8 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits,
   return cand;
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  std::vector<TokenProb> dist = distribution(logits, history);
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t num_prompt) {
+  std::vector<TokenProb> dist = distribution(logits, history, num_prompt);
   if (dist.size() == 1) return dist.front().id;
   // Inverse-CDF draw; the last candidate absorbs rounding in the cumulative sum.
   double u = rng_.uniform();
@@ -108,6 +119,28 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     u -= c.p;
   }
   return dist.back().id;
+}
+
+TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t chosen, int top_n) {
+  EXACTLY_CHECK(chosen >= 0 && static_cast<size_t>(chosen) < logits.size());
+  float mx = logits[0];
+  for (float l : logits) mx = std::max(mx, l);
+  double sum = 0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
+  const double log_z = std::log(sum) + mx;
+  TokenLogprobs out{chosen, static_cast<double>(logits[static_cast<size_t>(chosen)]) - log_z, {}};
+  if (top_n > 0) {
+    std::vector<int32_t> idx(logits.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);
+    const size_t n = std::min(idx.size(), static_cast<size_t>(top_n));
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<ptrdiff_t>(n), idx.end(), [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)] ||
+             (logits[static_cast<size_t>(a)] == logits[static_cast<size_t>(b)] && a < b);
+    });
+    for (size_t i = 0; i < n; ++i)
+      out.top.push_back({idx[i], static_cast<double>(logits[static_cast<size_t>(idx[i])]) - log_z});
+  }
+  return out;
 }
 
 }  // namespace exactly

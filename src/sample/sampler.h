@@ -22,12 +22,15 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
-  // `history` is the context so far (prompt + generated), used by penalties.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  // `context` is the sequence so far, of which the first `num_prompt` tokens
+  // are the prompt: the repetition penalty looks at all of it, frequency and
+  // presence penalties at the generated part only.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> context, size_t num_prompt = 0);
 
   // The distribution sample() would draw from, sorted by decreasing probability
-  // (exposed for tests and logprobs).
-  std::vector<TokenProb> distribution(std::span<const float> logits, std::span<const int32_t> history) const;
+  // (exposed for tests).
+  std::vector<TokenProb> distribution(std::span<const float> logits, std::span<const int32_t> context,
+                                      size_t num_prompt = 0) const;
 
   const SamplingParams& params() const { return params_; }
 
@@ -38,5 +41,15 @@ class Sampler {
 
 // Index of the largest value; the lowest index wins ties.
 int32_t argmax(std::span<const float> values);
+
+// Log-probabilities under the model's raw distribution (log_softmax of the
+// unprocessed logits, in double): of `chosen`, and of the `top_n` most likely
+// tokens (ties by lower id).
+struct TokenLogprobs {
+  int32_t id;
+  double logprob;
+  std::vector<std::pair<int32_t, double>> top;
+};
+TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t chosen, int top_n);
 
 }  // namespace exactly

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace exactly {
@@ -19,8 +20,30 @@ enum class TokenType : int32_t {  // tokenizer.ggml.token_type values
   kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
+// The tokenizer.ggml.* metadata as plain values, so a tokenizer can be built
+// without a GGUF file (tests build small vocabularies this way).
+struct TokenizerSpec {
+  std::string model;                // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+  std::string pre = "default";      // tokenizer.ggml.pre (byte-level BPE only)
+  std::vector<std::string> tokens;  // [vocab] token texts
+  std::vector<TokenType> types;     // [vocab], or empty for all kNormal
+  std::vector<float> scores;        // [vocab] SentencePiece merge priorities, or empty
+  std::vector<std::string> merges;  // [num_merges] "left right" token texts; rank = index
+  std::optional<int32_t> bos, eos, eot, eom, unk;
+  // Unset means the model's default: add_bos true for "llama", add_space_prefix
+  // true for "llama", everything else false.
+  std::optional<bool> add_bos, add_eos, add_space_prefix;
+  std::string chat_template;
+};
+
 class Tokenizer {
  public:
+  // Builds a tokenizer from plain values. Throws FileFormatError naming the
+  // tokenizer.ggml.* key whose value is missing or inconsistent.
+  static std::unique_ptr<Tokenizer> create(const TokenizerSpec& spec);
+  // Reads the spec from the file's tokenizer.ggml.* keys.
+  static TokenizerSpec spec_from_gguf(const GGUFFile& file);
+
   // Builds the tokenizer described by the file's tokenizer.ggml.* keys.
   // Throws FileFormatError naming the key when they are missing or inconsistent.
   static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& file);
@@ -29,6 +52,11 @@ class Tokenizer {
   // Token ids for `text`, without BOS/EOS. With parse_special, the text of a
   // control or user-defined token (e.g. "<|im_end|>") becomes that token;
   // without it, such text is tokenized as ordinary characters.
+  // `text` need not be UTF-8: an invalid byte is pre-tokenized like a symbol
+  // character and encoded as its own byte (byte-level BPE) or <0xNN> token
+  // (SentencePiece), so decode(encode(s)) == s. The only bytes lost are those
+  // a byte-level vocabulary has no token for at all (SmolLM2 lacks 0xC0,
+  // 0xF5..0xFF and a few control bytes); like the reference BPE, they are dropped.
   virtual std::vector<int32_t> encode(std::string_view text, bool parse_special) const = 0;
 
   // The raw bytes a token stands for (byte-level BPE and <0xNN> byte tokens
@@ -53,12 +81,16 @@ class Tokenizer {
   const std::string& chat_template() const { return chat_template_; }
 
  protected:
+  // Validates the shared parts of the spec and fills the members below.
+  explicit Tokenizer(const TokenizerSpec& spec);
+
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
   std::optional<int32_t> bos_, eos_;
   bool add_bos_ = false, add_eos_ = false;
   std::vector<int32_t> end_of_generation_;
   std::string chat_template_;
+  std::unordered_map<std::string, int32_t> token_ids_;  // text -> id (the last id for duplicate texts)
 };
 
 // Turns a stream of token ids into text without ever emitting a partial UTF-8
