@@ -85,7 +85,7 @@ void dequant_q5_k(const BlockQ5_K* b, float* y, int64_t nb) {
     const float dmin = half_to_float(b[i].dmin);
     const uint8_t* ql = b[i].qs;
     const uint8_t* qh = b[i].qh;
-    uint8_t u1 = 1, u2 = 2;
+    unsigned u1 = 1, u2 = 2;
     for (int j = 0, is = 0; j < kQK_K; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
       uint8_t sc, m;
       k_scale_min(is, b[i].scales, &sc, &m);

@@ -65,8 +65,9 @@ class GGUFFile {
   const std::vector<std::pair<std::string, GGUFValue>>& metadata() const { return metadata_; }
   const GGUFValue* find(std::string_view key) const;
 
-  // Typed accessors; the `require_` forms throw FileFormatError naming the key
-  // when it is missing or has an incompatible type.
+  // Typed accessors. A missing key gives nullopt from the `get_` forms and a
+  // FileFormatError naming the key from the `require_` forms; a key present
+  // with an incompatible type is a malformed file, so both forms throw then.
   std::optional<std::string> get_string(std::string_view key) const;
   std::optional<int64_t> get_int(std::string_view key) const;   // any integer type
   std::optional<double> get_float(std::string_view key) const;  // any numeric type

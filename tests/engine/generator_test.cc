@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/error.h"
 #include "engine/loaded_model.h"
 #include "sample/rng.h"
 

@@ -1,0 +1,80 @@
+// Matmul for one to a few tokens (decode, short speculative verifies): the
+// weights are streamed once per group of up to 4 tokens, each 32-element group
+// decoded in registers and multiplied straight into the accumulators. The
+// work is bounded by the decode instructions and memory bandwidth, not FMAs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/reduction_order.h"
+#include "kernels/cpu/weight_decode.h"
+
+#if EXACTLY_KERNELS_AVX2
+namespace exactly::kernels::cpu {
+
+// How far ahead of the decoder to prefetch weights. With only the hardware
+// prefetcher the stream from DRAM ran at ~4 GB/s on one core (latency-bound
+// between bursts of decode work); prefetching 1-2 KiB ahead doubled decode
+// speed (bench/README.md).
+constexpr int kPrefetchBytes = 2048;
+
+// NR rows x NT tokens. Accumulators follow reduction_order.h exactly.
+template <class D, int NR, int NT>
+inline void fused_block(const uint8_t* w,  // [NR, row_bytes] first row of the block
+                        int64_t row_bytes, int64_t cols,
+                        const float* x,  // [NT, cols]
+                        float* y,        // [NT, y_stride] at the block's first row
+                        int64_t y_stride) {
+  __m256 acc[NT][NR];
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) acc[t][r] = _mm256_setzero_ps();
+  const int64_t groups = cols / kGroup;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int r = 0; r < NR; ++r) {
+      const uint8_t* group = w + r * row_bytes + g * D::kGroupBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(group) + kPrefetchBytes, _MM_HINT_T0);
+      __m256 wv[4];
+      D::decode(group, wv);
+      for (int t = 0; t < NT; ++t) {
+        const float* xg = x + t * cols + g * kGroup;
+        for (int j = 0; j < 4; ++j) acc[t][r] = _mm256_fmadd_ps(wv[j], _mm256_loadu_ps(xg + 8 * j), acc[t][r]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int r = 0; r < NR; ++r) y[t * y_stride + r] = fold_lanes(acc[t][r]);
+}
+
+// Rows [r0, r1) of NT tokens. Four rows at a time give the FMA chains enough
+// independent work; fewer when many tokens would run out of registers.
+template <class D, int NT>
+void fused_rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t y_stride,
+                int64_t r0, int64_t r1) {
+  constexpr int kRows = NT <= 2 ? 4 : 2;
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows)
+    fused_block<D, kRows, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
+  for (; r < r1; ++r) fused_block<D, 1, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
+}
+
+// All tokens of x: [n_tokens, cols] -> y: [n_tokens, rows], rows [r0, r1).
+template <class D>
+void fused_matmul_rows(const uint8_t* w,  // [rows, row_bytes]
+                       int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                       int64_t r1) {
+  const int64_t row_bytes = cols / kGroup * D::kGroupBytes;
+  for (int64_t t = 0; t < n_tokens; t += 4) {
+    const float* xt = x + t * cols;
+    float* yt = y + t * rows;
+    switch (std::min<int64_t>(4, n_tokens - t)) {
+      case 1: fused_rows<D, 1>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 2: fused_rows<D, 2>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 3: fused_rows<D, 3>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      default: fused_rows<D, 4>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+    }
+  }
+}
+
+}  // namespace exactly::kernels::cpu
+#endif

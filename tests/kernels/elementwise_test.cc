@@ -1,0 +1,157 @@
+// rmsnorm, rope, silu_mul, add_inplace, embedding_lookup and kv_store against
+// float64 or bitwise references.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/ops.h"
+#include "random_weights.h"
+
+namespace exactly::kernels {
+namespace {
+
+const double kU = std::ldexp(1.0, -24);  // fp32 unit roundoff
+
+TEST(RmsNorm, MatchesFloat64AndReferenceBitwise) {
+  std::mt19937 rng(3);
+  for (int64_t dim : {1, 7, 64, 576, 1001}) {
+    const int64_t n = 5;
+    auto x = testing::random_floats(rng, n * dim, -3.0f, 3.0f);
+    auto w = testing::random_floats(rng, dim, 0.5f, 2.0f);
+    std::vector<float> out(x.size()), ref(x.size());
+    rmsnorm(x.data(), w.data(), n, dim, 1e-5f, out.data());
+    reference::rmsnorm(x.data(), w.data(), n, dim, 1e-5f, ref.data());
+    ASSERT_EQ(std::memcmp(out.data(), ref.data(), out.size() * sizeof(float)), 0) << "dim " << dim;
+    for (int64_t t = 0; t < n; ++t) {
+      double ss = 0;
+      for (int64_t i = 0; i < dim; ++i) ss += double{x[static_cast<size_t>(t * dim + i)]} * x[static_cast<size_t>(t * dim + i)];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + 1e-5);
+      for (int64_t i = 0; i < dim; ++i) {
+        const size_t j = static_cast<size_t>(t * dim + i);
+        const double exact = x[j] * inv * w[static_cast<size_t>(i)];
+        // Three fp32 roundings (scale, x * scale, * w) on top of a float64 sum.
+        ASSERT_LE(std::fabs(out[j] - exact), 3.01 * kU * std::fabs(exact) + 1e-30) << "dim " << dim << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(RmsNorm, InPlace) {
+  std::mt19937 rng(4);
+  auto x = testing::random_floats(rng, 3 * 576);
+  auto w = testing::random_floats(rng, 576);
+  std::vector<float> out(x.size());
+  rmsnorm(x.data(), w.data(), 3, 576, 1e-6f, out.data());
+  rmsnorm(x.data(), w.data(), 3, 576, 1e-6f, x.data());
+  EXPECT_EQ(std::memcmp(out.data(), x.data(), out.size() * sizeof(float)), 0);
+}
+
+TEST(Rope, MatchesFloat64AndReferenceBitwise) {
+  std::mt19937 rng(5);
+  for (int rope_dims : {64, 32}) {
+    for (float base : {10000.0f, 500000.0f}) {
+      const int n_heads = 3, head_dim = 64;
+      std::vector<int32_t> pos = {0, 1, 17, 4095, 100000};
+      const int64_t n = static_cast<int64_t>(pos.size());
+      auto x = testing::random_floats(rng, n * n_heads * head_dim);
+      auto y = x, y_ref = x;
+      rope_adjacent(y.data(), pos.data(), n, n_heads, head_dim, rope_dims, base);
+      reference::rope_adjacent(y_ref.data(), pos.data(), n, n_heads, head_dim, rope_dims, base);
+      ASSERT_EQ(std::memcmp(y.data(), y_ref.data(), y.size() * sizeof(float)), 0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int h = 0; h < n_heads; ++h) {
+          const size_t o = static_cast<size_t>((t * n_heads + h) * head_dim);
+          for (int i = 0; i < head_dim / 2; ++i) {
+            const double x0 = x[o + 2 * i], x1 = x[o + 2 * i + 1];
+            double e0 = x0, e1 = x1;
+            if (2 * i < rope_dims) {
+              const double theta = pos[static_cast<size_t>(t)] * std::pow(double{base}, -2.0 * i / rope_dims);
+              e0 = x0 * std::cos(theta) - x1 * std::sin(theta);
+              e1 = x0 * std::sin(theta) + x1 * std::cos(theta);
+            }
+            // cos/sin rounded (u), two products (u), one sum (u).
+            const double bound = 3.01 * kU * (std::fabs(x0) + std::fabs(x1));
+            ASSERT_LE(std::fabs(y[o + 2 * i] - e0), bound) << "pos " << pos[static_cast<size_t>(t)] << " pair " << i;
+            ASSERT_LE(std::fabs(y[o + 2 * i + 1] - e1), bound) << "pos " << pos[static_cast<size_t>(t)] << " pair " << i;
+          }
+        }
+    }
+  }
+}
+
+TEST(SiluMul, MatchesFloat64) {
+  std::mt19937 rng(6);
+  const int64_t n = 1537;
+  auto g = testing::random_floats(rng, n, -20.0f, 20.0f);
+  auto u = testing::random_floats(rng, n, -3.0f, 3.0f);
+  std::vector<float> out(n), ref(n);
+  silu_mul(g.data(), u.data(), n, out.data());
+  reference::silu_mul(g.data(), u.data(), n, ref.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[static_cast<size_t>(i)];
+    const double exact = gi / (1.0 + std::exp(-gi)) * u[static_cast<size_t>(i)];
+    // exp (a few ulp), 1 + e, the division and the product: well under 8 ulp.
+    ASSERT_LE(std::fabs(out[static_cast<size_t>(i)] - exact), 8 * kU * std::fabs(exact) + 1e-37) << i;
+    ASSERT_LE(std::fabs(ref[static_cast<size_t>(i)] - exact), kU * std::fabs(exact) + 1e-37) << i;
+  }
+  // out may alias gate.
+  std::vector<float> g2 = g;
+  silu_mul(g2.data(), u.data(), n, g2.data());
+  EXPECT_EQ(std::memcmp(g2.data(), out.data(), out.size() * sizeof(float)), 0);
+}
+
+TEST(AddInplace, IsElementwiseFp32Add) {
+  std::mt19937 rng(7);
+  auto y = testing::random_floats(rng, 1001);
+  auto x = testing::random_floats(rng, 1001);
+  auto expected = y;
+  for (size_t i = 0; i < y.size(); ++i) expected[i] = static_cast<float>(double{y[i]} + double{x[i]});  // exact then one rounding
+  add_inplace(y.data(), x.data(), 1001);
+  EXPECT_EQ(std::memcmp(y.data(), expected.data(), y.size() * sizeof(float)), 0);
+}
+
+TEST(EmbeddingLookup, EqualsDequantizeRowBitwise) {
+  std::mt19937 rng(8);
+  for (GGMLType type : {GGMLType::Q8_0, GGMLType::Q4_1, GGMLType::F16, GGMLType::F32, GGMLType::Q6_K}) {
+    auto table = testing::random_weights(rng, type, 50, 256);
+    std::vector<int32_t> tokens = {0, 49, 7, 7, 23};
+    std::vector<float> out(tokens.size() * 256);
+    embedding_lookup(table.matrix, tokens.data(), static_cast<int64_t>(tokens.size()), out.data());
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      auto row = testing::dequantized_row(table.matrix, tokens[t]);
+      ASSERT_EQ(std::memcmp(out.data() + t * 256, row.data(), 256 * sizeof(float)), 0) << ggml_type_name(type);
+    }
+  }
+}
+
+TEST(KvStore, ReadsBackWhatWasWrittenAndNothingElse) {
+  std::mt19937 rng(9);
+  const int64_t num_blocks = 6;
+  const int block_size = 16, n_kv = 3, hd = 64;
+  const int64_t token_elems = n_kv * hd;
+  std::vector<float> kc(static_cast<size_t>(num_blocks * block_size * token_elems), -7.5f), vc(kc.size(), 3.25f);
+  const PagedKV cache{kc.data(), vc.data(), num_blocks, block_size, n_kv, hd};
+  std::vector<int64_t> slots = {5 * 16 + 15, 0, 2 * 16 + 3, 17, 94};  // distinct slots
+  const int64_t n = static_cast<int64_t>(slots.size());
+  auto k = testing::random_floats(rng, n * token_elems);
+  auto v = testing::random_floats(rng, n * token_elems);
+  kv_store(cache, k.data(), v.data(), slots.data(), n);
+  std::vector<bool> written(static_cast<size_t>(num_blocks * block_size), false);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t s = slots[static_cast<size_t>(t)];
+    written[static_cast<size_t>(s)] = true;
+    ASSERT_EQ(std::memcmp(kc.data() + s * token_elems, k.data() + t * token_elems, token_elems * sizeof(float)), 0);
+    ASSERT_EQ(std::memcmp(vc.data() + s * token_elems, v.data() + t * token_elems, token_elems * sizeof(float)), 0);
+  }
+  for (int64_t s = 0; s < num_blocks * block_size; ++s)
+    if (!written[static_cast<size_t>(s)])
+      for (int64_t e = 0; e < token_elems; ++e) {
+        ASSERT_EQ(kc[static_cast<size_t>(s * token_elems + e)], -7.5f);
+        ASSERT_EQ(vc[static_cast<size_t>(s * token_elems + e)], 3.25f);
+      }
+}
+
+}  // namespace
+}  // namespace exactly::kernels

@@ -1,0 +1,269 @@
+"""Float64 reference forward pass of the llama architecture, read from a GGUF.
+
+This file is the independent oracle for the engine's model-exactness tests:
+it shares no code with the engine. Weights are read with the PyPI `gguf`
+package and dequantised by that package (`gguf.quants.dequantize`); all
+arithmetic after that is float64 numpy, so the reference's own rounding error
+(~1e-15 relative) is negligible against the engine's fp32 error.
+
+Layout facts this code relies on (from the GGUF format documentation and the
+public HF -> GGUF conversion script):
+  * A tensor of GGUF shape [ne0, ne1] is stored row-major with ne0 fastest,
+    so as a numpy array it is [ne1, ne0]: rows are output features and
+    `y = x @ W.T`.
+  * The conversion script permutes the rows of attn_q / attn_k per head so
+    that ggml's "normal" rope mode applies: it rotates ADJACENT pairs
+    (x[2i], x[2i+1]) by angle pos * base^(-2i / rope_dims). (HF's original
+    layout pairs x[i] with x[i + head_dim/2]; the permutation maps one onto
+    the other.)
+
+Library use:
+    model = load(path)
+    logits = model.logits([1, 2, 3])            # [n, vocab] float64
+    cache = model.new_cache()
+    model.forward([1, 2], cache); model.forward([3], cache)   # incremental
+    ids, gaps = model.greedy([1, 2, 3], n_new=16)
+
+Script use:
+    python llama_ref.py MODEL --tokens 1,2,3 --out logits.npy
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+import numpy as np
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamaConfig:
+    n_layers: int
+    dim: int          # residual stream width
+    ffn_dim: int      # hidden width of the SwiGLU MLP
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    rope_base: float
+    rope_dims: int    # leading dims of each head that are rotated
+    norm_eps: float
+    vocab: int
+
+
+def _field(reader: GGUFReader, key: str):
+    field = reader.fields.get(key)
+    if field is None:
+        raise KeyError(f"GGUF metadata key {key!r} is missing")
+    return field.contents()
+
+
+def read_config(reader: GGUFReader) -> LlamaConfig:
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"general.architecture is {arch!r}, expected 'llama'")
+    p = "llama."
+    dim = int(_field(reader, p + "embedding_length"))
+    n_heads = int(_field(reader, p + "attention.head_count"))
+    # Heads may be narrower or wider than dim / n_heads when the file says so.
+    key_len = p + "attention.key_length"
+    head_dim = int(_field(reader, key_len)) if key_len in reader.fields else dim // n_heads
+    rope_key = p + "rope.dimension_count"
+    rope_dims = int(_field(reader, rope_key)) if rope_key in reader.fields else head_dim
+    return LlamaConfig(
+        n_layers=int(_field(reader, p + "block_count")),
+        dim=dim,
+        ffn_dim=int(_field(reader, p + "feed_forward_length")),
+        n_heads=n_heads,
+        n_kv_heads=int(_field(reader, p + "attention.head_count_kv")),
+        head_dim=head_dim,
+        rope_base=float(_field(reader, p + "rope.freq_base")),
+        rope_dims=rope_dims,
+        norm_eps=float(_field(reader, p + "attention.layer_norm_rms_epsilon")),
+        vocab=len(_field(reader, "tokenizer.ggml.tokens")),
+    )
+
+
+def _dequant(tensor, dtype) -> np.ndarray:
+    # GGUF shape [ne0, ne1] -> numpy [ne1, ne0]; the package already returns
+    # this orientation, the reshape only guards 1-D tensors and the check
+    # guards our understanding of the layout.
+    w = dequantize(tensor.data, tensor.tensor_type).astype(dtype)
+    expected = tuple(int(n) for n in reversed(tensor.shape))
+    return w.reshape(expected)
+
+
+class KVCache:
+    """Rotated keys and values of every computed position, per layer."""
+
+    def __init__(self, cfg: LlamaConfig, dtype=np.float64):
+        empty = np.zeros((cfg.n_kv_heads, 0, cfg.head_dim), dtype=dtype)
+        self.k = [empty] * cfg.n_layers  # per layer [n_kv_heads, T, head_dim]
+        self.v = [empty] * cfg.n_layers  # per layer [n_kv_heads, T, head_dim]
+
+    @property
+    def length(self) -> int:
+        return self.k[0].shape[1]
+
+
+class LlamaRef:
+    def __init__(self, cfg: LlamaConfig, weights: dict[str, np.ndarray]):
+        self.cfg = cfg
+        self.w = weights  # name -> array (float64 unless loaded otherwise), [out_features, in_features] for matrices
+        self.dtype = weights["token_embd.weight"].dtype
+        # Tied output head: models without output.weight reuse the embedding.
+        self.out_head = weights.get("output.weight", weights["token_embd.weight"])  # [vocab, dim]
+
+    # ---- building blocks -------------------------------------------------
+    def rmsnorm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        # x: [n, dim]
+        ms = np.mean(x * x, axis=-1, keepdims=True)
+        return x / np.sqrt(ms + self.cfg.norm_eps) * weight
+
+    def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Rotate adjacent pairs of the first rope_dims dims of every head.
+
+        x: [n_heads, n, head_dim]; positions: [n] absolute positions.
+        """
+        d = self.cfg.rope_dims
+        inv_freq = self.cfg.rope_base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
+        angle = positions[:, None].astype(np.float64) * inv_freq[None, :]             # [n, d/2]
+        cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
+        out = x.copy()
+        even, odd = x[..., 0:d:2], x[..., 1:d:2]
+        out[..., 0:d:2] = even * cos - odd * sin
+        out[..., 1:d:2] = even * sin + odd * cos
+        return out
+
+    def attention(self, layer: int, h: np.ndarray, positions: np.ndarray, cache: KVCache) -> np.ndarray:
+        cfg, w = self.cfg, self.w
+        n = h.shape[0]
+        pre = f"blk.{layer}."
+        # Projections, split into heads: [heads, n, head_dim].
+        q = (h @ w[pre + "attn_q.weight"].T).reshape(n, cfg.n_heads, cfg.head_dim).transpose(1, 0, 2)
+        k = (h @ w[pre + "attn_k.weight"].T).reshape(n, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
+        v = (h @ w[pre + "attn_v.weight"].T).reshape(n, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
+        q, k = self.rope(q, positions), self.rope(k, positions)
+        cache.k[layer] = np.concatenate([cache.k[layer], k], axis=1)
+        cache.v[layer] = np.concatenate([cache.v[layer], v], axis=1)
+        keys, vals = cache.k[layer], cache.v[layer]  # [n_kv_heads, T, head_dim]
+        # Grouped-query attention: query head h reads kv head h // group.
+        group = cfg.n_heads // cfg.n_kv_heads
+        keys = np.repeat(keys, group, axis=0)  # [n_heads, T, head_dim]
+        vals = np.repeat(vals, group, axis=0)
+        scores = q @ keys.transpose(0, 2, 1) / np.sqrt(cfg.head_dim)  # [n_heads, n, T]
+        # Causal mask: a query at position p sees keys at positions <= p.
+        key_pos = np.arange(keys.shape[1])
+        scores = np.where(key_pos[None, None, :] <= positions[None, :, None], scores, -np.inf)
+        scores -= scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        out = (probs @ vals).transpose(1, 0, 2).reshape(n, cfg.n_heads * cfg.head_dim)
+        return out @ w[pre + "attn_output.weight"].T
+
+    def mlp(self, layer: int, h: np.ndarray) -> np.ndarray:
+        w, pre = self.w, f"blk.{layer}."
+        gate = h @ w[pre + "ffn_gate.weight"].T
+        up = h @ w[pre + "ffn_up.weight"].T
+        silu = gate / (1.0 + np.exp(-gate))
+        return (silu * up) @ w[pre + "ffn_down.weight"].T
+
+    # ---- public API ------------------------------------------------------
+    def new_cache(self) -> KVCache:
+        return KVCache(self.cfg, self.dtype)
+
+    def forward(self, token_ids, cache: KVCache, trace: dict | None = None) -> np.ndarray:
+        """Logits [n, vocab] for token_ids placed after the cache's tokens.
+
+        With a dict as trace, intermediate activations ([n, dim] each) are
+        stored in it under "embd", "blk.{i}.attn" (residual after attention),
+        "blk.{i}.out" (residual after the MLP) and "output_norm", so that a
+        disagreement with the engine can be located layer by layer.
+        """
+        record = (lambda key, value: trace.__setitem__(key, value)) if trace is not None else (lambda *_: None)
+        ids = np.asarray(token_ids, dtype=np.int64)
+        if ids.ndim != 1 or ids.size == 0:
+            raise ValueError("token_ids must be a non-empty 1-D sequence")
+        if ids.min() < 0 or ids.max() >= self.cfg.vocab:
+            raise ValueError(f"token id out of range [0, {self.cfg.vocab})")
+        positions = np.arange(cache.length, cache.length + ids.size)
+        x = self.w["token_embd.weight"][ids]  # [n, dim]
+        record("embd", x)
+        for layer in range(self.cfg.n_layers):
+            pre = f"blk.{layer}."
+            x = x + self.attention(layer, self.rmsnorm(x, self.w[pre + "attn_norm.weight"]), positions, cache)
+            record(pre + "attn", x)
+            x = x + self.mlp(layer, self.rmsnorm(x, self.w[pre + "ffn_norm.weight"]))
+            record(pre + "out", x)
+        x = self.rmsnorm(x, self.w["output_norm.weight"])
+        record("output_norm", x)
+        return x @ self.out_head.T
+
+    def logits(self, token_ids) -> np.ndarray:
+        """Logits [n, vocab] of every position of a fresh sequence."""
+        return self.forward(token_ids, self.new_cache())
+
+    def greedy(self, prompt_ids, n_new: int) -> tuple[list[int], list[float]]:
+        """Greedy continuation and, per generated token, the top-2 logit gap
+        that decided it (a small gap means fp32 rounding may flip the choice)."""
+        cache = self.new_cache()
+        last = self.forward(prompt_ids, cache)[-1]
+        ids, gaps = [], []
+        for step in range(n_new):
+            top2 = np.partition(last, -2)[-2:]
+            ids.append(int(np.argmax(last)))
+            gaps.append(float(top2[1] - top2[0]))
+            if step + 1 < n_new:
+                last = self.forward([ids[-1]], cache)[-1]
+        return ids, gaps
+
+
+def top2_gap(logits: np.ndarray) -> np.ndarray:
+    """Per row, largest minus second-largest logit. logits: [n, vocab] -> [n]."""
+    top2 = np.partition(logits, -2, axis=-1)[:, -2:]
+    return top2[:, 1] - top2[:, 0]
+
+
+def load(path: str, dtype=np.float64) -> LlamaRef:
+    """dtype float64 is the reference; float32 exists to measure what error
+    a plain fp32 implementation of the same math makes (calibrating bounds)."""
+    reader = GGUFReader(path)
+    cfg = read_config(reader)
+    weights = {t.name: _dequant(t, dtype) for t in reader.tensors}
+    if cfg.n_heads % cfg.n_kv_heads != 0:
+        raise ValueError("head_count must be a multiple of head_count_kv")
+    return LlamaRef(cfg, weights)
+
+
+def _parse_ids(text: str) -> list[int]:
+    return [int(t) for t in text.replace(",", " ").split()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", help="path to a llama GGUF")
+    ap.add_argument("--tokens", help="comma-separated token ids")
+    ap.add_argument("--tokens-file", help="file of comma- or whitespace-separated token ids")
+    ap.add_argument("--out", help="write float64 logits [n, vocab] as .npy")
+    ap.add_argument("--greedy", type=int, default=0, help="also print N greedy tokens")
+    args = ap.parse_args(argv)
+    if (args.tokens is None) == (args.tokens_file is None):
+        ap.error("give exactly one of --tokens, --tokens-file")
+    ids = _parse_ids(args.tokens if args.tokens is not None else open(args.tokens_file).read())
+    model = load(args.model)
+    logits = model.logits(ids)
+    if args.out:
+        np.save(args.out, logits)
+    print(f"n_tokens={len(ids)} last argmax={int(np.argmax(logits[-1]))} "
+          f"min top-2 gap={top2_gap(logits).min():.3g}")
+    if args.greedy:
+        gen, gaps = model.greedy(ids, args.greedy)
+        print("greedy:", ",".join(map(str, gen)))
+        print(f"min greedy top-2 gap={min(gaps):.3g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
