@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "core/thread_pool.h"
+#include "kvcache/capacity.h"
 
 #ifndef EXACTLY_SOURCE_DIR
 #define EXACTLY_SOURCE_DIR "."
@@ -44,6 +45,27 @@ void add_sampling_options(CLI::App& cmd, SamplingParams& p) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd.add_option_function<uint64_t>("-s,--seed", [&p](const uint64_t& s) { p.seed = s; },
                                     "random seed (default: random)");
+}
+
+void add_engine_options(CLI::App& cmd, EngineConfig& c) {
+  cmd.add_option_function<std::string>(
+         "--kv-cache-memory",
+         [&c](const std::string& text) {
+           auto bytes = parse_byte_size(text);
+           if (!bytes || *bytes <= 0)
+             throw CLI::ValidationError("--kv-cache-memory", "'" + text + "' is not a size such as 2GiB or 512MiB");
+           c.kv_cache_memory = *bytes;
+         },
+         "memory for the KV cache, e.g. 2GiB (default 2GiB)");
+  cmd.add_option("--block-size", c.block_size, "token slots per KV block")->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "token budget of one forward pass")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  cmd.add_option("--max-num-seqs", c.max_num_seqs, "most sequences running at once")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag("--no-prefix-caching{false}", c.enable_prefix_caching, "do not reuse KV of common prompt prefixes");
+  cmd.add_option("--long-prefill-threshold", c.long_prefill_token_threshold,
+                 "most tokens one request computes per step (0: no cap)")->capture_default_str();
 }
 
 std::string read_file(const std::string& path) {

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "engine/engine_config.h"
 #include "sample/sampling_params.h"
 
 namespace exactly::cli {
@@ -19,6 +20,10 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed
 void add_sampling_options(CLI::App& cmd, SamplingParams& params);
+
+// --kv-cache-memory, --block-size, --max-num-batched-tokens, --max-num-seqs,
+// --no-prefix-caching (shared by run, batch and serve).
+void add_engine_options(CLI::App& cmd, EngineConfig& config);
 
 // Reads a whole file as bytes; throws Error(kBadInput) naming the file.
 std::string read_file(const std::string& path);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   exactly::cli::register_info(app);
   exactly::cli::register_bench(app);
   exactly::cli::register_logits(app);
+  exactly::cli::register_batch(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

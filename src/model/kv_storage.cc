@@ -1,5 +1,9 @@
 #include "model/kv_storage.h"
 
+#include <cstring>
+
+#include "core/check.h"
+
 namespace exactly {
 
 KVStorage::KVStorage(const ModelConfig& config, int64_t num_blocks, int block_size)
@@ -13,6 +17,19 @@ KVStorage::KVStorage(const ModelConfig& config, int64_t num_blocks, int block_si
 kernels::PagedKV KVStorage::layer(int index) {
   auto i = static_cast<size_t>(index);
   return {k_[i].data(), v_[i].data(), num_blocks_, block_size_, n_kv_heads_, head_dim_};
+}
+
+void KVStorage::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& pairs) {
+  const size_t block_floats = static_cast<size_t>(block_size_) * static_cast<size_t>(n_kv_heads_ * head_dim_);
+  for (const auto& [src, dst] : pairs) {
+    EXACTLY_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_, "bad block copy %d -> %d", src, dst);
+    for (size_t l = 0; l < k_.size(); ++l) {
+      std::memcpy(k_[l].data() + static_cast<size_t>(dst) * block_floats, k_[l].data() + static_cast<size_t>(src) * block_floats,
+                  block_floats * sizeof(float));
+      std::memcpy(v_[l].data() + static_cast<size_t>(dst) * block_floats, v_[l].data() + static_cast<size_t>(src) * block_floats,
+                  block_floats * sizeof(float));
+    }
+  }
 }
 
 int64_t KVStorage::bytes_per_slot(const ModelConfig& config) {

@@ -16,6 +16,9 @@ class KVStorage {
   KVStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
 
   kernels::PagedKV layer(int index);
+  // Copies whole blocks (every layer, K and V), in order: copy-on-write
+  // before a forward pass. pairs: [n, 2] (src, dst) block ids.
+  void copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& pairs);
   int64_t num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
   int64_t num_slots() const { return num_blocks_ * block_size_; }

@@ -1,0 +1,339 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "kvcache/capacity.h"
+#include "sample/stop_strings.h"
+
+namespace exactly {
+
+const char* to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+  }
+  return "?";
+}
+
+// One client request: n sequences that share the prompt.
+struct Engine::Group {
+  ClientRequestId id = 0;
+  RequestParams params;
+  std::vector<RequestId> seqs;  // [n] sequence of each completion index (parent first)
+  int64_t cached_prompt_tokens = -1;  // known once the parent is first scheduled
+  int32_t num_done = 0;
+  bool forked = false;
+  int64_t completion_tokens = 0;
+  RequestOutput pending;  // deltas gathered during the current step
+  bool touched = false;
+};
+
+// One completion: its sampler, detokenizer and stop-string state.
+struct Engine::Sequence {
+  Sequence(RequestId id_, Group* group_, int32_t index_, const SamplingParams& sp, const Tokenizer& tok)
+      : id(id_), group(group_), index(index_), sampler(sp), detok(tok), stops(group_->params.stop) {}
+  RequestId id;
+  Group* group;
+  int32_t index;
+  Sampler sampler;
+  StreamingDetokenizer detok;
+  StopStringMatcher stops;
+  bool done = false;
+};
+
+namespace {
+
+// Sample i of a seeded request draws from seed + i, so each completion is
+// reproducible on its own.
+SamplingParams params_for_index(SamplingParams sp, int32_t index) {
+  if (sp.seed) sp.seed = *sp.seed + static_cast<uint64_t>(index);
+  return sp;
+}
+
+int32_t kv_blocks(const LoadedModel& m, const EngineConfig& c) {
+  int32_t blocks = num_blocks_for_memory(c.kv_cache_memory, KVStorage::bytes_per_slot(m.config()), c.block_size);
+  if (blocks < 1)
+    throw Error(strformat("--kv-cache-memory %s holds no KV block of %d tokens (%s per token)",
+                          human_bytes(static_cast<double>(c.kv_cache_memory)).c_str(), c.block_size,
+                          human_bytes(static_cast<double>(KVStorage::bytes_per_slot(m.config()))).c_str()),
+                ExitCode::kUsage);
+  return blocks;
+}
+
+EngineConfig resolved(const LoadedModel& m, EngineConfig c) {
+  if (c.threads <= 0) c.threads = ThreadPool::default_threads();
+  if (c.max_model_len <= 0 || c.max_model_len > m.config().context_length) c.max_model_len = m.config().context_length;
+  if (c.block_size <= 0 || c.block_size > 1024)
+    throw Error(strformat("--block-size %d must be between 1 and 1024", c.block_size), ExitCode::kUsage);
+  if (c.max_num_batched_tokens < 1) throw Error("--max-num-batched-tokens must be positive", ExitCode::kUsage);
+  if (c.max_num_seqs < 1) throw Error("--max-num-seqs must be positive", ExitCode::kUsage);
+  return c;
+}
+
+}  // namespace
+
+Engine::Engine(LoadedModel& model, const EngineConfig& config)
+    : model_(model), config_(resolved(model, config)), pool_(config_.threads),
+      kv_storage_(model.config(), kv_blocks(model, config_), config_.block_size),
+      kv_manager_(static_cast<int32_t>(kv_storage_.num_blocks()), config_.block_size, config_.enable_prefix_caching) {
+  SchedulerConfig sc;
+  sc.max_num_batched_tokens = config_.max_num_batched_tokens;
+  sc.max_num_seqs = config_.max_num_seqs;
+  sc.enable_prefix_caching = config_.enable_prefix_caching;
+  sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
+  sc.max_model_len = config_.max_model_len;
+  scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
+}
+
+Engine::~Engine() = default;
+
+bool Engine::has_unfinished() const { return !groups_.empty(); }
+
+ClientRequestId Engine::add_request(const RequestParams& p) {
+  const int32_t vocab = model_.config().vocab_size;
+  if (p.prompt.empty()) throw Error("the prompt is empty", ExitCode::kUsage);
+  for (size_t i = 0; i < p.prompt.size(); ++i)
+    if (p.prompt[i] < 0 || p.prompt[i] >= vocab)
+      throw Error(strformat("prompt token %zu is %d, outside the vocabulary of %d tokens", i, p.prompt[i], vocab),
+                  ExitCode::kUsage);
+  if (p.max_tokens < 1) throw Error(strformat("max_tokens must be at least 1, got %lld", static_cast<long long>(p.max_tokens)),
+                                    ExitCode::kUsage);
+  if (p.n < 1 || p.n > 128) throw Error(strformat("n must be between 1 and 128, got %d", p.n), ExitCode::kUsage);
+  const int64_t total = static_cast<int64_t>(p.prompt.size()) + p.max_tokens;
+  if (total > config_.max_model_len)
+    throw Error(strformat("the prompt (%zu tokens) plus max_tokens (%lld) is %lld tokens, more than the context of %d",
+                          p.prompt.size(), static_cast<long long>(p.max_tokens), static_cast<long long>(total),
+                          config_.max_model_len),
+                ExitCode::kUsage);
+  if (!scheduler_->fits_alone(total))
+    throw Error(strformat("the request needs %lld tokens of KV cache but the pool holds only %lld",
+                          static_cast<long long>(total),
+                          static_cast<long long>(int64_t{kv_manager_.num_blocks()} * kv_manager_.block_size())),
+                ExitCode::kUsage);
+
+  auto group = std::make_unique<Group>();
+  group->id = next_client_id_++;
+  group->params = p;
+  group->pending.id = group->id;
+  group->pending.prompt_tokens = static_cast<int64_t>(p.prompt.size());
+  const RequestId seq = next_seq_id_++;
+  group->seqs.push_back(seq);
+  sequences_[seq] = std::make_unique<Sequence>(seq, group.get(), 0, params_for_index(p.sampling, 0), *model_.tokenizer);
+  Request r = make_request(seq, p.prompt, p.max_tokens, p.priority);
+  r.engine_state = sequences_[seq].get();
+  scheduler_->add_request(std::move(r));
+  const ClientRequestId id = group->id;
+  groups_[id] = std::move(group);
+  return id;
+}
+
+void Engine::abort(ClientRequestId id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  Group& g = *it->second;
+  for (RequestId seq : g.seqs) {
+    Sequence& s = sequence_of(seq);
+    if (s.done) continue;
+    scheduler_->abort_request(seq);
+    end_sequence(s, FinishReason::kAbort);
+  }
+}
+
+Engine::Sequence& Engine::sequence_of(RequestId id) {
+  auto it = sequences_.find(id);
+  EXACTLY_CHECK(it != sequences_.end(), "unknown sequence %lld", static_cast<long long>(id));
+  return *it->second;
+}
+
+bool Engine::is_stop_token(const Sequence& s, int32_t token) const {
+  const RequestParams& p = s.group->params;
+  if (!p.ignore_eos && model_.tokenizer->is_end_of_generation(token)) return true;
+  return std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+}
+
+CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
+  for (auto& d : out.completions)
+    if (d.index == index) return d;
+  out.completions.push_back({});
+  out.completions.back().index = index;
+  return out.completions.back();
+}
+
+void Engine::emit(Sequence& s, int32_t token, std::span<const float> logits) {
+  Group& g = *s.group;
+  CompletionDelta& d = delta_for(g.pending, s.index);
+  g.touched = true;
+  d.token_ids.push_back(token);
+  if (g.params.logprobs >= 0) d.logprobs.push_back(compute_logprobs(logits, token, g.params.logprobs));
+  d.text += s.stops.push(s.detok.push(token));
+  ++g.completion_tokens;
+  ++stats_.generated_tokens;
+}
+
+void Engine::end_sequence(Sequence& s, FinishReason reason) {
+  if (s.done) return;
+  s.done = true;
+  Group& g = *s.group;
+  CompletionDelta& d = delta_for(g.pending, s.index);
+  if (reason != FinishReason::kAbort && !s.stops.stopped()) d.text += s.stops.push(s.detok.flush()) + s.stops.flush();
+  d.finish_reason = reason;
+  g.touched = true;
+  ++g.num_done;
+}
+
+void Engine::pack_batch(const SchedulerOutput& out) {
+  ForwardBatch& b = batch_;
+  b.tokens.clear();
+  b.positions.clear();
+  b.slot_mapping.clear();
+  b.query_start.assign(1, 0);
+  b.seq_lens.clear();
+  b.logits_rows.clear();
+  const int32_t bs = kv_manager_.block_size();
+  size_t max_blocks = 1;
+  for (const ScheduledChunk& c : out.scheduled) max_blocks = std::max(max_blocks, kv_manager_.block_table(c.id).size());
+  b.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
+  b.block_tables.assign(out.scheduled.size() * max_blocks, 0);
+
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledChunk& c = out.scheduled[i];
+    const Request* r = scheduler_->find(c.id);
+    EXACTLY_CHECK(r != nullptr);
+    std::span<const BlockId> table = kv_manager_.block_table(c.id);
+    std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i * max_blocks));
+    for (int64_t pos = c.first_new_token; pos < c.first_new_token + c.num_new_tokens; ++pos) {
+      const int32_t token = pos < r->num_tokens() ? r->tokens[static_cast<size_t>(pos)]
+                                                  : r->draft_tokens[static_cast<size_t>(pos - r->num_tokens())];
+      b.tokens.push_back(token);
+      b.positions.push_back(static_cast<int32_t>(pos));
+      b.slot_mapping.push_back(int64_t{table[static_cast<size_t>(pos / bs)]} * bs + pos % bs);
+      if (pos < r->num_prompt_tokens) ++stats_.prompt_tokens_computed;
+    }
+    b.query_start.push_back(static_cast<int32_t>(b.tokens.size()));
+    b.seq_lens.push_back(static_cast<int32_t>(c.first_new_token + c.num_new_tokens));
+    if (c.samples) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+  }
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<RequestOutput> results;
+  if (groups_.empty()) return results;
+  SchedulerOutput out = scheduler_->schedule();
+  stats_.preemptions += static_cast<int64_t>(out.preempted.size());
+  stats_.peak_running = std::max<int64_t>(stats_.peak_running, static_cast<int64_t>(scheduler_->num_running()));
+  if (!out.scheduled.empty()) {
+    ++stats_.steps;
+    for (const ScheduledChunk& c : out.scheduled) {
+      Group& g = *sequence_of(c.id).group;
+      if (g.cached_prompt_tokens < 0 && g.seqs.front() == c.id) g.cached_prompt_tokens = c.first_new_token;
+    }
+    if (!out.copies.empty()) {
+      std::vector<std::pair<int32_t, int32_t>> pairs;
+      for (const BlockCopy& bc : out.copies) pairs.push_back({bc.src, bc.dst});
+      kv_storage_.copy_blocks(pairs);
+    }
+    pack_batch(out);
+    const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+    logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
+    auto t0 = std::chrono::steady_clock::now();
+    model_.model->forward(batch_, kv_storage_, logits_.data(), pool_);
+    stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    // Sample every chunk that reached the end of its tokens. A group's first
+    // sample also draws its siblings' first tokens from the same logits.
+    struct Drawn {
+      RequestId seq;
+      int32_t token;
+      size_t row;
+      bool fork;  // a sibling created from the parent after the update
+    };
+    std::vector<Drawn> drawn;
+    std::vector<StepTokens> step_tokens;
+    size_t row = 0;
+    for (const ScheduledChunk& c : out.scheduled) {
+      if (!c.samples) continue;
+      const Request* r = scheduler_->find(c.id);
+      Sequence& s = sequence_of(c.id);
+      std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      const int32_t token = s.sampler.sample(logits, r->tokens, static_cast<size_t>(r->num_prompt_tokens));
+      drawn.push_back({c.id, token, row, false});
+      step_tokens.push_back({c.id, {token}, false});
+      Group& g = *s.group;
+      if (!g.forked && g.params.n > 1) {
+        g.forked = true;
+        for (int32_t i = 1; i < g.params.n; ++i) {
+          const RequestId child = next_seq_id_++;
+          g.seqs.push_back(child);
+          auto cs = std::make_unique<Sequence>(child, &g, i, params_for_index(g.params.sampling, i), *model_.tokenizer);
+          const int32_t t = cs->sampler.sample(logits, r->tokens, static_cast<size_t>(r->num_prompt_tokens));
+          sequences_[child] = std::move(cs);
+          drawn.push_back({child, t, row, true});
+        }
+      }
+      ++row;
+    }
+    std::vector<std::unique_ptr<Request>> finished = scheduler_->update_after_step(out, step_tokens);
+    std::unordered_set<RequestId> finished_by_length;
+    for (const auto& r : finished) finished_by_length.insert(r->id);
+
+    for (const Drawn& d : drawn) {
+      Sequence& s = sequence_of(d.seq);
+      if (d.fork) {
+        const RequestId parent = s.group->seqs.front();
+        if (scheduler_->find(parent) != nullptr) {
+          Request& child = scheduler_->fork_request(parent, d.seq, d.token);
+          child.engine_state = &s;
+        } else {
+          finished_by_length.insert(d.seq);  // the parent ended at max_tokens; so does its sibling
+        }
+      }
+    }
+    for (const Drawn& d : drawn) {
+      Sequence& s = sequence_of(d.seq);
+      std::span<const float> logits(logits_.data() + d.row * vocab, vocab);
+      const bool stop_token = is_stop_token(s, d.token);
+      if (!stop_token) emit(s, d.token, logits);
+      if (stop_token || s.stops.stopped()) {
+        if (scheduler_->find(d.seq) != nullptr) scheduler_->finish_request(d.seq, RequestStatus::kFinishedStopped);
+        end_sequence(s, FinishReason::kStop);
+      } else if (finished_by_length.count(d.seq)) {
+        end_sequence(s, FinishReason::kLength);
+      }
+    }
+  }
+
+  // Hand out what changed and retire finished groups.
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    Group& g = *it->second;
+    if (!g.touched) {
+      ++it;
+      continue;
+    }
+    RequestOutput& o = g.pending;
+    o.cached_prompt_tokens = std::max<int64_t>(0, g.cached_prompt_tokens);
+    o.completion_tokens = g.completion_tokens;
+    o.finished = g.num_done == g.params.n;
+    std::sort(o.completions.begin(), o.completions.end(),
+              [](const CompletionDelta& a, const CompletionDelta& b) { return a.index < b.index; });
+    results.push_back(std::move(o));
+    g.pending = RequestOutput{};
+    g.pending.id = g.id;
+    g.pending.prompt_tokens = static_cast<int64_t>(g.params.prompt.size());
+    g.touched = false;
+    if (results.back().finished) {
+      for (RequestId seq : g.seqs) sequences_.erase(seq);
+      it = groups_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return results;
+}
+
+}  // namespace exactly

@@ -1,0 +1,89 @@
+// The batched engine: requests come in with add_request, every step() runs
+// one forward pass over the flattened tokens of all scheduled requests and
+// returns what each request gained. The step is the pipeline of
+// docs/ARCHITECTURE.md: schedule → pack the batch → forward → sample →
+// update requests and free finished blocks.
+//
+// Exactness: a request's tokens do not depend on what else is in the batch,
+// on prefix-cache hits, prefill chunking or preemption — the kernels compute
+// each row in a batch-independent order and each request samples with its
+// own seeded generator.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/engine_config.h"
+#include "engine/loaded_model.h"
+#include "engine/request_params.h"
+#include "kvcache/kv_cache_manager.h"
+#include "model/kv_storage.h"
+#include "sched/scheduler.h"
+
+namespace exactly {
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t prompt_tokens_computed = 0;   // prompt tokens run through the model (not cached ones)
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+  int64_t peak_running = 0;
+  double forward_seconds = 0;
+};
+
+class Engine {
+ public:
+  Engine(LoadedModel& model, const EngineConfig& config);
+  ~Engine();
+
+  // Queues a request; throws Error (ExitCode::kUsage) naming the problem when
+  // it can never run (empty prompt, unknown token, longer than the context).
+  ClientRequestId add_request(const RequestParams& params);
+  // Cancels a request; its blocks are freed now. Unknown ids are ignored.
+  void abort(ClientRequestId id);
+  // One iteration; returns the requests that gained tokens or finished.
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const;
+
+  const EngineConfig& config() const { return config_; }
+  const EngineStats& stats() const { return stats_; }
+  KVCacheStats kv_stats() const { return kv_manager_.stats(); }
+  size_t num_running() const { return scheduler_->num_running(); }
+  size_t num_waiting() const { return scheduler_->num_waiting(); }
+  int32_t max_model_len() const { return config_.max_model_len; }
+  const Tokenizer& tokenizer() const { return *model_.tokenizer; }
+  // Checks the KV bookkeeping's invariants (aborts when broken); for tests.
+  void check_integrity() const { kv_manager_.check_integrity(); }
+
+ private:
+  struct Group;
+  struct Sequence;
+
+  void pack_batch(const SchedulerOutput& out);
+  std::vector<StepTokens> sample(const SchedulerOutput& out);
+  void finish_step(const SchedulerOutput& out, std::vector<std::unique_ptr<Request>> finished,
+                   std::vector<RequestOutput>& results);
+  Sequence& sequence_of(RequestId id);
+  bool is_stop_token(const Sequence& s, int32_t token) const;
+  void emit(Sequence& s, int32_t token, std::span<const float> logits);
+  void end_sequence(Sequence& s, FinishReason reason);
+
+  LoadedModel& model_;
+  EngineConfig config_;
+  ThreadPool pool_;
+  KVStorage kv_storage_;
+  KVCacheManager kv_manager_;
+  std::unique_ptr<Scheduler> scheduler_;
+  ForwardBatch batch_;
+  std::vector<float> logits_;  // [n_sampling_rows, vocab]
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
+  std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;
+  RequestId next_seq_id_ = 1;
+  ClientRequestId next_client_id_ = 1;
+  EngineStats stats_;
+};
+
+}  // namespace exactly

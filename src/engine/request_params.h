@@ -1,0 +1,49 @@
+// What a client asks of the engine for one request, and what it gets back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sample/sampler.h"
+#include "sample/sampling_params.h"
+
+namespace exactly {
+
+using ClientRequestId = uint64_t;
+
+struct RequestParams {
+  std::vector<int32_t> prompt;          // [n_prompt] token ids, BOS included if wanted
+  SamplingParams sampling;
+  int64_t max_tokens = 16;
+  int32_t n = 1;                        // parallel samples sharing the prompt's KV
+  std::vector<std::string> stop;        // stop strings, excluded from the output
+  std::vector<int32_t> stop_token_ids;  // extra stop tokens
+  bool ignore_eos = false;
+  int32_t logprobs = -1;                // <0: none; else top-N alternatives per token
+  int32_t priority = 0;                 // lower runs first
+};
+
+enum class FinishReason { kStop, kLength, kAbort };
+const char* to_string(FinishReason reason);
+
+// What one request gained in one step (deltas), per completion.
+struct CompletionDelta {
+  int32_t index = 0;                     // which of the n samples
+  std::vector<int32_t> token_ids;        // new tokens (a stop token is not reported)
+  std::string text;                      // new text, UTF-8 complete, stop strings removed
+  std::vector<TokenLogprobs> logprobs;   // one per new token when requested
+  std::optional<FinishReason> finish_reason;
+};
+
+struct RequestOutput {
+  ClientRequestId id = 0;
+  std::vector<CompletionDelta> completions;
+  bool finished = false;                 // every completion has finished
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;      // prompt tokens found in the prefix cache
+  int64_t completion_tokens = 0;         // over all completions, so far
+};
+
+}  // namespace exactly
