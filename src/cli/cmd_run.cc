@@ -8,7 +8,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/format.h"
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "engine/loaded_model.h"
 
 namespace exactly::cli {
@@ -17,6 +17,7 @@ namespace {
 
 struct RunOptions {
   ModelOptions model;
+  EngineConfig engine;
   SamplingParams sampling;
   std::string prompt;
   std::string prompt_file;
@@ -65,41 +66,53 @@ void run(const RunOptions& o) {
 
   const int32_t model_ctx = m.config().context_length;
   const int32_t ctx = o.ctx > 0 ? std::min(o.ctx, model_ctx) : model_ctx;
-  if (static_cast<int32_t>(prompt.size()) > ctx)
+  if (static_cast<int32_t>(prompt.size()) >= ctx)
     throw Error(strformat("the prompt has %zu tokens but the context holds %d", prompt.size(), ctx),
                 ExitCode::kUsage);
   const int32_t room = ctx - static_cast<int32_t>(prompt.size());
   const int32_t n_predict = o.n_predict < 0 ? room : std::min(o.n_predict, room);
-  // Size the KV pool for what this run can use, not for the model's full context.
-  const int32_t needed = static_cast<int32_t>(prompt.size()) + n_predict;
+  if (n_predict <= 0) throw Error("-n must be positive (or -1 for the rest of the context)", ExitCode::kUsage);
 
-  ThreadPool pool(o.model.resolved_threads());
-  Generator gen(*m.model, pool, std::max(needed, 1));
-  Sampler sampler(o.sampling);
-  StreamingDetokenizer detok(tok);
+  // One request through the same engine as `batch` and `serve`, so a seeded
+  // request gives the same tokens from all three.
+  EngineConfig config = o.engine;
+  config.threads = o.model.threads;
+  config.max_model_len = ctx;
+  Engine engine(m, config);
+  RequestParams params;
+  params.prompt = prompt;
+  params.sampling = o.sampling;
+  params.max_tokens = n_predict;
+  engine.add_request(params);
+
   std::vector<int32_t> generated;
-  GenerationStats s = generate(
-      gen, sampler, prompt, n_predict, [&](int32_t id) { return tok.is_end_of_generation(id); },
-      [&](int32_t id) {
-        generated.push_back(id);
-        std::string piece = detok.push(id);
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  double first_token = 0;
+  std::string finish = "length";
+  while (engine.has_unfinished()) {
+    for (const RequestOutput& out : engine.step()) {
+      for (const CompletionDelta& d : out.completions) {
+        if (!d.token_ids.empty() && generated.empty())
+          first_token = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        generated.insert(generated.end(), d.token_ids.begin(), d.token_ids.end());
+        std::fwrite(d.text.data(), 1, d.text.size(), stdout);
         std::fflush(stdout);
-      });
-  std::string rest = detok.flush();
-  std::fwrite(rest.data(), 1, rest.size(), stdout);
+        if (d.finish_reason) finish = to_string(*d.finish_reason);
+      }
+    }
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (!o.ids_out.empty()) write_ids_json(o.ids_out, prompt, generated);
 
-  const char* why = s.stop == StopReason::kEndOfGeneration ? "end of generation"
-                    : s.stop == StopReason::kContextFull    ? "context full"
-                                                            : "max tokens";
-  std::fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tokens/s); generated: %d tokens in %.3f s (%.1f tokens/s); stop: %s; threads: %d\n",
-               s.prompt_tokens, s.prompt_seconds, s.prompt_tokens / std::max(s.prompt_seconds, 1e-9),
-               s.generated_tokens, s.generate_seconds,
-               s.generated_tokens > 1 ? (s.generated_tokens - 1) / std::max(s.generate_seconds, 1e-9) : 0.0, why,
-               pool.size());
+  const double gen_seconds = total - first_token;
+  std::fprintf(stderr,
+               "\nprompt: %zu tokens, first token after %.3f s; generated: %zu tokens in %.3f s (%.1f tokens/s after the first); "
+               "finish: %s; threads: %d\n",
+               prompt.size(), first_token, generated.size(), total,
+               generated.size() > 1 ? static_cast<double>(generated.size() - 1) / std::max(gen_seconds, 1e-9) : 0.0,
+               finish.c_str(), engine.config().threads);
 }
 
 }  // namespace
@@ -108,6 +121,7 @@ void register_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "generate a continuation of a prompt");
   add_model_options(*cmd, o->model);
+  add_engine_options(*cmd, o->engine);
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text (special-token text is recognised)");
   auto* f = cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
   auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids (\"1,2,3\"), used as given");

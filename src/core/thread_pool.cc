@@ -25,8 +25,8 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  state_.fetch_add(uint64_t{1} << 32, std::memory_order_acq_rel);
+  state_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -36,21 +36,30 @@ int ThreadPool::default_threads() {
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint64_t seen_generation = 0;
   for (;;) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    for (int spin = 0; (s >> 32) == seen_generation && spin < kSpinIterations; ++spin) {
       EXACTLY_PAUSE();
-      gen = generation_.load(std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
     }
-    if (gen == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
+    if ((s >> 32) == seen_generation) {
+      state_.wait(s, std::memory_order_acquire);
       continue;
     }
-    seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
+    seen_generation = s >> 32;
+    // Join only the job we saw, and only while it is open.
+    bool joined = false;
+    while ((s >> 32) == seen_generation && (s & kOpen)) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        joined = true;
+        break;
+      }
+    }
+    if (!joined) continue;
     (*job_)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    state_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -60,11 +69,16 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
     return;
   }
   job_ = &fn;
-  pending_.store(num_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  const uint64_t generation = (state_.load(std::memory_order_relaxed) >> 32) + 1;
+  state_.store(generation << 32 | kOpen, std::memory_order_release);
+  state_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) EXACTLY_PAUSE();
+  // Close the job: workers that have not joined yet skip it.
+  uint64_t s = state_.fetch_and(~kOpen, std::memory_order_acq_rel) & ~kOpen;
+  while ((s & kActiveMask) != 0) {
+    EXACTLY_PAUSE();
+    s = state_.load(std::memory_order_acquire);
+  }
   job_ = nullptr;
 }
 
