@@ -107,29 +107,35 @@ void bench_model(ThreadPool* pools[2], double read_gbs[2]) {
 }
 
 // Attention of the default model's shape (9 heads over 3 KV heads, head_dim
-// 64) for one 512-token prompt and for one decode token at context 512.
-void bench_attention(ThreadPool* pools[2]) {
-  const int n_heads = 9, n_kv = 3, hd = 64, block = 16, ctx = 512;
+// 64, block size 16, a shuffled block table): one 512-token prompt, and one
+// decode token at contexts 512, 2048 and 8192.
+void bench_attention(ThreadPool* pools[2], double peak[2]) {
+  const int n_heads = 9, n_kv = 3, hd = 64, block = 16, max_ctx = 8192;
+  const int n_blocks = max_ctx / block;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> k(static_cast<size_t>(ctx * n_kv * hd)), v(k.size()), q(static_cast<size_t>(ctx * n_heads * hd)),
-      out(q.size());
+  std::vector<float> k(static_cast<size_t>(max_ctx * n_kv * hd)), v(k.size()),
+      q(static_cast<size_t>(512 * n_heads * hd)), out(q.size());
   for (auto* a : {&k, &v, &q})
     for (auto& e : *a) e = u(rng);
-  std::vector<int32_t> table(ctx / block);
-  for (int32_t i = 0; i < ctx / block; ++i) table[static_cast<size_t>(i)] = ctx / block - 1 - i;
-  const kernels::PagedKV cache{k.data(), v.data(), ctx / block, block, n_kv, hd};
-  std::printf("\nattention (9 heads / 3 KV heads, head_dim 64, context %d)\n", ctx);
-  for (int n_new : {ctx, 1}) {
-    const int32_t qs[2] = {0, n_new}, len = ctx;
-    const kernels::AttentionBatch b{1, qs, &len, table.data(), ctx / block};
-    const double pairs = n_new == 1 ? ctx : 0.5 * ctx * (ctx + 1);  // (query, key) pairs per head
+  std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+  for (int32_t i = 0; i < n_blocks; ++i) table[static_cast<size_t>(i)] = (i * 37) % n_blocks;  // 37 is coprime to 512
+  const kernels::PagedKV cache{k.data(), v.data(), n_blocks, block, n_kv, hd};
+  std::printf("\nattention (9 heads / 3 KV heads, head_dim 64; 4 flop per head per (query, key) pair per dim)\n");
+  struct Case {
+    int n_new, ctx;
+  };
+  for (const Case c : {Case{512, 512}, Case{1, 512}, Case{1, 2048}, Case{1, 8192}}) {
+    const int32_t qs[2] = {0, c.n_new}, len = c.ctx;
+    const kernels::AttentionBatch b{1, qs, &len, table.data(), n_blocks};
+    const double pairs = c.n_new == 1 ? c.ctx : 0.5 * c.ctx * (c.ctx + 1);  // (query, key) pairs per head
     for (int p = 0; p < 2; ++p) {
-      const double sec = median_seconds(n_new == 1 ? 101 : 5, [&] {
+      const double sec = median_seconds(c.n_new == 1 ? 101 : 9, [&] {
         kernels::attention(cache, b, q.data(), n_heads, 0.125f, out.data(), *pools[p]);
       });
-      std::printf("  %3d new tokens, %d thr: %8.1f us per layer, %5.1f GFLOP/s (4 flop per head per pair per dim)\n",
-                  n_new, pools[p]->size(), sec * 1e6, 4 * pairs * n_heads * hd / sec * 1e-9);
+      const double gflops = 4 * pairs * n_heads * hd / sec * 1e-9;
+      std::printf("  %3d new tokens, context %4d, %d thr: %8.1f us per layer, %5.1f GFLOP/s = %3.0f%% of peak\n",
+                  c.n_new, c.ctx, pools[p]->size(), sec * 1e6, gflops, 100 * gflops / peak[p]);
     }
   }
 }
@@ -150,12 +156,12 @@ int main(int argc, char** argv) {
                 read_gbs[p], bench::copy_bandwidth_gbs(*pools[p]));
   }
   if (argc > 1 && std::string(argv[1]) == "--attention") {
-    bench::bench_attention(pools);
+    bench::bench_attention(pools, peak);
     return 0;
   }
   if (!model_only) {
     bench::bench_shapes(pools, peak);
-    bench::bench_attention(pools);
+    bench::bench_attention(pools, peak);
   }
   bench::bench_model(pools, read_gbs);
   return 0;

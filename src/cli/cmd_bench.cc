@@ -119,6 +119,7 @@ void register_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "print results as JSON");
   cmd->callback([o] { run(*o); });
+  register_bench_kv(*bench);
 }
 
 }  // namespace exactly::cli

@@ -87,16 +87,24 @@ def ref_tokenizer(model_path):
     return tokenizer_ref.load_tokenizer(str(model_path))
 
 
-BOS_ID = 1
+@pytest.fixture(scope="session")
+def bos_id(model_path):
+    """The BOS id to prepend, as the model's metadata asks (None when it does not)."""
+    from gguf import GGUFReader
+    fields = GGUFReader(str(model_path)).fields
+    add = fields.get("tokenizer.ggml.add_bos_token")
+    if add is None or not bool(add.contents()):
+        return None
+    return int(fields["tokenizer.ggml.bos_token_id"].contents())
 
 
 @pytest.fixture(scope="session")
-def prompt_ids(prompts_dir, ref_tokenizer):
+def prompt_ids(prompts_dir, ref_tokenizer, bos_id):
     import tokenizer_ref
 
     def ids(name: str, max_tokens: int | None = None) -> list[int]:
         text = (prompts_dir / name).read_text(encoding="utf-8")
-        out = tokenizer_ref.encode(ref_tokenizer, text, bos_id=BOS_ID)
+        out = tokenizer_ref.encode(ref_tokenizer, text, bos_id=bos_id)
         if max_tokens is not None:
             if len(out) < max_tokens:
                 pytest.fail(f"prompt {name} has {len(out)} tokens, fewer than the {max_tokens} asked for")
