@@ -71,13 +71,26 @@ struct AttentionBatch {
   int32_t max_blocks_per_seq;
 };
 
+// Which keys a query sees: causal (keys 0..its own position) or all of its
+// sequence's keys (none; not used by the engine's decoder models).
+enum class AttentionMask { causal, none };
+
 // Causal attention for a flattened batch: query token j of sequence s sits at
 // context position seq_lens[s] - (query_start[s+1] - query_start[s]) + j and
 // attends to keys 0..that position, read through the block table.
 // q: [n_tokens, n_heads, head_dim], out: [n_tokens, n_heads, head_dim];
 // query head h uses KV head h / (n_heads / n_kv_heads). scale = 1/sqrt(head_dim).
+// FlashAttention (cpu/flash_*.h): tiled prefill, split-KV decode over fixed
+// 512-key partitions; each output row's bits are independent of the batch,
+// its chunk, its place in a tile and the thread count.
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-               float scale, float* out, ThreadPool& pool);
+               float scale, float* out, ThreadPool& pool, AttentionMask mask = AttentionMask::causal);
+
+// Bytes of working memory attention() allocates for this batch on n_threads:
+// per-thread tile buffers, independent of the sequence lengths, plus one small
+// partial result per 512-key partition of split-KV (decode) tiles only.
+int64_t attention_scratch_bytes(const PagedKV& cache, const AttentionBatch& batch, int n_heads, int n_threads,
+                                AttentionMask mask = AttentionMask::causal);
 
 namespace reference {
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
@@ -86,7 +99,7 @@ void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_h
                    int rope_dims, float freq_base);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-               float scale, float* out);
+               float scale, float* out, AttentionMask mask = AttentionMask::causal);
 }  // namespace reference
 
 }  // namespace exactly::kernels

@@ -1,165 +1,146 @@
-// Causal attention over the paged KV cache, one (query token, head) at a time.
+// FlashAttention over the paged KV cache: tiled prefill and split-KV decode
+// in one plan.
 //
-// Keys are visited in tiles of kKeyTile positions in increasing order with an
-// online softmax at tile granularity (running max m, running sum l, and an
-// accumulator rescaled by exp(m_old - m_new)), so scratch does not grow with
-// the context and each output's arithmetic depends only on its own query and
-// keys: the result is independent of the batch and of the thread split. The
-// tile loop is the shape a FlashAttention prefill and split-KV decode extend.
+// The work is a list of query tiles (flash_query_tile.h). A tile of a
+// sequence with few query tokens (a decode step, a short speculative verify)
+// whose keys span several fixed 512-key partitions is split: each partition
+// is one work item writing a partial row state, and a second pass merges the
+// partials in increasing partition order (flash-decoding). Every other tile
+// walks its partitions in order itself, merging as it goes. Both routes run
+// the same operations on every row, so the choice, the batch and the thread
+// count never change a bit of the output.
+//
+// Scratch: one TileBuffers per thread (independent of the sequence length)
+// plus, for split tiles only, one partial state per partition.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <limits>
+#include <memory>
+#include <vector>
 
 #include "kernels/cpu/attention_layout.h"
-#include "kernels/cpu/reduction_order.h"
+#include "kernels/cpu/flash_query_tile.h"
 #include "kernels/ops.h"
 
 namespace exactly::kernels {
 
 namespace {
 
-constexpr int kKeyTile = 16;
-constexpr int kMaxHeadDim = 512;
+using cpu::flash::QueryTile;
 
-// q . k in the matmul's reduction order (8 fp32 lanes of FMAs, fixed fold).
-float dot(const float* q, const float* k, int n) {  // q, k: [n]
-  int i = 0;
-  float lanes[cpu::kLanes] = {};
-#if EXACTLY_KERNELS_AVX2
-  __m256 acc = _mm256_setzero_ps();
-  for (; i + cpu::kLanes <= n; i += cpu::kLanes)
-    acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
-  _mm256_storeu_ps(lanes, acc);
-#endif
-  for (; i < n; ++i) lanes[i % cpu::kLanes] = std::fma(q[i], k[i], lanes[i % cpu::kLanes]);
-  return cpu::fold_lanes(lanes);
+struct WorkItem {
+  QueryTile tile;
+  int32_t part;   // partition to compute into the partial slot, or -1: the whole tile
+  int64_t slot;   // float offset of the partial state in the partials area
+  int64_t cost;   // rows x keys, to hand out the longest items first
+};
+
+struct SplitTile {
+  QueryTile tile;
+  int32_t n_parts;
+  int64_t slot;  // float offset of partition 0's partial state; the others follow
+};
+
+struct Plan {
+  std::vector<WorkItem> items;
+  std::vector<SplitTile> splits;
+  int64_t partial_floats = 0;
+};
+
+cpu::flash::FlashProblem make_problem(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
+                                      float scale, float* out, AttentionMask mask) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  return {cache, batch, q, out, n_heads, n_heads / cache.n_kv_heads, scale * kLog2e, mask == AttentionMask::causal};
 }
 
-// Four dots q . k_i at once (independent chains overlap their FMA latency);
-// each follows the same order as dot().
-void dot4(const float* q, const float* const* k, int n, float* out) {  // q, k[i]: [n]; out: [4]
-#if EXACTLY_KERNELS_AVX2
-  if (n % cpu::kLanes == 0) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int i = 0; i < n; i += cpu::kLanes) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[0] + i), a0);
-      a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[1] + i), a1);
-      a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[2] + i), a2);
-      a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[3] + i), a3);
-    }
-    out[0] = cpu::fold_lanes(a0);
-    out[1] = cpu::fold_lanes(a1);
-    out[2] = cpu::fold_lanes(a2);
-    out[3] = cpu::fold_lanes(a3);
-    return;
+Plan make_plan(const cpu::flash::FlashProblem& p) {
+  Plan plan;
+  const int per_tile = cpu::flash::tokens_per_tile(p.group);
+  const int hd = p.cache.head_dim;
+  for (int32_t s = 0; s < p.batch.n_seqs; ++s) {
+    const int32_t first = p.batch.query_start[s], n_new = p.batch.query_start[s + 1] - first;
+    const int32_t first_pos = p.batch.seq_lens[s] - n_new;
+    for (int32_t t0 = 0; t0 < n_new; t0 += per_tile)
+      for (int32_t h = 0; h < p.cache.n_kv_heads; ++h) {
+        const QueryTile tile{s, first + t0, std::min(per_tile, n_new - t0), first_pos + t0, h};
+        const int32_t n_parts = cpu::flash::partitions_of(p, tile);
+        const int64_t rows = tile.rows(p.group), keys = cpu::flash::last_key(p, tile) + 1;
+        if (n_new > per_tile || n_parts == 1) {
+          plan.items.push_back({tile, -1, 0, rows * keys});
+          continue;
+        }
+        const int64_t slot_floats = cpu::flash::partial_floats(tile.rows(p.group), hd);
+        plan.splits.push_back({tile, n_parts, plan.partial_floats});
+        for (int32_t part = 0; part < n_parts; ++part)
+          plan.items.push_back({tile, part, plan.partial_floats + part * slot_floats, rows * cpu::flash::kPartitionKeys});
+        plan.partial_floats += n_parts * slot_floats;
+      }
   }
-#endif
-  for (int i = 0; i < 4; ++i) out[i] = dot(q, k[i], n);
+  std::stable_sort(plan.items.begin(), plan.items.end(),
+                   [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
+  return plan;
 }
 
-// acc[d] = acc[d] * scale for all d.
-void scale_row(float* acc, float scale, int n) {  // acc: [n]
-  int i = 0;
-#if EXACTLY_KERNELS_AVX2
-  const __m256 s = _mm256_set1_ps(scale);
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(acc + i, _mm256_mul_ps(_mm256_loadu_ps(acc + i), s));
-#endif
-  for (; i < n; ++i) acc[i] *= scale;
-}
-
-// acc[d] = fma(p, v[d], acc[d]) for all d.
-void axpy(float* acc, float p, const float* v, int n) {  // acc, v: [n]
-  int i = 0;
-#if EXACTLY_KERNELS_AVX2
-  const __m256 pv = _mm256_set1_ps(p);
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
-#endif
-  for (; i < n; ++i) acc[i] = std::fma(p, v[i], acc[i]);
-}
-
-// acc[d] = fma(p[j], v[j][d], acc[d]) for j = 0..nk-1 in order, for all d:
-// the same elementwise operations as axpy() per key, but with the accumulator
-// held in registers across the tile (V = head_dim / 8 vectors).
-template <int V>
-void accumulate_tile(float* acc, const float* p, const float* const* v, int nk) {  // acc: [V*8]; v[j]: [V*8]
-#if EXACTLY_KERNELS_AVX2
-  __m256 a[V];
-  for (int i = 0; i < V; ++i) a[i] = _mm256_loadu_ps(acc + 8 * i);
-  for (int j = 0; j < nk; ++j) {
-    const __m256 pv = _mm256_set1_ps(p[j]);
-    for (int i = 0; i < V; ++i) a[i] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v[j] + 8 * i), a[i]);
-  }
-  for (int i = 0; i < V; ++i) _mm256_storeu_ps(acc + 8 * i, a[i]);
-#else
-  for (int j = 0; j < nk; ++j) axpy(acc, p[j], v[j], V * 8);
-#endif
-}
-
-void attend_one(const PagedKV& c, const AttentionBatch& b, cpu::QueryPlace place, int kv_head,
-                const float* q,  // [head_dim]
-                float scale,
-                float* out) {  // [head_dim]
-  const int hd = c.head_dim;
-  float acc[kMaxHeadDim] = {};  // [head_dim] unnormalised output
-  float m = -std::numeric_limits<float>::infinity();
-  float l = 0.0f;
-  const int32_t n_keys = place.pos + 1;
-  for (int32_t j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-    const int nk = std::min(kKeyTile, n_keys - j0);
-    float s[kKeyTile];  // [nk] scaled scores of this tile
-    float tile_max = -std::numeric_limits<float>::infinity();
-    int j = 0;
-    for (; j + 4 <= nk; j += 4) {
-      const float* k4[4];
-      for (int i = 0; i < 4; ++i) k4[i] = c.k + cpu::kv_offset(c, b, place.seq, j0 + j + i, kv_head);
-      dot4(q, k4, hd, s + j);
-    }
-    for (; j < nk; ++j) s[j] = dot(q, c.k + cpu::kv_offset(c, b, place.seq, j0 + j, kv_head), hd);
-    for (j = 0; j < nk; ++j) {
-      s[j] *= scale;
-      tile_max = std::max(tile_max, s[j]);
-    }
-    const float m_new = std::max(m, tile_max);
-    const float correction = std::exp(m - m_new);  // 0 on the first tile
-    l *= correction;
-    scale_row(acc, correction, hd);
-    float p[kKeyTile];         // [nk] unnormalised probabilities
-    const float* v[kKeyTile];  // [nk] value rows
-    for (j = 0; j < nk; ++j) {
-      p[j] = std::exp(s[j] - m_new);
-      l += p[j];
-      v[j] = c.v + cpu::kv_offset(c, b, place.seq, j0 + j, kv_head);
-    }
-    if (hd == 64) {
-      accumulate_tile<8>(acc, p, v, nk);
-    } else if (hd == 128) {
-      accumulate_tile<16>(acc, p, v, nk);
-    } else {
-      for (j = 0; j < nk; ++j) axpy(acc, p[j], v[j], hd);
-    }
-    m = m_new;
-  }
-  const float inv_l = 1.0f / l;
-  for (int d = 0; d < hd; ++d) out[d] = acc[d] * inv_l;
+// Runs fn(index, buffers) for index in [0, n), handed out one at a time.
+template <class Fn>
+void for_each_dynamic(ThreadPool& pool, int64_t n, std::byte* scratch, int64_t tile_bytes, int group, int hd, Fn&& fn) {
+  if (n == 0) return;
+  std::atomic<int64_t> next{0};
+  pool.run_on_all([&](int thread) {
+    cpu::flash::TileBuffers buf = cpu::flash::carve_tile_buffers(scratch + thread * tile_bytes, group, hd);
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i, buf);
+  });
 }
 
 }  // namespace
 
+int64_t attention_scratch_bytes(const PagedKV& cache, const AttentionBatch& batch, int n_heads, int n_threads,
+                                AttentionMask mask) {
+  const cpu::flash::FlashProblem p = make_problem(cache, batch, nullptr, n_heads, 1.0f, nullptr, mask);
+  return n_threads * cpu::flash::tile_buffer_bytes(p.group, cache.head_dim) +
+         make_plan(p).partial_floats * static_cast<int64_t>(sizeof(float));
+}
+
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads, float scale,
-               float* out, ThreadPool& pool) {
+               float* out, ThreadPool& pool, AttentionMask mask) {
   cpu::check_attention(cache, batch, n_heads);
-  EXACTLY_CHECK(cache.head_dim <= kMaxHeadDim, "attention: head_dim %d > %d", cache.head_dim, kMaxHeadDim);
-  const int64_t n_tokens = batch.query_start[batch.n_seqs];
-  const int group = n_heads / cache.n_kv_heads;
-  const int64_t hd = cache.head_dim;
-  pool.parallel_for(n_tokens * n_heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t t = i / n_heads;
-      const int h = static_cast<int>(i % n_heads);
-      attend_one(cache, batch, cpu::place_query(batch, t), h / group, q + i * hd, scale, out + i * hd);
-    }
-  });
+  for (int32_t s = 0; s < batch.n_seqs; ++s)
+    EXACTLY_CHECK(batch.seq_lens[s] >= batch.query_start[s + 1] - batch.query_start[s],
+                  "attention: sequence %d has more new tokens than its length %d", s, batch.seq_lens[s]);
+  const cpu::flash::FlashProblem p = make_problem(cache, batch, q, n_heads, scale, out, mask);
+  const Plan plan = make_plan(p);
+  const int hd = cache.head_dim;
+  const int64_t tile_bytes = cpu::flash::tile_buffer_bytes(p.group, hd);
+  const int64_t bytes = attention_scratch_bytes(cache, batch, n_heads, pool.size(), mask);
+  const std::unique_ptr<std::byte[]> scratch(new std::byte[static_cast<size_t>(bytes)]);
+  float* partials = reinterpret_cast<float*>(scratch.get() + pool.size() * tile_bytes);
+
+  for_each_dynamic(pool, static_cast<int64_t>(plan.items.size()), scratch.get(), tile_bytes, p.group, hd,
+                   [&](int64_t i, cpu::flash::TileBuffers& buf) {
+                     const WorkItem& w = plan.items[static_cast<size_t>(i)];
+                     if (w.part < 0) {
+                       cpu::flash::attend_query_tile(p, w.tile, buf);
+                       return;
+                     }
+                     cpu::flash::load_tile(p, w.tile, buf);
+                     const int rows = w.tile.rows(p.group);
+                     cpu::flash::attend_partition(p, w.tile, w.part, buf,
+                                                  cpu::flash::partial_state(partials + w.slot, rows, hd));
+                   });
+  for_each_dynamic(pool, static_cast<int64_t>(plan.splits.size()), scratch.get(), tile_bytes, p.group, hd,
+                   [&](int64_t i, cpu::flash::TileBuffers& buf) {
+                     const SplitTile& st = plan.splits[static_cast<size_t>(i)];
+                     const int rows = st.tile.rows(p.group);
+                     cpu::flash::load_tile(p, st.tile, buf);
+                     cpu::flash::reset_state(buf.merged, rows, hd);
+                     for (int32_t part = 0; part < st.n_parts; ++part)
+                       cpu::flash::merge_partition(
+                           buf.merged,
+                           cpu::flash::partial_state(partials + st.slot + part * cpu::flash::partial_floats(rows, hd),
+                                                     rows, hd),
+                           part, buf.key_limit, rows, hd);
+                     cpu::flash::write_tile_output(p, st.tile, buf.merged);
+                   });
 }
 
 }  // namespace exactly::kernels

@@ -10,14 +10,16 @@
 
 namespace exactly::kernels::reference {
 
-void attention(const PagedKV& c, const AttentionBatch& b, const float* q, int n_heads, float scale, float* out) {
+void attention(const PagedKV& c, const AttentionBatch& b, const float* q, int n_heads, float scale, float* out,
+               AttentionMask mask) {
   cpu::check_attention(c, b, n_heads);
   const int64_t n_tokens = b.query_start[b.n_seqs];
   const int group = n_heads / c.n_kv_heads;
   const int hd = c.head_dim;
   std::vector<float> p;  // [n_keys] scores, then probabilities
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const cpu::QueryPlace place = cpu::place_query(b, t);
+    cpu::QueryPlace place = cpu::place_query(b, t);
+    if (mask == AttentionMask::none) place.pos = b.seq_lens[place.seq] - 1;  // every key of the sequence
     for (int h = 0; h < n_heads; ++h) {
       const float* qh = q + (t * n_heads + h) * hd;
       float* oh = out + (t * n_heads + h) * hd;
