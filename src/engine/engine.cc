@@ -243,7 +243,13 @@ std::vector<RequestOutput> Engine::step() {
     logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
     auto t0 = std::chrono::steady_clock::now();
     model_.model->forward(batch_, kv_storage_, logits_.data(), pool_);
-    stats_.forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats_.forward_seconds += seconds;
+    if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
+      ++stats_.decode_only_steps;
+      stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());
+      stats_.decode_only_seconds += seconds;
+    }
 
     // Sample every chunk that reached the end of its tokens. A group's first
     // sample also draws its siblings' first tokens from the same logits.

@@ -32,6 +32,12 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t peak_running = 0;
   double forward_seconds = 0;
+  // Steps in which every scheduled request decoded one token (no prompt
+  // work): their time and tokens give the pure generation throughput, as
+  // llama-batched-bench reports it.
+  int64_t decode_only_steps = 0;
+  int64_t decode_only_tokens = 0;
+  double decode_only_seconds = 0;
 };
 
 class Engine {
