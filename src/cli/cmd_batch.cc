@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -32,10 +33,13 @@ struct BatchOptions {
 };
 
 struct Pending {
-  size_t line_index;
-  bool logprobs;
+  size_t line_index = 0;
+  bool logprobs = false;
   std::vector<FinishedCompletion> choices;
+  double arrival = 0;  // seconds after the start; the latencies below count from here
   double first_token = -1, finished = -1;
+  double last_token = -1;
+  std::vector<double> gaps;  // seconds between consecutive token arrivals (all completions)
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -62,6 +66,7 @@ void run(BatchOptions& o) {
   std::ifstream in(o.input);
   if (!in) throw Error(strformat("cannot open %s", o.input.c_str()), ExitCode::kBadInput);
   std::vector<RequestParams> requests;
+  std::vector<double> arrivals;  // seconds after the start at which each request is submitted
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -73,29 +78,55 @@ void run(BatchOptions& o) {
       throw Error(strformat("%s: invalid JSON (%s)", where.c_str(), e.what()), ExitCode::kBadInput);
     }
     requests.push_back(parse_completion_request(body, tok, m.config().vocab_size, where));
+    // "arrival" (seconds, not an OpenAI field) delays a request, to measure
+    // how running requests fare when new work arrives.
+    double arrival = 0;
+    if (auto a = body.find("arrival"); a != body.end() && !a->is_null()) {
+      if (!a->is_number() || a->get<double>() < 0)
+        throw Error(where + ": field 'arrival' must be a non-negative number of seconds", ExitCode::kBadInput);
+      arrival = a->get<double>();
+    }
+    arrivals.push_back(arrival);
   }
 
   Engine engine(m, o.engine);
   const auto t0 = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   std::unordered_map<ClientRequestId, Pending> pending;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    ClientRequestId id;
-    try {
-      id = engine.add_request(requests[i]);
-    } catch (const Error& e) {
-      throw Error(strformat("%s: request %zu: %s", o.input.c_str(), i, e.what()), ExitCode::kBadInput);
+  std::vector<size_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return arrivals[a] < arrivals[b]; });
+  size_t submitted = 0;
+  auto submit_due = [&] {
+    for (; submitted < order.size() && arrivals[order[submitted]] <= now(); ++submitted) {
+      const size_t i = order[submitted];
+      ClientRequestId id;
+      try {
+        id = engine.add_request(requests[i]);
+      } catch (const Error& e) {
+        throw Error(strformat("%s: request %zu: %s", o.input.c_str(), i, e.what()), ExitCode::kBadInput);
+      }
+      Pending p;
+      p.line_index = i;
+      p.logprobs = requests[i].logprobs >= 0;
+      p.choices.resize(static_cast<size_t>(requests[i].n));
+      p.arrival = now();
+      pending.emplace(id, std::move(p));
     }
-    Pending p{i, requests[i].logprobs >= 0, std::vector<FinishedCompletion>(static_cast<size_t>(requests[i].n)), -1, -1};
-    pending.emplace(id, std::move(p));
-  }
+  };
+  submit_due();
 
   std::vector<json> results(requests.size());
   ProgressBar bar("batch", static_cast<int64_t>(requests.size()));
   size_t done = 0;
   double live_slot_sum = 0, slot_sum = 0;
   int32_t peak_used_blocks = 0;
-  while (engine.has_unfinished()) {
+  while (engine.has_unfinished() || submitted < order.size()) {
+    submit_due();
+    if (!engine.has_unfinished()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     std::vector<RequestOutput> outs = engine.step();
     KVCacheStats kv = engine.kv_stats();
     peak_used_blocks = std::max(peak_used_blocks, kv.used_blocks);
@@ -103,17 +134,33 @@ void run(BatchOptions& o) {
     slot_sum += static_cast<double>(kv.used_slots);
     for (RequestOutput& out : outs) {
       Pending& p = pending.at(out.id);
+      if (std::any_of(out.completions.begin(), out.completions.end(),
+                      [](const CompletionDelta& d) { return !d.token_ids.empty(); })) {
+        const double t = now() - p.arrival;
+        if (p.first_token < 0) p.first_token = t;
+        if (p.last_token >= 0) p.gaps.push_back(t - p.last_token);
+        p.last_token = t;
+      }
       for (CompletionDelta& d : out.completions) {
         FinishedCompletion& c = p.choices[static_cast<size_t>(d.index)];
-        if (!d.token_ids.empty() && p.first_token < 0) p.first_token = now();
         c.text += d.text;
         c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
         c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
         if (d.finish_reason) c.finish_reason = to_string(*d.finish_reason);
       }
       if (out.finished) {
-        p.finished = now();
+        p.finished = now() - p.arrival;
         results[p.line_index] = completion_result_json(p.line_index, p.choices, out, p.logprobs, tok);
+        double max_gap = 0, sum_gap = 0;
+        for (double g : p.gaps) {
+          max_gap = std::max(max_gap, g);
+          sum_gap += g;
+        }
+        results[p.line_index]["metrics"] = {
+            {"time_to_first_token", p.first_token},
+            {"end_to_end", p.finished},
+            {"inter_token_latency_mean", p.gaps.empty() ? 0.0 : sum_gap / static_cast<double>(p.gaps.size())},
+            {"inter_token_latency_max", max_gap}};
         ++done;
       }
     }

@@ -19,7 +19,7 @@ Fixtures:
   ref_tokenizer reference tokenizer (tests/reference/tokenizer_ref.py), loaded once
   prompt_ids    prompt_ids(name, max_tokens=None) -> list[int]: the text of
                 tests/data/prompts/<name> (used verbatim) encoded by the
-                reference tokenizer with BOS (id 1) prepended, optionally cut
+                reference tokenizer with BOS prepended when the model asks, optionally cut
                 to its first max_tokens ids
 """
 
