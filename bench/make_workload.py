@@ -9,6 +9,13 @@ meaning); outputs run to their drawn length (ignore_eos), so every run of the
 same file does the same work.
 
     bench/make_workload.py --num 256 --out workload.jsonl
+
+Two more shapes for the latency benchmarks (BENCHMARKS.md):
+    --kind shared-prefix   requests sharing a --shared-prefix system prompt,
+                           one every --gap seconds (prefix-cache warm vs cold)
+    --kind long-arrival    --num short requests decoding, then one prompt of
+                           --long-prompt tokens arriving at --gap seconds
+                           (decode latency while a long prompt is prefilled)
 """
 import argparse
 import json
@@ -33,11 +40,33 @@ def main():
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--shared-prefix", type=int, default=0, help="tokens of a system prompt shared by every request")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--kind", choices=["longtail", "shared-prefix", "long-arrival"], default="longtail")
+    ap.add_argument("--gap", type=float, default=4.0, help="seconds between arrivals (shared-prefix, long-arrival)")
+    ap.add_argument("--long-prompt", type=int, default=4000)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
     rng = random.Random(args.seed)
     prefix = [rng.randrange(3, args.vocab) for _ in range(args.shared_prefix)]
+
+    def tokens(n):
+        return [rng.randrange(3, args.vocab) for _ in range(n)]
+
+    if args.kind == "shared-prefix":
+        with open(args.out, "w") as f:
+            for i in range(args.num):
+                req = {"prompt": prefix + tokens(20), "max_tokens": 1, "temperature": 0, "arrival": args.gap * i}
+                f.write(json.dumps(req) + "\n")
+        return
+    if args.kind == "long-arrival":
+        with open(args.out, "w") as f:
+            for i in range(args.num):
+                req = {"prompt": tokens(32), "max_tokens": 150, "temperature": 0, "ignore_eos": True}
+                f.write(json.dumps(req) + "\n")
+            req = {"prompt": tokens(args.long_prompt), "max_tokens": 8, "temperature": 0, "ignore_eos": True,
+                   "arrival": args.gap}
+            f.write(json.dumps(req) + "\n")
+        return
     with open(args.out, "w") as f:
         for i in range(args.num):
             p = max(1, min(args.max_len - 2, round(lognormal_with_mean(rng, args.prompt_mean, args.sigma))))
