@@ -9,16 +9,11 @@
 #include <map>
 
 #include "engine/engine.h"
+#include "real_model_test.h"
 #include "sample/rng.h"
 
 namespace exactly {
 namespace {
-
-std::string model_path() {
-  if (const char* m = std::getenv("EXACTLY_MODEL")) return m;
-  const char* src = std::getenv("EXACTLY_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
 
 struct Result {
   std::vector<int32_t> tokens;
@@ -26,18 +21,8 @@ struct Result {
   bool operator==(const Result&) const = default;
 };
 
-class EngineInvariance : public ::testing::Test {
+class EngineInvariance : public RealModelTest {
  protected:
-  static void SetUpTestSuite() {
-    if (std::filesystem::exists(model_path())) model_ = new LoadedModel(load_model(model_path(), false));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (!model_) GTEST_SKIP() << "model not found at " << model_path();
-  }
 
   // A chat prompt followed by `extra` random tokens, so lengths vary.
   static std::vector<int32_t> prompt(uint64_t seed, int extra) {
@@ -88,9 +73,7 @@ class EngineInvariance : public ::testing::Test {
     return results;
   }
 
-  static LoadedModel* model_;
 };
-LoadedModel* EngineInvariance::model_ = nullptr;
 
 TEST_F(EngineInvariance, AloneEqualsAmong63Others) {
   for (bool sampled : {false, true}) {

@@ -10,38 +10,21 @@
 
 #include "core/error.h"
 #include "engine/loaded_model.h"
+#include "real_model_test.h"
 #include "sample/rng.h"
 
 namespace exactly {
 namespace {
 
-std::string model_path() {
-  if (const char* m = std::getenv("EXACTLY_MODEL")) return m;
-  const char* src = std::getenv("EXACTLY_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-class GeneratorTest : public ::testing::Test {
+class GeneratorTest : public RealModelTest {
  protected:
-  static void SetUpTestSuite() {
-    if (std::filesystem::exists(model_path())) model_ = new LoadedModel(load_model(model_path(), false));
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  void SetUp() override {
-    if (!model_) GTEST_SKIP() << "model not found at " << model_path();
-  }
   static std::vector<int32_t> random_prompt(int n, uint64_t seed) {
     Rng rng(seed);
     std::vector<int32_t> t(static_cast<size_t>(n));
     for (auto& x : t) x = static_cast<int32_t>(rng.next() % 49152);
     return t;
   }
-  static LoadedModel* model_;
 };
-LoadedModel* GeneratorTest::model_ = nullptr;
 
 // The logits of every position are bit-identical however the prompt is cut
 // into forward passes and however many threads compute them: each row's
