@@ -72,16 +72,21 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std:
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   size_t keep = cand.size();
+  const bool sorted = p.top_k > 0 || p.top_p < 1.0f;
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
     keep = static_cast<size_t>(p.top_k);
     std::partial_sort(cand.begin(), cand.begin() + static_cast<ptrdiff_t>(keep), cand.end(), by_logit);
     cand.resize(keep);
-  } else {
+  } else if (sorted) {
     std::sort(cand.begin(), cand.end(), by_logit);
   }
+  // Without top-k or top-p no order is needed: the candidates stay in id
+  // order (sorting 49k logits per token would cost more than the draw).
 
   // Softmax in double over the survivors.
-  const double max_logit = cand.front().logit;
+  float max_logit_f = cand.front().logit;
+  for (const auto& c : cand) max_logit_f = std::max(max_logit_f, c.logit);
+  const double max_logit = max_logit_f;
   double sum = 0;
   for (auto& c : cand) sum += (c.p = std::exp(static_cast<double>(c.logit) - max_logit));
   for (auto& c : cand) c.p /= sum;
@@ -98,10 +103,10 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std:
   }
   // min-p: drop tokens below min_p times the most likely one.
   if (p.min_p > 0.0f) {
-    const double floor = cand.front().p * p.min_p;
-    size_t n = 1;
-    while (n < cand.size() && cand[n].p >= floor) ++n;
-    cand.resize(n);
+    double best = 0;
+    for (const auto& c : cand) best = std::max(best, c.p);
+    const double floor = best * p.min_p;
+    std::erase_if(cand, [&](const TokenProb& c) { return c.p < floor; });
   }
   double total = 0;
   for (auto& c : cand) total += c.p;

@@ -27,8 +27,8 @@ class Sampler {
   // presence penalties at the generated part only.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> context, size_t num_prompt = 0);
 
-  // The distribution sample() would draw from, sorted by decreasing probability
-  // (exposed for tests).
+  // The distribution sample() would draw from (exposed for tests): sorted by
+  // decreasing logit when top-k or top-p needs an order, else in id order.
   std::vector<TokenProb> distribution(std::span<const float> logits, std::span<const int32_t> context,
                                       size_t num_prompt = 0) const;
 
