@@ -1,0 +1,71 @@
+#include "spec/acceptance_stats.h"
+
+#include "core/check.h"
+
+namespace exactly {
+
+double expected_tokens_per_verify(double a, int32_t k) {
+  EXACTLY_CHECK(k >= 0 && a >= 0 && a <= 1, "k %d, rate %g", k, a);
+  // Summed rather than the closed form, which is 0/0 at a = 1.
+  double total = 0, term = 1;
+  for (int32_t j = 0; j <= k; ++j) {
+    total += term;
+    term *= a;
+  }
+  return total;
+}
+
+int32_t best_draft_length(double acceptance_rate, const AdaptiveKConfig& config) {
+  EXACTLY_CHECK(config.k_max >= 1, "k_max %d", config.k_max);
+  const double per_token_cost = config.verify_cost_per_token + config.draft_cost_per_token;
+  int32_t best_k = 1;
+  double best_value = -1;
+  for (int32_t k = 1; k <= config.k_max; ++k) {
+    const double value = expected_tokens_per_verify(acceptance_rate, k) / (1.0 + k * per_token_cost);
+    if (value > best_value) {
+      best_value = value;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+AcceptanceStats::AcceptanceStats(const AdaptiveKConfig& config) : config_(config) {
+  EXACTLY_CHECK(config.k_max >= 1, "k_max %d", config.k_max);
+  EXACTLY_CHECK(config.ema_weight > 0 && config.ema_weight <= 1, "ema_weight %g", config.ema_weight);
+  EXACTLY_CHECK(config.prior_rate >= 0 && config.prior_rate <= 1, "prior_rate %g", config.prior_rate);
+}
+
+void AcceptanceStats::record(int32_t num_drafted, int32_t num_accepted) {
+  EXACTLY_CHECK(num_drafted >= 0 && num_accepted >= 0 && num_accepted <= num_drafted, "drafted %d, accepted %d",
+                num_drafted, num_accepted);
+  if (num_drafted == 0) return;  // nothing was tested
+  ++verifies_;
+  drafted_ += num_drafted;
+  accepted_ += num_accepted;
+  const double examined = num_accepted + (num_accepted < num_drafted ? 1 : 0);
+  if (verifies_ == 1) {
+    ema_accepted_ = num_accepted;
+    ema_examined_ = examined;
+  } else {
+    const double w = config_.ema_weight;
+    ema_accepted_ = (1 - w) * ema_accepted_ + w * num_accepted;
+    ema_examined_ = (1 - w) * ema_examined_ + w * examined;
+  }
+}
+
+double AcceptanceStats::acceptance_rate() const {
+  return drafted_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(drafted_) : 0.0;
+}
+
+double AcceptanceStats::mean_accepted_length() const {
+  return verifies_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(verifies_) : 0.0;
+}
+
+double AcceptanceStats::recent_acceptance_rate() const {
+  return verifies_ > 0 ? ema_accepted_ / ema_examined_ : config_.prior_rate;
+}
+
+int32_t AcceptanceStats::next_k() const { return best_draft_length(recent_acceptance_rate(), config_); }
+
+}  // namespace exactly

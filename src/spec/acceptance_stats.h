@@ -1,0 +1,64 @@
+// Per-request record of how speculation is paying off, and the rule that picks
+// the next draft length from it.
+//
+// Adaptive k. Model each draft as accepted independently with rate a. A verify
+// of k drafts then emits E(k) = 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a)
+// tokens (Leviathan et al. 2023) and costs, in units of one plain decode step,
+// C(k) = 1 + k * (verify_cost_per_token + draft_cost_per_token). The next k is
+// the one in [1, k_max] that maximises E(k) / C(k) (the smallest on ties), so
+// low acceptance shrinks k towards 1 and high acceptance grows it to k_max.
+//
+// a is estimated from exponential moving averages of two counts per verify:
+// drafts accepted and drafts *examined* (accepted + the one rejected, if any).
+// Drafts after a rejection were never tested, so counting them would bias a
+// downwards; the ratio of the two averages is the recent maximum-likelihood
+// rate under the model above.
+#pragma once
+
+#include <cstdint>
+
+namespace exactly {
+
+struct AdaptiveKConfig {
+  int32_t k_max = 8;
+  double verify_cost_per_token = 0.1;  // extra cost of one more token in the verify pass, per decode step
+  double draft_cost_per_token = 0.0;   // cost of drafting one token, per decode step (~0 for n-gram lookup)
+  double ema_weight = 0.2;             // weight of the newest verify in the moving averages, in (0, 1]
+  double prior_rate = 0.5;             // acceptance rate assumed before the first verify
+};
+
+// Expected tokens emitted by one verify of k drafts at acceptance rate a.
+double expected_tokens_per_verify(double acceptance_rate, int32_t k);
+
+// argmax over k in [1, config.k_max] of expected tokens per unit cost.
+int32_t best_draft_length(double acceptance_rate, const AdaptiveKConfig& config);
+
+class AcceptanceStats {
+ public:
+  explicit AcceptanceStats(const AdaptiveKConfig& config = {});
+
+  // One verify: `num_drafted` drafts were checked and the first `num_accepted` kept.
+  void record(int32_t num_drafted, int32_t num_accepted);
+
+  int64_t num_verifies() const { return verifies_; }
+  int64_t num_drafted() const { return drafted_; }
+  int64_t num_accepted() const { return accepted_; }
+  // accepted / drafted over the request's life (0 before any draft).
+  double acceptance_rate() const;
+  // Accepted drafts per verify (0 before any verify); tokens per verify is one more.
+  double mean_accepted_length() const;
+  // The recent per-draft acceptance rate that drives next_k().
+  double recent_acceptance_rate() const;
+  // Draft length for the next step.
+  int32_t next_k() const;
+
+ private:
+  AdaptiveKConfig config_;
+  int64_t verifies_ = 0;
+  int64_t drafted_ = 0;
+  int64_t accepted_ = 0;
+  double ema_accepted_ = 0;  // moving average of accepted drafts per verify
+  double ema_examined_ = 0;  // moving average of examined drafts per verify
+};
+
+}  // namespace exactly

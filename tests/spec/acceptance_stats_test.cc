@@ -1,0 +1,93 @@
+#include "spec/acceptance_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace exactly {
+namespace {
+
+TEST(AcceptanceStats, CountsRatesAndMeanAcceptedLength) {
+  AcceptanceStats stats;
+  EXPECT_EQ(stats.acceptance_rate(), 0.0);
+  EXPECT_EQ(stats.mean_accepted_length(), 0.0);
+  stats.record(4, 2);
+  stats.record(4, 4);
+  stats.record(3, 0);
+  stats.record(0, 0);  // nothing drafted: not a verify
+  EXPECT_EQ(stats.num_verifies(), 3);
+  EXPECT_EQ(stats.num_drafted(), 11);
+  EXPECT_EQ(stats.num_accepted(), 6);
+  EXPECT_DOUBLE_EQ(stats.acceptance_rate(), 6.0 / 11.0);
+  EXPECT_DOUBLE_EQ(stats.mean_accepted_length(), 2.0);
+}
+
+// Expected tokens per verify against a direct enumeration: j drafts accepted
+// then a rejection has probability a^j (1 - a) for j < k, all k accepted a^k;
+// the verify emits j + 1 tokens.
+TEST(AcceptanceStats, ExpectedTokensPerVerifyMatchesEnumeration) {
+  for (double a : {0.0, 0.1, 0.5, 0.83, 0.99, 1.0}) {
+    for (int32_t k = 0; k <= 10; ++k) {
+      double expected = 0;
+      for (int32_t j = 0; j < k; ++j) expected += std::pow(a, j) * (1 - a) * (j + 1);
+      expected += std::pow(a, k) * (k + 1);
+      EXPECT_NEAR(expected_tokens_per_verify(a, k), expected, 1e-12) << a << " " << k;
+      if (a < 1) {
+        EXPECT_NEAR(expected_tokens_per_verify(a, k), (1 - std::pow(a, k + 1)) / (1 - a), 1e-12);
+      }
+    }
+  }
+}
+
+TEST(AcceptanceStats, BestDraftLengthFollowsTheCostModel) {
+  AdaptiveKConfig c;
+  c.k_max = 8;
+  c.verify_cost_per_token = 0.1;
+  // a = 0.5: tokens per cost 1.5/1.1 = 1.364, 1.75/1.2 = 1.458, 1.875/1.3 = 1.442.
+  EXPECT_EQ(best_draft_length(0.5, c), 2);
+  // a = 0.9: still rising at k = 8 (6.13/1.8 = 3.40 > 5.70/1.7 = 3.35).
+  EXPECT_EQ(best_draft_length(0.9, c), 8);
+  EXPECT_EQ(best_draft_length(1.0, c), 8);
+  EXPECT_EQ(best_draft_length(0.05, c), 1);
+  // A drafting cost pushes k down: with a draft model costing 0.3 of a step per
+  // token (0.4 per token in all) at a = 0.9, tokens per cost are 1.357, 1.506,
+  // 1.563, 1.575, 1.562 for k = 1..5: k = 4.
+  c.draft_cost_per_token = 0.3;
+  EXPECT_EQ(best_draft_length(0.9, c), 4);
+  // Monotone in the acceptance rate.
+  c.draft_cost_per_token = 0;
+  int32_t previous = 1;
+  for (int i = 0; i <= 100; ++i) {
+    const int32_t best = best_draft_length(i / 100.0, c);
+    EXPECT_GE(best, previous) << i;
+    previous = best;
+  }
+}
+
+TEST(AcceptanceStats, RecentRateCountsOnlyExaminedDrafts) {
+  AcceptanceStats stats;
+  for (int i = 0; i < 50; ++i) stats.record(4, 2);  // 2 accepted, 1 rejected, 1 never tested
+  EXPECT_NEAR(stats.recent_acceptance_rate(), 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(stats.acceptance_rate(), 0.5, 1e-12);
+}
+
+TEST(AcceptanceStats, NextKShrinksWhenDraftsFailAndGrowsWhenTheyPass) {
+  AdaptiveKConfig c;
+  c.k_max = 6;
+  AcceptanceStats stats(c);
+  EXPECT_EQ(stats.next_k(), best_draft_length(c.prior_rate, c));
+  for (int i = 0; i < 30; ++i) stats.record(stats.next_k(), stats.next_k());
+  EXPECT_EQ(stats.next_k(), 6);
+  int32_t previous = stats.next_k();
+  for (int i = 0; i < 30; ++i) {
+    stats.record(stats.next_k(), 0);
+    EXPECT_LE(stats.next_k(), previous);  // never grows on failures
+    previous = stats.next_k();
+  }
+  EXPECT_EQ(stats.next_k(), 1);
+  for (int i = 0; i < 30; ++i) stats.record(stats.next_k(), stats.next_k());
+  EXPECT_EQ(stats.next_k(), 6);
+}
+
+}  // namespace
+}  // namespace exactly
