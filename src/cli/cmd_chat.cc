@@ -1,122 +1,107 @@
-// `exactly chat`: an interactive conversation. The whole history is rendered
-// with the model's ChatML template each turn; only the tokens after the part
-// already in the KV cache are computed.
+// `exactly chat`: an interactive conversation. Each turn renders the whole
+// history with the model's own chat template and runs it through the batched
+// engine, whose prefix cache finds the earlier turns' KV, so only the new
+// tokens are computed.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/format.h"
-#include "engine/generator.h"
-#include "engine/loaded_model.h"
+#include "engine/engine.h"
+#include "tokenizer/chat_template.h"
 
 namespace exactly::cli {
 
 namespace {
 
+// Used when a model has no chat template of its own.
+constexpr const char* kChatMLTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
 struct ChatOptions {
   ModelOptions model;
+  EngineConfig engine;
   SamplingParams sampling;
   std::string system;
   int n_predict = 1024;
   int ctx = 4096;
 };
 
-struct Message {
-  std::string role, content;
-};
-
-// The default system prompt a ChatML template inserts when the conversation
-// has none (SmolLM2's does), read from the template text itself.
-std::string template_default_system(const std::string& tmpl) {
-  const std::string open = "<|im_start|>system\n";
-  size_t a = tmpl.find(open);
-  if (a == std::string::npos) return {};
-  a += open.size();
-  size_t b = tmpl.find("<|im_end|>", a);
-  if (b == std::string::npos) return {};
-  std::string s = tmpl.substr(a, b - a);
-  return s.find("{{") == std::string::npos && s.find("{%") == std::string::npos ? s : std::string{};
-}
-
-std::string render_chatml(const std::vector<Message>& msgs) {
-  std::string out;
-  for (const auto& m : msgs) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-  return out + "<|im_start|>assistant\n";
+std::string token_text(const Tokenizer& tok, std::optional<int32_t> id) {
+  return id ? tok.token_bytes(*id, true) : std::string{};
 }
 
 void run(const ChatOptions& o) {
   LoadedModel m = load_model(o.model.model, true);
   const Tokenizer& tok = *m.tokenizer;
-  const std::string& tmpl = tok.chat_template();
-  if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
-    std::fprintf(stderr, "note: the model's chat template is not ChatML; using ChatML anyway\n");
+  const std::string tmpl = tok.chat_template().empty() ? std::string(kChatMLTemplate) : tok.chat_template();
+  const std::string bos = token_text(tok, tok.bos_id()), eos = token_text(tok, tok.eos_id());
 
-  std::vector<Message> history;
-  std::string system = o.system.empty() ? template_default_system(tmpl) : o.system;
-  if (!system.empty()) history.push_back({"system", system});
+  EngineConfig config = o.engine;
+  config.threads = o.model.threads;
+  config.max_model_len = std::min(o.ctx, m.config().context_length);
+  Engine engine(m, config);
 
-  const int32_t ctx = std::min(o.ctx, m.config().context_length);
-  ThreadPool pool(o.model.resolved_threads());
-  Generator gen(*m.model, pool, ctx);
-  Sampler sampler(o.sampling);
+  nlohmann::json history = nlohmann::json::array();
+  if (!o.system.empty()) history.push_back({{"role", "system"}, {"content", o.system}});
   const bool tty = isatty(STDIN_FILENO);
   std::fprintf(stderr, "chatting with %s (context %d tokens); end with Ctrl-D or /exit, /reset clears history\n",
-               m.config().name.c_str(), ctx);
+               m.config().name.c_str(), config.max_model_len);
   std::string line;
   for (;;) {
     if (tty) std::fprintf(stdout, "\n> "), std::fflush(stdout);
     if (!std::getline(std::cin, line)) break;
     if (line == "/exit" || line == "/quit") break;
     if (line == "/reset") {
-      history.resize(system.empty() ? 0 : 1);
-      gen.reset();
+      history.erase(history.begin() + (o.system.empty() ? 0 : 1), history.end());
       std::fprintf(stderr, "history cleared\n");
       continue;
     }
     if (line.empty()) continue;
-    history.push_back({"user", line});
+    history.push_back({{"role", "user"}, {"content", line}});
 
-    std::vector<int32_t> ids;
-    if (tok.add_bos() && tok.bos_id()) ids.push_back(*tok.bos_id());
-    auto body = tok.encode(render_chatml(history), true);
-    ids.insert(ids.end(), body.begin(), body.end());
-    if (static_cast<int32_t>(ids.size()) >= ctx) {
+    RequestParams params;
+    params.prompt = tok.encode(render_chat_template(tmpl, history, true, bos, eos), true);
+    const int64_t room = config.max_model_len - static_cast<int64_t>(params.prompt.size());
+    if (room < 1) {
       std::fprintf(stderr, "the conversation (%zu tokens) no longer fits the context of %d; use /reset\n",
-                   ids.size(), ctx);
-      history.pop_back();
+                   params.prompt.size(), config.max_model_len);
+      history.erase(history.end() - 1);
       continue;
     }
-    // Reuse the cached prefix: recompute only from the first differing token.
-    size_t common = 0;
-    while (common < ids.size() && common < gen.tokens().size() && ids[common] == gen.tokens()[common]) ++common;
-    if (common == ids.size()) --common;  // at least one token must be computed to get logits
-    gen.truncate(static_cast<int32_t>(common));
-    std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-
-    StreamingDetokenizer detok(tok);
+    params.sampling = o.sampling;
+    params.max_tokens = std::min<int64_t>(o.n_predict, room);
+    engine.add_request(params);
     std::string reply;
-    const int32_t room = ctx - static_cast<int32_t>(ids.size());
-    GenerationStats s = generate(
-        gen, sampler, fresh, std::min(o.n_predict, room), [&](int32_t id) { return tok.is_end_of_generation(id); },
-        [&](int32_t id) {
-          std::string piece = detok.push(id);
-          reply += piece;
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
+    int64_t generated = 0, cached = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (engine.has_unfinished()) {
+      for (const RequestOutput& out : engine.step()) {
+        cached = out.cached_prompt_tokens;
+        for (const CompletionDelta& d : out.completions) {
+          generated += static_cast<int64_t>(d.token_ids.size());
+          reply += d.text;
+          std::fwrite(d.text.data(), 1, d.text.size(), stdout);
           std::fflush(stdout);
-        });
-    std::string rest = detok.flush();
-    reply += rest;
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
+        }
+      }
+    }
     std::fputc('\n', stdout);
     std::fflush(stdout);
-    history.push_back({"assistant", reply});
-    if (tty)
-      std::fprintf(stderr, "[%d tokens, %.1f tokens/s]\n", s.generated_tokens,
-                   s.generated_tokens / std::max(s.generate_seconds, 1e-9));
+    history.push_back({{"role", "assistant"}, {"content", reply}});
+    if (tty) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::fprintf(stderr, "[%lld tokens in %.2f s; %lld of %zu prompt tokens from the cache]\n",
+                   static_cast<long long>(generated), s, static_cast<long long>(cached), params.prompt.size());
+    }
   }
 }
 
@@ -124,9 +109,10 @@ void run(const ChatOptions& o) {
 
 void register_chat(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
-  CLI::App* cmd = app.add_subcommand("chat", "interactive chat with the model's ChatML template");
+  CLI::App* cmd = app.add_subcommand("chat", "interactive chat with the model's own chat template");
   add_model_options(*cmd, o->model);
-  cmd->add_option("--system", o->system, "system prompt (default: the template's own, if any)");
+  add_engine_options(*cmd, o->engine);
+  cmd->add_option("--system", o->system, "system prompt (default: whatever the template adds)");
   cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per reply")->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "context size")->capture_default_str()->check(CLI::PositiveNumber);
   add_sampling_options(*cmd, o->sampling);

@@ -64,6 +64,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--max-num-seqs", c.max_num_seqs, "most sequences running at once")->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd.add_flag("--no-prefix-caching{false}", c.enable_prefix_caching, "do not reuse KV of common prompt prefixes");
+  cmd.add_option("--spec", c.spec_method, "speculative decoding: ngram (prompt lookup); off by default");
+  cmd.add_option("--num-speculative-tokens", c.num_speculative_tokens, "most draft tokens per request and step")
+      ->capture_default_str()->check(CLI::Range(1, 16));
   cmd.add_option("--long-prefill-threshold", c.long_prefill_token_threshold,
                  "most tokens one request computes per step (0: no cap)")->capture_default_str();
 }

@@ -9,6 +9,7 @@
 #include "core/format.h"
 #include "kvcache/capacity.h"
 #include "sample/stop_strings.h"
+#include "spec/acceptance_stats.h"
 
 namespace exactly {
 
@@ -44,6 +45,7 @@ struct Engine::Sequence {
   Sampler sampler;
   StreamingDetokenizer detok;
   StopStringMatcher stops;
+  AcceptanceStats spec_stats;
   bool done = false;
 };
 
@@ -89,6 +91,14 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   sc.max_model_len = config_.max_model_len;
   scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
+  if (config_.spec_method == "ngram") {
+    ngram_ = std::make_unique<NgramProposer>();
+  } else if (!config_.spec_method.empty()) {
+    throw Error(strformat("--spec %s is not a known method (known: ngram)", config_.spec_method.c_str()),
+                ExitCode::kUsage);
+  }
+  if (config_.num_speculative_tokens < 1 || config_.num_speculative_tokens > 16)
+    throw Error("--num-speculative-tokens must be between 1 and 16", ExitCode::kUsage);
 }
 
 Engine::~Engine() = default;
@@ -187,6 +197,36 @@ void Engine::end_sequence(Sequence& s, FinishReason reason) {
   ++g.num_done;
 }
 
+// Drafts for requests that are decoding (everything but their newest token
+// computed). Running requests are scheduled first, so drafts are only handed
+// out while the whole step's running work fits the token budget: a verify is
+// never split across steps, and its k + 1 logits rows come from one pass.
+void Engine::propose_drafts() {
+  if (!ngram_) return;
+  int64_t budget = config_.max_num_batched_tokens;
+  std::vector<Request*> decoding;
+  for (const auto& [id, seq] : sequences_) {
+    Request* r = seq->done ? nullptr : scheduler_->find(id);
+    if (r == nullptr || r->status != RequestStatus::kRunning) continue;
+    const int64_t pending = r->num_tokens() - r->num_computed_tokens;
+    budget -= pending;
+    if (pending == 1) decoding.push_back(r);
+  }
+  std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
+  for (Request* r : decoding) {
+    Sequence& s = sequence_of(r->id);
+    int64_t k = std::min<int64_t>(s.spec_stats.next_k(), config_.num_speculative_tokens);
+    // Never draft past max_tokens or the context: the last token is sampled.
+    k = std::min(k, r->max_tokens - r->num_output_tokens() - 1);
+    k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);
+    if (config_.long_prefill_token_threshold > 0) k = std::min(k, config_.long_prefill_token_threshold - 1);
+    k = std::min(k, budget);
+    if (k <= 0) continue;
+    r->draft_tokens = ngram_->propose(r->tokens, static_cast<int32_t>(k));
+    budget -= static_cast<int64_t>(r->draft_tokens.size());
+  }
+}
+
 void Engine::pack_batch(const SchedulerOutput& out) {
   ForwardBatch& b = batch_;
   b.tokens.clear();
@@ -217,13 +257,20 @@ void Engine::pack_batch(const SchedulerOutput& out) {
     }
     b.query_start.push_back(static_cast<int32_t>(b.tokens.size()));
     b.seq_lens.push_back(static_cast<int32_t>(c.first_new_token + c.num_new_tokens));
-    if (c.samples) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size()) - 1);
+    if (c.samples) {
+      // A verify needs the logits after the newest known token and after each draft.
+      const int64_t drafts = static_cast<int64_t>(r->draft_tokens.size());
+      EXACTLY_CHECK(c.first_new_token <= r->num_tokens() - 1, "a verify of request %lld was split",
+                    static_cast<long long>(c.id));
+      for (int64_t j = drafts; j >= 0; --j) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1 - j));
+    }
   }
 }
 
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> results;
   if (groups_.empty()) return results;
+  propose_drafts();
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += static_cast<int64_t>(out.preempted.size());
   stats_.peak_running = std::max<int64_t>(stats_.peak_running, static_cast<int64_t>(scheduler_->num_running()));
@@ -251,13 +298,14 @@ std::vector<RequestOutput> Engine::step() {
       stats_.decode_only_seconds += seconds;
     }
 
-    // Sample every chunk that reached the end of its tokens. A group's first
-    // sample also draws its siblings' first tokens from the same logits.
+    // Sample every chunk that reached the end of its tokens (verifying its
+    // drafts, if any). A group's first sample also draws its siblings' first
+    // tokens from the same logits.
     struct Drawn {
       RequestId seq;
-      int32_t token;
-      size_t row;
-      bool fork;  // a sibling created from the parent after the update
+      std::vector<int32_t> tokens;  // [n] tokens to emit, in order
+      std::vector<size_t> rows;     // [n] logits row each was drawn from
+      bool fork;                    // a sibling created from the parent after the update
     };
     std::vector<Drawn> drawn;
     std::vector<StepTokens> step_tokens;
@@ -266,10 +314,39 @@ std::vector<RequestOutput> Engine::step() {
       if (!c.samples) continue;
       const Request* r = scheduler_->find(c.id);
       Sequence& s = sequence_of(c.id);
-      std::span<const float> logits(logits_.data() + row * vocab, vocab);
-      const int32_t token = s.sampler.sample(logits, r->tokens, static_cast<size_t>(r->num_prompt_tokens));
-      drawn.push_back({c.id, token, row, false});
-      step_tokens.push_back({c.id, {token}, false});
+      const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
+      auto logits_at = [&](size_t i) { return std::span<const float>(logits_.data() + (row + i) * vocab, vocab); };
+      Drawn d{c.id, {}, {}, false};
+      if (r->draft_tokens.empty()) {
+        d.tokens.push_back(s.sampler.sample(logits_at(0), r->tokens, num_prompt));
+        d.rows.push_back(row);
+      } else {
+        const std::vector<int32_t>& drafts = r->draft_tokens;
+        // p_i is conditioned on the context followed by drafts x_1..x_{i-1}.
+        std::vector<int32_t> context = r->tokens;
+        std::vector<std::vector<TokenProb>> dists(drafts.size() + 1);
+        for (size_t i = 0; i <= drafts.size(); ++i) {
+          dists[i] = s.sampler.distribution(logits_at(i), context, num_prompt);
+          if (i < drafts.size()) context.push_back(drafts[i]);
+        }
+        VerifyOutcome v;
+        if (s.sampler.params().greedy()) {
+          std::vector<int32_t> argmax(dists.size());
+          for (size_t i = 0; i < dists.size(); ++i) argmax[i] = dists[i].front().id;
+          v = RejectionSampler::verify_greedy(drafts, argmax);
+        } else {
+          std::vector<DistributionView> views;
+          for (const auto& dist : dists) views.push_back(DistributionView::sparse(dist));
+          v = rejection_sampler_.verify_deterministic_drafts(drafts, views, s.sampler.rng());
+        }
+        s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+        ++stats_.spec_verifies;
+        stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());
+        stats_.spec_accepted_tokens += v.num_accepted;
+        d.tokens = v.tokens;
+        for (size_t i = 0; i < v.tokens.size(); ++i) d.rows.push_back(row + i);
+      }
+      step_tokens.push_back({c.id, d.tokens, false});
       Group& g = *s.group;
       if (!g.forked && g.params.n > 1) {
         g.forked = true;
@@ -277,35 +354,39 @@ std::vector<RequestOutput> Engine::step() {
           const RequestId child = next_seq_id_++;
           g.seqs.push_back(child);
           auto cs = std::make_unique<Sequence>(child, &g, i, params_for_index(g.params.sampling, i), *model_.tokenizer);
-          const int32_t t = cs->sampler.sample(logits, r->tokens, static_cast<size_t>(r->num_prompt_tokens));
+          const int32_t t = cs->sampler.sample(logits_at(0), r->tokens, num_prompt);
           sequences_[child] = std::move(cs);
-          drawn.push_back({child, t, row, true});
+          drawn.push_back({child, {t}, {row}, true});
         }
       }
-      ++row;
+      drawn.push_back(std::move(d));
+      row += r->draft_tokens.size() + 1;
     }
     std::vector<std::unique_ptr<Request>> finished = scheduler_->update_after_step(out, step_tokens);
     std::unordered_set<RequestId> finished_by_length;
     for (const auto& r : finished) finished_by_length.insert(r->id);
 
     for (const Drawn& d : drawn) {
+      if (!d.fork) continue;
       Sequence& s = sequence_of(d.seq);
-      if (d.fork) {
-        const RequestId parent = s.group->seqs.front();
-        if (scheduler_->find(parent) != nullptr) {
-          Request& child = scheduler_->fork_request(parent, d.seq, d.token);
-          child.engine_state = &s;
-        } else {
-          finished_by_length.insert(d.seq);  // the parent ended at max_tokens; so does its sibling
-        }
+      const RequestId parent = s.group->seqs.front();
+      if (scheduler_->find(parent) != nullptr) {
+        Request& child = scheduler_->fork_request(parent, d.seq, d.tokens.front());
+        child.engine_state = &s;
+      } else {
+        finished_by_length.insert(d.seq);  // the parent ended at max_tokens; so does its sibling
       }
     }
     for (const Drawn& d : drawn) {
       Sequence& s = sequence_of(d.seq);
-      std::span<const float> logits(logits_.data() + d.row * vocab, vocab);
-      const bool stop_token = is_stop_token(s, d.token);
-      if (!stop_token) emit(s, d.token, logits);
-      if (stop_token || s.stops.stopped()) {
+      bool stopped = false;
+      for (size_t i = 0; i < d.tokens.size() && !stopped; ++i) {
+        std::span<const float> logits(logits_.data() + d.rows[i] * vocab, vocab);
+        const bool stop_token = is_stop_token(s, d.tokens[i]);
+        if (!stop_token) emit(s, d.tokens[i], logits);
+        stopped = stop_token || s.stops.stopped();
+      }
+      if (stopped) {
         if (scheduler_->find(d.seq) != nullptr) scheduler_->finish_request(d.seq, RequestStatus::kFinishedStopped);
         end_sequence(s, FinishReason::kStop);
       } else if (finished_by_length.count(d.seq)) {

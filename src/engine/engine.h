@@ -22,6 +22,8 @@
 #include "kvcache/kv_cache_manager.h"
 #include "model/kv_storage.h"
 #include "sched/scheduler.h"
+#include "spec/ngram_proposer.h"
+#include "spec/rejection_sampler.h"
 
 namespace exactly {
 
@@ -35,6 +37,9 @@ struct EngineStats {
   // Steps in which every scheduled request decoded one token (no prompt
   // work): their time and tokens give the pure generation throughput, as
   // llama-batched-bench reports it.
+  int64_t spec_drafted_tokens = 0;    // drafts proposed and verified
+  int64_t spec_accepted_tokens = 0;   // of those, accepted
+  int64_t spec_verifies = 0;          // verify passes (requests with drafts, per step)
   int64_t decode_only_steps = 0;
   int64_t decode_only_tokens = 0;
   double decode_only_seconds = 0;
@@ -68,6 +73,7 @@ class Engine {
   struct Group;
   struct Sequence;
 
+  void propose_drafts();
   void pack_batch(const SchedulerOutput& out);
   std::vector<StepTokens> sample(const SchedulerOutput& out);
   void finish_step(const SchedulerOutput& out, std::vector<std::unique_ptr<Request>> finished,
@@ -84,7 +90,9 @@ class Engine {
   KVCacheManager kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   ForwardBatch batch_;
-  std::vector<float> logits_;  // [n_sampling_rows, vocab]
+  std::vector<float> logits_;  // [n_logits_rows, vocab]
+  std::unique_ptr<NgramProposer> ngram_;  // set when spec_method is "ngram"
+  RejectionSampler rejection_sampler_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;
   RequestId next_seq_id_ = 1;

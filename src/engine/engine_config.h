@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace exactly {
 
@@ -14,6 +15,11 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   int64_t long_prefill_token_threshold = 0;  // >0: cap one request's tokens per step
   int32_t max_model_len = 0;               // 0: the model's context length
+  // Speculative decoding: "" (off) or "ngram" (prompt lookup). At most
+  // num_speculative_tokens drafts per request and step; the per-request
+  // acceptance history adapts k below that.
+  std::string spec_method;
+  int32_t num_speculative_tokens = 3;
 };
 
 }  // namespace exactly

@@ -33,6 +33,9 @@ class Sampler {
                                       size_t num_prompt = 0) const;
 
   const SamplingParams& params() const { return params_; }
+  // The request's generator, shared with speculative verification so that a
+  // seeded request draws from one stream.
+  Rng& rng() { return rng_; }
 
  private:
   SamplingParams params_;

@@ -1,0 +1,75 @@
+// Syntax tree of a parsed Jinja template: expressions and statements.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja_value.h"
+
+namespace exactly::jinja {
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Expr {
+  enum class Kind {
+    kLiteral,      // literal
+    kName,         // name
+    kList,         // children: items
+    kTuple,        // children: items
+    kDict,         // children: key0, value0, key1, value1, ...
+    kAttribute,    // children[0].name
+    kSubscript,    // children[0][children[1]]
+    kSlice,        // children[0][children[1]:children[2]:children[3]], absent parts are null
+    kCall,         // children[0](children[1..]); the last keyword_names.size() children are keywords
+    kFilter,       // children[0] | name(children[1..]), keywords as for kCall
+    kTest,         // children[0] is [not] name(children[1..])
+    kNegate,       // -children[0]
+    kNot,          // not children[0]
+    kBinary,       // children[0] name children[1]: + - * / // % ** ~
+    kAnd,
+    kOr,
+    kCompare,      // children[0] compare_ops[0] children[1] compare_ops[1] children[2] ...
+    kConditional,  // children[1] if children[0] else children[2] (absent else: null)
+  };
+
+  Kind kind;
+  Location where;
+  Value literal;
+  std::string name;
+  std::vector<ExprPtr> children;
+  std::vector<std::string> keyword_names;
+  std::vector<std::string> compare_ops;  // == != < <= > >= in "not in"
+  bool negated = false;                  // kTest: "is not"
+};
+
+struct Stmt;
+using StmtPtr = std::unique_ptr<Stmt>;
+using Body = std::vector<StmtPtr>;
+
+struct Stmt {
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue };
+
+  Kind kind;
+  Location where;
+  std::string text;                   // kText
+  ExprPtr expr;                       // kOutput value, kSet value, kFor iterable
+  std::vector<ExprPtr> conditions;    // kIf: one per branch; the else branch has none
+  std::vector<Body> branches;         // kIf: conditions.size() or one more (else)
+  std::vector<std::string> targets;   // kFor / kSet names; several unpack a sequence
+  std::string target_attribute;       // kSet / kSetBlock: `set ns.attribute = ...`
+  ExprPtr loop_filter;                // kFor: `for x in xs if cond`
+  Body body;                          // kFor, kSetBlock, kMacro
+  Body else_body;                     // kFor: rendered when nothing was iterated
+  std::string name;                   // kMacro
+  std::vector<std::string> params;    // kMacro
+  std::vector<ExprPtr> defaults;      // kMacro: one per param, null when none
+};
+
+// Throws exactly::Error naming the line and column of a syntax error, an
+// unknown tag or an unclosed block.
+Body parse_template(const std::string& source);
+
+}  // namespace exactly::jinja

@@ -1,0 +1,196 @@
+// Python str methods that chat templates call: strip, split, startswith,
+// replace, upper, title, ... Case mapping covers ASCII, Latin-1, Greek and
+// Cyrillic letters; other scripts are left unchanged.
+#include <algorithm>
+
+#include "tokenizer/jinja_builtins.h"
+
+namespace exactly::jinja {
+namespace {
+
+bool is_py_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+char32_t to_upper(char32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3C9 && c != 0x3C2) || (c >= 0x430 && c <= 0x44F))
+    return c - 32;
+  if (c >= 0x450 && c <= 0x45F) return c - 80;
+  return c;
+}
+
+char32_t to_lower(char32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) || (c >= 0x410 && c <= 0x42F))
+    return c + 32;
+  if (c >= 0x400 && c <= 0x40F) return c + 80;
+  return c;
+}
+
+bool is_cased(char32_t c) { return to_upper(c) != c || to_lower(c) != c; }
+
+std::string map_chars(const std::string& s, char32_t (*f)(char32_t)) {
+  auto cps = decode_utf8(s);
+  std::transform(cps.begin(), cps.end(), cps.begin(), f);
+  return encode_utf8(cps);
+}
+
+std::string py_title(const std::string& s) {
+  auto cps = decode_utf8(s);
+  bool previous_cased = false;
+  for (char32_t& c : cps) {
+    bool cased = is_cased(c);
+    c = previous_cased ? to_lower(c) : to_upper(c);
+    previous_cased = cased;
+  }
+  return encode_utf8(cps);
+}
+
+ValueList py_split(const std::string& s, const Value& sep, int64_t maxsplit) {
+  ValueList out;
+  if (sep.is_undefined() || sep.is_none()) {
+    auto cps = decode_utf8(s);
+    size_t i = 0;
+    while (true) {
+      while (i < cps.size() && is_py_space(cps[i])) ++i;
+      if (i >= cps.size()) break;
+      size_t j = i;
+      if (maxsplit >= 0 && static_cast<int64_t>(out.size()) >= maxsplit) {
+        j = cps.size();
+        while (j > i && is_py_space(cps[j - 1])) --j;
+      } else {
+        while (j < cps.size() && !is_py_space(cps[j])) ++j;
+      }
+      out.push_back(Value::from_string(encode_utf8({cps.begin() + static_cast<long>(i), cps.begin() + static_cast<long>(j)})));
+      i = j;
+    }
+    return out;
+  }
+  if (!sep.is_string()) throw EvalError("split() separator must be a string");
+  if (sep.text.empty()) throw EvalError("empty separator");
+  size_t start = 0;
+  while (maxsplit < 0 || static_cast<int64_t>(out.size()) < maxsplit) {
+    size_t found = s.find(sep.text, start);
+    if (found == std::string::npos) break;
+    out.push_back(Value::from_string(s.substr(start, found - start)));
+    start = found + sep.text.size();
+  }
+  out.push_back(Value::from_string(s.substr(start)));
+  return out;
+}
+
+bool affix_matches(const std::string& s, const Value& affix, bool prefix) {
+  auto one = [&](const Value& a) {
+    if (!a.is_string()) throw EvalError("startswith/endswith argument must be str or a tuple of str");
+    if (a.text.size() > s.size()) return false;
+    return prefix ? s.compare(0, a.text.size(), a.text) == 0
+                  : s.compare(s.size() - a.text.size(), a.text.size(), a.text) == 0;
+  };
+  if (affix.is_list()) return std::any_of(affix.list->begin(), affix.list->end(), one);
+  return one(affix);
+}
+
+int64_t count_int(const Value& v, int64_t fallback) {
+  if (v.is_undefined() || v.is_none()) return fallback;
+  if (!v.is_integral()) throw EvalError("expected an integer argument");
+  return v.as_int();
+}
+
+}  // namespace
+
+std::string py_strip(const std::string& s, const Value& chars, bool left, bool right) {
+  auto cps = decode_utf8(s);
+  std::vector<char32_t> set;
+  bool whitespace = chars.is_undefined() || chars.is_none();
+  if (!whitespace) set = decode_utf8(to_str(chars));
+  auto strip_it = [&](char32_t c) {
+    return whitespace ? is_py_space(c) : std::find(set.begin(), set.end(), c) != set.end();
+  };
+  size_t begin = 0, end = cps.size();
+  if (left)
+    while (begin < end && strip_it(cps[begin])) ++begin;
+  if (right)
+    while (end > begin && strip_it(cps[end - 1])) --end;
+  return encode_utf8({cps.begin() + static_cast<long>(begin), cps.begin() + static_cast<long>(end)});
+}
+
+std::string py_upper(const std::string& s) { return map_chars(s, to_upper); }
+std::string py_lower(const std::string& s) { return map_chars(s, to_lower); }
+
+std::string py_capitalize(const std::string& s) {
+  auto cps = decode_utf8(s);
+  for (size_t i = 0; i < cps.size(); ++i) cps[i] = i == 0 ? to_upper(cps[i]) : to_lower(cps[i]);
+  return encode_utf8(cps);
+}
+
+std::string py_replace(const std::string& s, const std::string& old, const std::string& replacement, int64_t count) {
+  std::string out;
+  if (old.empty()) {
+    // Python inserts the replacement around every character.
+    auto cps = decode_utf8(s);
+    int64_t done = 0;
+    for (char32_t c : cps) {
+      if (count < 0 || done < count) out += replacement, ++done;
+      out += encode_utf8({c});
+    }
+    if (count < 0 || done < count) out += replacement;
+    return out;
+  }
+  size_t start = 0;
+  for (int64_t done = 0; count < 0 || done < count; ++done) {
+    size_t found = s.find(old, start);
+    if (found == std::string::npos) break;
+    out += s.substr(start, found - start) + replacement;
+    start = found + old.size();
+  }
+  return out + s.substr(start);
+}
+
+bool is_string_method(const std::string& name) {
+  static const char* kMethods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
+                                   "lower", "title", "capitalize", "replace", "find", "count", "join"};
+  return std::any_of(std::begin(kMethods), std::end(kMethods), [&](const char* m) { return name == m; });
+}
+
+Value call_string_method(const std::string& self, const std::string& name, const CallArgs& args) {
+  if (name == "strip" || name == "lstrip" || name == "rstrip")
+    return Value::from_string(py_strip(self, args.get(0, "chars"), name != "rstrip", name != "lstrip"));
+  if (name == "split") return Value::from_list(py_split(self, args.get(0, "sep"), count_int(args.get(1, "maxsplit"), -1)));
+  if (name == "startswith" || name == "endswith")
+    return Value::from_bool(affix_matches(self, args.get(0, "prefix"), name == "startswith"));
+  if (name == "upper") return Value::from_string(py_upper(self));
+  if (name == "lower") return Value::from_string(py_lower(self));
+  if (name == "title") return Value::from_string(py_title(self));
+  if (name == "capitalize") return Value::from_string(py_capitalize(self));
+  if (name == "replace") {
+    Value old = args.get(0, "old"), replacement = args.get(1, "new");
+    if (!old.is_string() || !replacement.is_string()) throw EvalError("replace() arguments must be strings");
+    return Value::from_string(py_replace(self, old.text, replacement.text, count_int(args.get(2, "count"), -1)));
+  }
+  Value needle = args.get(0, "sub");
+  if (name == "join") {
+    std::string out;
+    ValueList items = iterate(needle);
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].is_string()) throw EvalError("sequence item " + std::to_string(i) + ": expected str instance");
+      out += (i ? self : "") + items[i].text;
+    }
+    return Value::from_string(std::move(out));
+  }
+  if (!needle.is_string()) throw EvalError(name + "() argument must be str");
+  if (name == "find") {
+    size_t at = self.find(needle.text);
+    if (at == std::string::npos) return Value::from_int(-1);
+    return Value::from_int(static_cast<int64_t>(decode_utf8(self.substr(0, at)).size()));
+  }
+  // count: non-overlapping occurrences
+  if (needle.text.empty()) return Value::from_int(static_cast<int64_t>(decode_utf8(self).size()) + 1);
+  int64_t n = 0;
+  for (size_t at = self.find(needle.text); at != std::string::npos; at = self.find(needle.text, at + needle.text.size()))
+    ++n;
+  return Value::from_int(n);
+}
+
+}  // namespace exactly::jinja

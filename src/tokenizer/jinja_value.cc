@@ -1,0 +1,362 @@
+// Python semantics of jinja values: printing, JSON, equality, truthiness.
+#include "tokenizer/jinja_value.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include <algorithm>
+
+namespace exactly::jinja {
+
+const Value* ValueDict::find(const std::string& key) const {
+  for (const auto& [k, v] : items)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+void ValueDict::set(const std::string& key, Value value) {
+  for (auto& [k, v] : items)
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  items.emplace_back(key, std::move(value));
+}
+
+Value Value::undefined(std::string name) {
+  Value v;
+  v.undefined_name = std::move(name);
+  return v;
+}
+Value Value::none() {
+  Value v;
+  v.kind = Kind::kNone;
+  return v;
+}
+Value Value::from_bool(bool b) {
+  Value v;
+  v.kind = Kind::kBool;
+  v.boolean = b;
+  return v;
+}
+Value Value::from_int(int64_t i) {
+  Value v;
+  v.kind = Kind::kInt;
+  v.integer = i;
+  return v;
+}
+Value Value::from_float(double d) {
+  Value v;
+  v.kind = Kind::kFloat;
+  v.real = d;
+  return v;
+}
+Value Value::from_string(std::string s) {
+  Value v;
+  v.kind = Kind::kString;
+  v.text = std::move(s);
+  return v;
+}
+Value Value::from_list(ValueList items) {
+  Value v;
+  v.kind = Kind::kList;
+  v.list = std::make_shared<const ValueList>(std::move(items));
+  return v;
+}
+Value Value::from_dict(ValueDict d) {
+  Value v;
+  v.kind = Kind::kDict;
+  v.dict = std::make_shared<ValueDict>(std::move(d));
+  return v;
+}
+Value Value::new_namespace(ValueDict d) {
+  Value v = from_dict(std::move(d));
+  v.kind = Kind::kNamespace;
+  return v;
+}
+Value Value::from_function(Function f) {
+  Value v;
+  v.kind = Kind::kFunction;
+  v.function = std::make_shared<const Function>(std::move(f));
+  return v;
+}
+
+bool Value::truthy() const {
+  switch (kind) {
+    case Kind::kUndefined:
+    case Kind::kNone: return false;
+    case Kind::kBool: return boolean;
+    case Kind::kInt: return integer != 0;
+    case Kind::kFloat: return real != 0.0;
+    case Kind::kString: return !text.empty();
+    case Kind::kList: return !list->empty();
+    case Kind::kDict: return !dict->items.empty();
+    case Kind::kNamespace:
+    case Kind::kFunction: return true;
+  }
+  return false;
+}
+
+std::string Value::type_name() const {
+  switch (kind) {
+    case Kind::kUndefined: return "undefined";
+    case Kind::kNone: return "NoneType";
+    case Kind::kBool: return "bool";
+    case Kind::kInt: return "int";
+    case Kind::kFloat: return "float";
+    case Kind::kString: return "str";
+    case Kind::kList: return "list";
+    case Kind::kDict: return "dict";
+    case Kind::kNamespace: return "Namespace";
+    case Kind::kFunction: return "function";
+  }
+  return "?";
+}
+
+Value CallArgs::get(size_t i, const std::string& name, Value fallback) const {
+  if (i < positional.size()) return positional[i];
+  for (const auto& [k, v] : keyword)
+    if (k == name) return v;
+  return fallback;
+}
+
+std::string float_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+  char buf[64];
+  // Shortest round-trip digits, as Python's repr picks them.
+  auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  std::string sci(buf, res.ptr);
+  std::string sign;
+  if (sci[0] == '-') {
+    sign = "-";
+    sci.erase(0, 1);
+  }
+  size_t e_pos = sci.find('e');
+  std::string digits = sci.substr(0, e_pos);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  int exponent = std::stoi(sci.substr(e_pos + 1));
+  if (exponent < -4 || exponent >= 16) {
+    std::string out = sign + digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char exp_buf[16];
+    std::snprintf(exp_buf, sizeof(exp_buf), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out + exp_buf;
+  }
+  if (exponent < 0) return sign + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  size_t int_digits = static_cast<size_t>(exponent) + 1;
+  if (digits.size() <= int_digits) return sign + digits + std::string(int_digits - digits.size(), '0') + ".0";
+  return sign + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+}
+
+std::vector<char32_t> decode_utf8(const std::string& s) {
+  std::vector<char32_t> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    if (i + len > s.size()) len = 1;
+    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+std::string encode_utf8(const std::vector<char32_t>& cps) {
+  std::string out;
+  for (char32_t cp : cps) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+std::string string_repr(const std::string& s) {
+  // Python prefers single quotes unless the text holds one and no double quote.
+  bool has_single = s.find('\'') != std::string::npos;
+  bool has_double = s.find('"') != std::string::npos;
+  char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == quote || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (u < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void json_into(const Value& v, int indent, bool pretty, int depth, std::string& out) {
+  // Python's separators: ", " and ": " on one line; "," then a newline when indenting.
+  auto newline = [&](int level) {
+    out += '\n';
+    out.append(static_cast<size_t>(indent * level), ' ');
+  };
+  switch (v.kind) {
+    case Value::Kind::kNone: out += "null"; return;
+    case Value::Kind::kBool: out += v.boolean ? "true" : "false"; return;
+    case Value::Kind::kInt: out += std::to_string(v.integer); return;
+    case Value::Kind::kFloat:
+      if (std::isnan(v.real)) out += "NaN";
+      else if (std::isinf(v.real)) out += v.real < 0 ? "-Infinity" : "Infinity";
+      else out += float_repr(v.real);
+      return;
+    case Value::Kind::kString: out += json_string(v.text); return;
+    case Value::Kind::kList: {
+      if (v.list->empty()) {
+        out += "[]";
+        return;
+      }
+      out += '[';
+      for (size_t i = 0; i < v.list->size(); ++i) {
+        if (i > 0) out += pretty ? "," : ", ";
+        if (pretty) newline(depth + 1);
+        json_into((*v.list)[i], indent, pretty, depth + 1, out);
+      }
+      if (pretty) newline(depth);
+      out += ']';
+      return;
+    }
+    case Value::Kind::kDict: {
+      if (v.dict->items.empty()) {
+        out += "{}";
+        return;
+      }
+      out += '{';
+      for (size_t i = 0; i < v.dict->items.size(); ++i) {
+        if (i > 0) out += pretty ? "," : ", ";
+        if (pretty) newline(depth + 1);
+        out += json_string(v.dict->items[i].first) + ": ";
+        json_into(v.dict->items[i].second, indent, pretty, depth + 1, out);
+      }
+      if (pretty) newline(depth);
+      out += '}';
+      return;
+    }
+    default: throw std::runtime_error("Object of type " + v.type_name() + " is not JSON serializable");
+  }
+}
+
+}  // namespace
+
+std::string to_json(const Value& v, int indent, bool pretty) {
+  std::string out;
+  json_into(v, indent, pretty, 0, out);
+  return out;
+}
+
+std::string to_repr(const Value& v) {
+  if (v.kind == Value::Kind::kString) return string_repr(v.text);
+  if (v.kind == Value::Kind::kUndefined) return "";
+  return to_str(v);
+}
+
+std::string to_str(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kUndefined: return "";
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kBool: return v.boolean ? "True" : "False";
+    case Value::Kind::kInt: return std::to_string(v.integer);
+    case Value::Kind::kFloat: return float_repr(v.real);
+    case Value::Kind::kString: return v.text;
+    case Value::Kind::kList: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + to_repr((*v.list)[i]);
+      return out + "]";
+    }
+    case Value::Kind::kDict: {
+      std::string out = "{";
+      for (size_t i = 0; i < v.dict->items.size(); ++i)
+        out += (i ? ", " : "") + string_repr(v.dict->items[i].first) + ": " + to_repr(v.dict->items[i].second);
+      return out + "}";
+    }
+    case Value::Kind::kNamespace: return "<Namespace>";
+    case Value::Kind::kFunction: return "<function>";
+  }
+  return "";
+}
+
+bool equals(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
+    return a.as_double() == b.as_double();
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Value::Kind::kUndefined:
+    case Value::Kind::kNone: return true;
+    case Value::Kind::kString: return a.text == b.text;
+    case Value::Kind::kList:
+      if (a.list->size() != b.list->size()) return false;
+      for (size_t i = 0; i < a.list->size(); ++i)
+        if (!equals((*a.list)[i], (*b.list)[i])) return false;
+      return true;
+    case Value::Kind::kDict:
+      if (a.dict->items.size() != b.dict->items.size()) return false;
+      for (const auto& [k, v] : a.dict->items) {
+        const Value* other = b.dict->find(k);
+        if (!other || !equals(v, *other)) return false;
+      }
+      return true;
+    default: return a.dict == b.dict && a.function == b.function;
+  }
+}
+
+}  // namespace exactly::jinja

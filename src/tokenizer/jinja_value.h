@@ -1,0 +1,123 @@
+// Values of the Jinja subset used by chat templates.
+//
+// Chat templates are written against Python's jinja2, so values follow Python:
+// `{{ x }}` prints str(x) (None, True, ['a', 1], {'k': 'v'}), `==` treats
+// True as 1, strings index by code point, and an undefined variable is a
+// distinct value that prints as nothing but fails when used in arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace exactly::jinja {
+
+struct Value;
+struct CallArgs;
+
+using ValueList = std::vector<Value>;
+
+// Insertion-ordered string-keyed map, like a Python dict built from JSON.
+struct ValueDict {
+  std::vector<std::pair<std::string, Value>> items;
+  const Value* find(const std::string& key) const;
+  void set(const std::string& key, Value value);
+};
+
+using Function = std::function<Value(CallArgs&)>;
+
+struct Value {
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kFunction };
+
+  Kind kind = Kind::kUndefined;
+  bool boolean = false;
+  int64_t integer = 0;
+  double real = 0.0;
+  std::string text;
+  std::shared_ptr<const ValueList> list;   // kList (also used for tuples)
+  std::shared_ptr<ValueDict> dict;         // kDict (treated as immutable) and kNamespace (mutable)
+  std::shared_ptr<const Function> function;
+  std::string undefined_name;              // why it is undefined, worded as jinja2 does
+
+  static Value undefined(std::string name = {});
+  static Value none();
+  static Value from_bool(bool b);
+  static Value from_int(int64_t i);
+  static Value from_float(double d);
+  static Value from_string(std::string s);
+  static Value from_list(ValueList items);
+  static Value from_dict(ValueDict d);
+  static Value new_namespace(ValueDict d);
+  static Value from_function(Function f);
+  template <class Json>
+  static Value from_json(const Json& j);
+
+  bool is_undefined() const { return kind == Kind::kUndefined; }
+  bool is_none() const { return kind == Kind::kNone; }
+  bool is_string() const { return kind == Kind::kString; }
+  bool is_list() const { return kind == Kind::kList; }
+  bool is_dict() const { return kind == Kind::kDict; }
+  bool is_mapping_like() const { return kind == Kind::kDict || kind == Kind::kNamespace; }
+  // int, float and bool (bool is an int in Python).
+  bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat || kind == Kind::kBool; }
+  bool is_integral() const { return kind == Kind::kInt || kind == Kind::kBool; }
+  int64_t as_int() const { return kind == Kind::kBool ? (boolean ? 1 : 0) : integer; }
+  double as_double() const { return kind == Kind::kFloat ? real : static_cast<double>(as_int()); }
+
+  bool truthy() const;
+  std::string type_name() const;
+};
+
+// Positional and keyword arguments of a call, as Python passes them.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+  // The i-th positional argument, else the keyword `name`, else `fallback`.
+  Value get(size_t i, const std::string& name, Value fallback = Value::undefined()) const;
+};
+
+// Python str(value); Undefined prints as "".
+std::string to_str(const Value& v);
+// Python repr(value), used inside lists and dicts.
+std::string to_repr(const Value& v);
+// Python float repr: shortest round-trip digits, "1.0", "1e+16", "inf".
+std::string float_repr(double d);
+// json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=False), the
+// `tojson` filter that Hugging Face installs for chat templates.
+std::string to_json(const Value& v, int indent, bool pretty);
+// Python ==.
+bool equals(const Value& a, const Value& b);
+
+// Python str as code points, for len(), indexing and slicing.
+std::vector<char32_t> decode_utf8(const std::string& s);
+std::string encode_utf8(const std::vector<char32_t>& cps);
+
+template <class Json>
+Value Value::from_json(const Json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return none();
+    case nlohmann::json::value_t::boolean: return from_bool(j.template get<bool>());
+    case nlohmann::json::value_t::number_integer: return from_int(j.template get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return from_int(static_cast<int64_t>(j.template get<uint64_t>()));
+    case nlohmann::json::value_t::number_float: return from_float(j.template get<double>());
+    case nlohmann::json::value_t::string: return from_string(j.template get<std::string>());
+    case nlohmann::json::value_t::array: {
+      ValueList items;
+      for (const auto& e : j) items.push_back(from_json(e));
+      return from_list(std::move(items));
+    }
+    case nlohmann::json::value_t::object: {
+      ValueDict d;
+      for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), from_json(it.value()));
+      return from_dict(std::move(d));
+    }
+    default: return none();
+  }
+}
+
+}  // namespace exactly::jinja

@@ -1,0 +1,269 @@
+"""Chat templates rendered by exactly equal Python jinja2's rendering, byte for byte.
+
+jinja2 is configured as Hugging Face's apply_chat_template configures it
+(transformers/utils/chat_template_utils.py): ImmutableSandboxedEnvironment with
+trim_blocks, lstrip_blocks and the loopcontrols extension, a `tojson` filter that
+is json.dumps(ensure_ascii=False, ...), and the raise_exception / strftime_now
+globals. strftime_now formats a fixed time on both sides.
+
+Each template is rendered over many conversations by one run of the test tool
+build/bin/render_chat_template (a JSON array of contexts in, renderings out).
+Templates: the default model's (from its GGUF) and the public templates stored
+in tests/data/chat_templates/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import jinja2
+import jinja2.ext
+import pytest
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE_DIR = REPO_ROOT / "tests" / "data" / "chat_templates"
+FIXED_NOW = datetime(2024, 9, 3, 14, 5, 9)
+
+
+def hf_environment() -> ImmutableSandboxedEnvironment:
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: FIXED_NOW.strftime(fmt)
+    return env
+
+
+def reference_render(template_text: str, context: dict) -> dict:
+    try:
+        return {"text": hf_environment().from_string(template_text).render(**context)}
+    except jinja2.exceptions.TemplateError as e:  # raise_exception and undefined misuse
+        return {"error": str(e)}
+    except Exception as e:  # noqa: BLE001 - a TypeError in the template is an error on both sides
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def msg(role, content, **extra):
+    return {"role": role, "content": content, **extra}
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather — in °C",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "location": {"type": "string", "description": "City, e.g. \"Zürich\""},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                    "days": {"type": "integer", "minimum": 1, "maximum": 7.5},
+                },
+                "required": ["location"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "noop", "description": "", "parameters": {}}},
+]
+
+WEATHER_CALL = {"type": "function", "function": {"name": "get_weather", "arguments": {"location": "Paris", "days": 2}}}
+
+PLAIN = {
+    "system_user": [msg("system", "You are terse."), msg("user", "Hi there!")],
+    "user_only": [msg("user", "What is 2+2?")],
+    "multi_turn": [
+        msg("user", "Hello"),
+        msg("assistant", "Hi! How can I help?"),
+        msg("user", "Tell me a joke.\nA short one."),
+    ],
+    "system_multi_turn": [
+        msg("system", "  Be kind.\n"),
+        msg("user", "a"),
+        msg("assistant", "b"),
+        msg("user", "c"),
+        msg("assistant", "d"),
+    ],
+    "unicode": [msg("user", "Grüße, 世界! 🙂 «ñ» — ‘q’ \\ \"dq\" tab\there"), msg("assistant", "Привет, мир")],
+    "jinja_looking": [msg("user", "{{ 1 + 1 }} {% if x %}y{% endif %} {# c #} {{ raise_exception('no') }}")],
+    "padded": [msg("user", "\n\n   padded content   \n"), msg("assistant", "  x  ")],
+    "empty_content": [msg("user", "")],
+    "thinking": [msg("user", "2+2?"), msg("assistant", "<think>\nadd them\n</think>\n\n4"), msg("user", "ok")],
+}
+
+ERRORS = {
+    "assistant_first": [msg("assistant", "I speak first"), msg("user", "ok")],
+    "two_users": [msg("user", "a"), msg("user", "b")],
+    "unknown_role": [msg("user", "a"), msg("critic", "b")],
+}
+
+QWEN_TOOLS = [
+    ("tools_first_turn", [msg("user", "Weather in Paris?")], TOOLS),
+    ("tools_with_system", [msg("system", "Use tools."), msg("user", "Weather?")], TOOLS),
+    (
+        "tool_round_trip",
+        [
+            msg("user", "Weather in Paris?"),
+            msg("assistant", None, tool_calls=[WEATHER_CALL, {"name": "noop", "arguments": {}}]),
+            msg("tool", '{"temp": 21}'),
+            msg("tool", "ok"),
+            msg("assistant", "It is 21 °C."),
+        ],
+        TOOLS,
+    ),
+    ("tool_calls_without_tools", [msg("user", "x"), msg("assistant", "calling", tool_calls=[WEATHER_CALL])], None),
+]
+
+LLAMA_TOOLS = [
+    ("tools_in_user_message", [msg("system", "sys"), msg("user", "Weather in Paris?")], {"tools": TOOLS}),
+    ("tools_in_system", [msg("user", "Weather?")], {"tools": TOOLS, "tools_in_user_message": False}),
+    (
+        "tool_call_and_result",
+        [
+            msg("user", "Weather?"),
+            msg("assistant", "", tool_calls=[WEATHER_CALL]),
+            msg("tool", "21 degrees"),
+            msg("ipython", {"temp": 21, "unit": "C"}),
+        ],
+        {"tools": TOOLS, "tools_in_user_message": False},
+    ),
+    ("date_string", [msg("user", "Date?")], {"date_string": "01 Jan 2025"}),
+    ("two_tool_calls", [msg("user", "x"), msg("assistant", "", tool_calls=[WEATHER_CALL, WEATHER_CALL])], {}),
+    ("tools_without_user_message", [], {"tools": TOOLS}),
+]
+
+LLAMA31_BUILTIN = [
+    (
+        "builtin_tools",
+        [
+            msg("user", "Search for llamas"),
+            msg("assistant", "", tool_calls=[{"function": {"name": "brave_search", "arguments": {"query": "llamas", "n": "3"}}}]),
+        ],
+        {"builtin_tools": ["brave_search", "code_interpreter", "wolfram_alpha"]},
+    ),
+]
+
+
+STRING_ARGS_CALL = {"type": "function", "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'}}
+
+DEEPSEEK_TOOLS = [
+    (
+        "tool_round_trip",
+        [
+            msg("system", "sys"),
+            msg("user", "Weather?"),
+            msg("assistant", None, tool_calls=[STRING_ARGS_CALL, STRING_ARGS_CALL]),
+            msg("tool", "21"),
+            msg("tool", "22"),
+            msg("assistant", "Warm."),
+            msg("user", "And now?"),
+            msg("assistant", None, tool_calls=[STRING_ARGS_CALL]),
+            msg("tool", "23"),
+        ],
+        {},
+    ),
+]
+
+
+def contexts_for(name: str) -> list[tuple[str, dict]]:
+    """(case name, context) pairs: every conversation with and without the generation prompt."""
+    cases = []
+    convs = [(k, m, {}) for k, m in {**PLAIN, **ERRORS}.items()]
+    if name.startswith("qwen"):
+        convs += [(k, m, {"tools": t} if t else {}) for k, m, t in QWEN_TOOLS]
+    if name.startswith("llama-3.1") or name.startswith("llama-3.2"):
+        convs += LLAMA_TOOLS
+    if name.startswith("llama-3.1"):
+        convs += LLAMA31_BUILTIN
+    if name.startswith("deepseek"):
+        convs += DEEPSEEK_TOOLS
+    for case, messages, extra in convs:
+        for gen in (True, False):
+            context = {**extra, "messages": messages, "add_generation_prompt": gen,
+                       "bos_token": "<|bos|>", "eos_token": "<|eos|>"}
+            cases.append((f"{case}/gen={gen}", context))
+    return cases
+
+
+def default_model_template() -> str:
+    from gguf import GGUFReader
+
+    model = Path(os.environ.get("EXACTLY_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not model.is_file():
+        pytest.fail(f"model not found: {model}")
+    field = GGUFReader(str(model)).fields["tokenizer.chat_template"]
+    return bytes(field.parts[field.data[0]]).decode("utf-8")
+
+
+TEMPLATE_NAMES = ["default-model"] + sorted(p.stem for p in TEMPLATE_DIR.glob("*.jinja"))
+
+
+@pytest.fixture(scope="session")
+def render_tool() -> Path:
+    build = Path(os.environ.get("EXACTLY_BUILD_DIR", REPO_ROOT / "build"))
+    path = build / "bin" / "render_chat_template"
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"tool not found: {path} (build target render_chat_template or set EXACTLY_BUILD_DIR)")
+    return path
+
+
+def test_all_expected_templates_are_present():
+    assert len(TEMPLATE_NAMES) >= 5, TEMPLATE_NAMES
+
+
+@pytest.mark.parametrize("name", TEMPLATE_NAMES)
+def test_matches_jinja2(name, render_tool, tmp_path):
+    if name == "default-model":
+        template_text = default_model_template()
+        template_file = tmp_path / "default.jinja"
+        template_file.write_bytes(template_text.encode("utf-8"))
+    else:
+        template_file = TEMPLATE_DIR / f"{name}.jinja"
+        template_text = template_file.read_bytes().decode("utf-8")
+
+    cases = contexts_for(name)
+    proc = subprocess.run(
+        [str(render_tool), str(template_file), "--now", FIXED_NOW.strftime("%Y-%m-%dT%H:%M:%S")],
+        input=json.dumps([c for _, c in cases]), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    ours = json.loads(proc.stdout)
+    assert len(ours) == len(cases)
+
+    rendered = 0
+    for (case, context), got in zip(cases, ours):
+        want = reference_render(template_text, context)
+        if "text" in want:
+            assert got == want, f"{name} {case}: jinja2 rendered {want['text']!r}, we gave {got!r}"
+            rendered += 1
+        else:
+            assert "error" in got, f"{name} {case}: jinja2 failed with {want['error']!r}, we rendered {got!r}"
+            if not want["error"].startswith("TypeError"):  # Python's wording of type errors is not ours
+                assert want["error"] in got["error"], f"{name} {case}: {got['error']!r} lacks {want['error']!r}"
+    # Most conversations are valid for every template, so most must have rendered.
+    assert rendered >= len(cases) // 2, f"{name}: only {rendered} of {len(cases)} cases rendered"
+
+
+def test_raise_exception_cases_really_raise(render_tool):
+    """Gemma rejects a system turn and broken alternation; both engines must say so."""
+    template_file = TEMPLATE_DIR / "gemma-2-it.jinja"
+    cases = [
+        {"messages": PLAIN["system_user"], "add_generation_prompt": True, "bos_token": "<bos>", "eos_token": ""},
+        {"messages": ERRORS["two_users"], "add_generation_prompt": True, "bos_token": "<bos>", "eos_token": ""},
+    ]
+    proc = subprocess.run([str(render_tool), str(template_file)], input=json.dumps(cases),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    ours = json.loads(proc.stdout)
+    assert "System role not supported" in ours[0]["error"]
+    assert "Conversation roles must alternate user/assistant/user/assistant/..." in ours[1]["error"]
+    assert "line 1, column" in ours[1]["error"]
