@@ -11,13 +11,17 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/completion_request.h"
+#include "server/openai_request.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "engine/engine.h"
 
 namespace exactly::cli {
+
+using server::FinishedCompletion;
+using server::completion_result_json;
+using server::parse_completion_request;
 
 namespace {
 
@@ -202,6 +206,12 @@ void run(BatchOptions& o) {
       {"steps", s.steps},
       {"forward_seconds", s.forward_seconds},
       {"decode_only_steps", s.decode_only_steps},
+      {"spec_drafted_tokens", s.spec_drafted_tokens},
+      {"spec_accepted_tokens", s.spec_accepted_tokens},
+      {"spec_acceptance_rate",
+       s.spec_drafted_tokens > 0 ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_drafted_tokens) : 0.0},
+      {"spec_mean_accepted_length",
+       s.spec_verifies > 0 ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_verifies) : 0.0},
       {"decode_only_tokens_per_second",
        s.decode_only_seconds > 0 ? static_cast<double>(s.decode_only_tokens) / s.decode_only_seconds : 0.0},
       {"preemptions", s.preemptions},

@@ -120,6 +120,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print results as JSON");
   cmd->callback([o] { run(*o); });
   register_bench_kv(*bench);
+  register_bench_serve(*bench);
 }
 
 }  // namespace exactly::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   exactly::cli::register_bench(app);
   exactly::cli::register_logits(app);
   exactly::cli::register_batch(app);
+  exactly::cli::register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

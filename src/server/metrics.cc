@@ -1,0 +1,84 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+
+#include "core/format.h"
+
+namespace exactly::server {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  size_t bucket = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += strformat("%s_bucket{le=\"%g\"} %lld\n", name.c_str(), bounds_[i], static_cast<long long>(cumulative));
+  }
+  out += strformat("%s_bucket{le=\"+Inf\"} %lld\n", name.c_str(), static_cast<long long>(count_));
+  out += strformat("%s_sum %.9g\n%s_count %lld\n", name.c_str(), sum_, name.c_str(), static_cast<long long>(count_));
+}
+
+namespace {
+
+void metric(std::string& out, const char* type, const std::string& name, const std::string& help, double value) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  out += strformat("%s %.17g\n", name.c_str(), value);
+}
+
+}  // namespace
+
+std::string MetricsSnapshot::prometheus_text() const {
+  std::string out;
+  auto d = [](auto v) { return static_cast<double>(v); };
+  metric(out, "gauge", "exactly_num_requests_running", "Sequences running in the engine.", d(running));
+  metric(out, "gauge", "exactly_num_requests_waiting", "Sequences waiting to be scheduled.", d(waiting));
+  metric(out, "gauge", "exactly_kv_blocks_total", "KV cache blocks in the pool.", d(kv.total_blocks));
+  metric(out, "gauge", "exactly_kv_blocks_used", "KV cache blocks referenced by a sequence.", d(kv.used_blocks));
+  metric(out, "gauge", "exactly_kv_blocks_cached", "KV cache blocks in the prefix cache (used or free).",
+         d(kv.cached_blocks));
+  metric(out, "gauge", "exactly_kv_cache_usage_ratio", "Fraction of KV cache blocks in use.",
+         kv.total_blocks > 0 ? d(kv.used_blocks) / d(kv.total_blocks) : 0.0);
+  metric(out, "counter", "exactly_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
+         d(kv.prefix_query_tokens));
+  metric(out, "counter", "exactly_prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
+         d(kv.prefix_hit_tokens));
+  metric(out, "gauge", "exactly_prefix_cache_hit_rate", "Prefix cache hits over queries, in tokens.",
+         kv.prefix_query_tokens > 0 ? d(kv.prefix_hit_tokens) / d(kv.prefix_query_tokens) : 0.0);
+  metric(out, "counter", "exactly_num_preemptions_total", "Sequences preempted to free KV blocks.",
+         d(engine.preemptions));
+  metric(out, "counter", "exactly_prompt_tokens_total", "Prompt tokens of finished requests, cached ones included.",
+         d(prompt_tokens));
+  metric(out, "counter", "exactly_prompt_tokens_computed_total", "Prompt tokens run through the model.",
+         d(engine.prompt_tokens_computed));
+  metric(out, "counter", "exactly_generation_tokens_total", "Tokens generated.", d(engine.generated_tokens));
+  metric(out, "counter", "exactly_engine_steps_total", "Engine iterations.", d(engine.steps));
+  out += "# HELP exactly_request_success_total Finished requests by finish reason.\n"
+         "# TYPE exactly_request_success_total counter\n";
+  out += strformat("exactly_request_success_total{finished_reason=\"stop\"} %lld\n", static_cast<long long>(requests_stop));
+  out += strformat("exactly_request_success_total{finished_reason=\"length\"} %lld\n", static_cast<long long>(requests_length));
+  out += strformat("exactly_request_success_total{finished_reason=\"abort\"} %lld\n", static_cast<long long>(requests_abort));
+  time_to_first_token.render("exactly_time_to_first_token_seconds", "Seconds from arrival to the first token.", out);
+  inter_token_latency.render("exactly_inter_token_latency_seconds", "Seconds between a request's token outputs.", out);
+  return out;
+}
+
+void MetricsBoard::publish(const MetricsSnapshot& snapshot) {
+  std::lock_guard lock(mutex_);
+  snapshot_ = snapshot;
+}
+
+MetricsSnapshot MetricsBoard::read() const {
+  std::lock_guard lock(mutex_);
+  return snapshot_;
+}
+
+}  // namespace exactly::server

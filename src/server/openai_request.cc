@@ -1,0 +1,212 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+
+#include "core/format.h"
+
+namespace exactly::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& where, const char* field, const std::string& why) {
+  std::string message = strformat("field '%s' %s", field, why.c_str());
+  throw RequestError(where.empty() ? message : where + ": " + message, field);
+}
+
+template <class T>
+void read_number(const json& body, const char* field, T& out, const std::string& where) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return;
+  if (!it->is_number()) bad(where, field, "must be a number, got " + std::string(it->type_name()));
+  if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) bad(where, field, "must be an integer");
+    out = it->get<T>();
+  } else {
+    out = it->get<T>();
+    if (!std::isfinite(static_cast<double>(out))) bad(where, field, "must be finite");
+  }
+}
+
+void check_range(const std::string& where, const char* field, double v, double lo, double hi) {
+  if (v < lo || v > hi) bad(where, field, strformat("must be between %g and %g, got %g", lo, hi, v));
+}
+
+std::vector<int32_t> token_ids(const json& ids, int32_t vocab_size, const std::string& where) {
+  std::vector<int32_t> out;
+  for (const auto& v : ids) {
+    if (!v.is_number_integer()) bad(where, "prompt", "must be a string or an array of token ids");
+    int64_t id = v.get<int64_t>();
+    if (id < 0 || id >= vocab_size)
+      bad(where, "prompt", strformat("has token id %lld outside the vocabulary (%d)", static_cast<long long>(id), vocab_size));
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
+std::vector<int32_t> text_prompt(const std::string& text, const Tokenizer& tok) {
+  std::vector<int32_t> out;
+  if (tok.add_bos() && tok.bos_id()) out.push_back(*tok.bos_id());
+  auto ids = tok.encode(text, true);
+  out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
+}  // namespace
+
+RequestParams parse_generation_fields(const json& body, const std::string& where) {
+  if (!body.is_object()) throw RequestError((where.empty() ? "" : where + ": ") + "a request must be a JSON object", "");
+  RequestParams p;
+  p.sampling.temperature = 1.0f;
+  p.sampling.top_p = 1.0f;
+  p.sampling.top_k = 0;
+  p.sampling.min_p = 0.0f;
+  p.sampling.repetition_penalty = 1.0f;
+  p.sampling.repetition_window = -1;
+
+  read_number(body, "temperature", p.sampling.temperature, where);
+  check_range(where, "temperature", p.sampling.temperature, 0, 100);
+  read_number(body, "top_p", p.sampling.top_p, where);
+  check_range(where, "top_p", p.sampling.top_p, 1e-9, 1);
+  read_number(body, "top_k", p.sampling.top_k, where);
+  if (p.sampling.top_k < 0) p.sampling.top_k = 0;  // -1 means off, as in vLLM
+  read_number(body, "min_p", p.sampling.min_p, where);
+  check_range(where, "min_p", p.sampling.min_p, 0, 1);
+  read_number(body, "presence_penalty", p.sampling.presence_penalty, where);
+  check_range(where, "presence_penalty", p.sampling.presence_penalty, -2, 2);
+  read_number(body, "frequency_penalty", p.sampling.frequency_penalty, where);
+  check_range(where, "frequency_penalty", p.sampling.frequency_penalty, -2, 2);
+  read_number(body, "repetition_penalty", p.sampling.repetition_penalty, where);
+  if (!(p.sampling.repetition_penalty > 0)) bad(where, "repetition_penalty", "must be positive");
+  read_number(body, "n", p.n, where);
+  if (p.n < 1 || p.n > 128) bad(where, "n", "must be between 1 and 128");
+  read_number(body, "priority", p.priority, where);
+  if (auto s = body.find("seed"); s != body.end() && !s->is_null()) {
+    if (!s->is_number_integer()) bad(where, "seed", "must be an integer");
+    p.sampling.seed = static_cast<uint64_t>(s->get<int64_t>());
+  }
+  if (auto e = body.find("ignore_eos"); e != body.end() && !e->is_null()) {
+    if (!e->is_boolean()) bad(where, "ignore_eos", "must be a boolean");
+    p.ignore_eos = e->get<bool>();
+  }
+  if (auto u = body.find("user"); u != body.end() && !u->is_null() && !u->is_string())
+    bad(where, "user", "must be a string");
+  if (auto st = body.find("stop"); st != body.end() && !st->is_null()) {
+    if (st->is_string()) {
+      p.stop.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      for (const auto& s : *st) {
+        if (!s.is_string()) bad(where, "stop", "must be a string or an array of strings");
+        p.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      bad(where, "stop", "must be a string or an array of strings");
+    }
+  }
+  if (auto st = body.find("stop_token_ids"); st != body.end() && !st->is_null()) {
+    if (!st->is_array()) bad(where, "stop_token_ids", "must be an array of token ids");
+    for (const auto& s : *st) {
+      if (!s.is_number_integer()) bad(where, "stop_token_ids", "must be an array of token ids");
+      p.stop_token_ids.push_back(s.get<int32_t>());
+    }
+  }
+  return p;
+}
+
+std::optional<int64_t> parse_max_tokens(const json& body, const std::string& where) {
+  for (const char* field : {"max_completion_tokens", "max_tokens"}) {
+    auto it = body.find(field);
+    if (it == body.end() || it->is_null()) continue;
+    int64_t v = 0;
+    read_number(body, field, v, where);
+    if (v < 1) bad(where, field, strformat("must be at least 1, got %lld", static_cast<long long>(v)));
+    return v;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::vector<int32_t>> parse_prompts(const json& body, const Tokenizer& tok, int32_t vocab_size,
+                                                bool allow_batch, const std::string& where) {
+  auto prompt = body.find("prompt");
+  if (prompt == body.end()) bad(where, "prompt", "is required");
+  std::vector<std::vector<int32_t>> prompts;
+  const char* expected = allow_batch ? "must be a string, an array of token ids, or an array of those"
+                                     : "must be a string or an array of token ids";
+  if (prompt->is_string()) {
+    prompts.push_back(text_prompt(prompt->get<std::string>(), tok));
+  } else if (prompt->is_array() && !prompt->empty() && (prompt->front().is_string() || prompt->front().is_array())) {
+    if (!allow_batch) bad(where, "prompt", expected);
+    for (const auto& item : *prompt) {
+      if (item.is_string()) prompts.push_back(text_prompt(item.get<std::string>(), tok));
+      else if (item.is_array()) prompts.push_back(token_ids(item, vocab_size, where));
+      else bad(where, "prompt", expected);
+    }
+  } else if (prompt->is_array()) {
+    prompts.push_back(token_ids(*prompt, vocab_size, where));
+  } else {
+    bad(where, "prompt", expected);
+  }
+  for (const auto& p : prompts)
+    if (p.empty()) bad(where, "prompt", "is empty");
+  return prompts;
+}
+
+int32_t parse_completion_logprobs(const json& body, const std::string& where) {
+  auto l = body.find("logprobs");
+  if (l == body.end() || l->is_null()) return -1;
+  if (!l->is_number_integer() || l->get<int64_t>() < 0 || l->get<int64_t>() > 20)
+    bad(where, "logprobs", "must be an integer between 0 and 20");
+  return l->get<int32_t>();
+}
+
+RequestParams parse_completion_request(const json& body, const Tokenizer& tok, int32_t vocab_size,
+                                       const std::string& where) {
+  RequestParams p = parse_generation_fields(body, where);
+  p.prompt = parse_prompts(body, tok, vocab_size, false, where).front();
+  p.max_tokens = parse_max_tokens(body, where).value_or(16);  // OpenAI's default for completions
+  p.logprobs = parse_completion_logprobs(body, where);
+  return p;
+}
+
+json completion_logprobs_json(const std::vector<TokenLogprobs>& logprobs, const Tokenizer& tok, size_t text_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  for (const TokenLogprobs& t : logprobs) {
+    std::string text = tok.token_bytes(t.id, true);  // raw bytes; the writer replaces invalid UTF-8
+    offsets.push_back(text_offset);
+    text_offset += text.size();
+    tokens.push_back(std::move(text));
+    token_logprobs.push_back(t.logprob);
+    json alts = json::object();
+    for (const auto& [id, l] : t.top) alts[tok.token_bytes(id, true)] = l;
+    top.push_back(alts);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json completion_result_json(size_t index, const std::vector<FinishedCompletion>& choices, const RequestOutput& last,
+                            bool with_logprobs, const Tokenizer& tok) {
+  json out;
+  out["index"] = index;
+  json arr = json::array();
+  int64_t completion_tokens = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const FinishedCompletion& c = choices[i];
+    completion_tokens += static_cast<int64_t>(c.token_ids.size());
+    json ch;
+    ch["index"] = i;
+    ch["text"] = c.text;
+    ch["token_ids"] = c.token_ids;
+    ch["finish_reason"] = c.finish_reason;
+    ch["logprobs"] = with_logprobs ? completion_logprobs_json(c.logprobs, tok, 0) : json(nullptr);
+    arr.push_back(ch);
+  }
+  out["choices"] = arr;
+  out["usage"] = {{"prompt_tokens", last.prompt_tokens},
+                  {"completion_tokens", completion_tokens},
+                  {"total_tokens", last.prompt_tokens + completion_tokens},
+                  {"prompt_tokens_details", {{"cached_tokens", last.cached_prompt_tokens}}}};
+  return out;
+}
+
+}  // namespace exactly::server

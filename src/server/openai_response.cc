@@ -1,0 +1,171 @@
+#include "server/openai_response.h"
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "core/format.h"
+#include "server/openai_request.h"
+
+namespace exactly::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string new_id(Endpoint e) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  return strformat("%s-%016llx%08llx", e == Endpoint::kChat ? "chatcmpl" : "cmpl",
+                   static_cast<unsigned long long>(salt), static_cast<unsigned long long>(counter.fetch_add(1)));
+}
+
+json byte_list(const std::string& s) {
+  json out = json::array();
+  for (unsigned char c : s) out.push_back(c);
+  return out;
+}
+
+json chat_token(const Tokenizer& tok, int32_t id, double logprob) {
+  std::string text = tok.token_bytes(id, true);
+  return {{"token", text}, {"logprob", logprob}, {"bytes", byte_list(text)}};
+}
+
+}  // namespace
+
+OpenAIResponse::OpenAIResponse(ResponseShape shape, const Tokenizer& tok)
+    : shape_(std::move(shape)),
+      tok_(tok),
+      id_(new_id(shape_.endpoint)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
+      choices_(shape_.num_prompts * static_cast<size_t>(shape_.n)),
+      prompts_(shape_.num_prompts) {}
+
+json OpenAIResponse::logprobs_json(const std::vector<TokenLogprobs>& lps, size_t text_offset) const {
+  if (shape_.endpoint == Endpoint::kCompletions) return completion_logprobs_json(lps, tok_, text_offset);
+  json content = json::array();
+  for (const TokenLogprobs& t : lps) {
+    json entry = chat_token(tok_, t.id, t.logprob);
+    json top = json::array();
+    for (const auto& [id, l] : t.top) top.push_back(chat_token(tok_, id, l));
+    entry["top_logprobs"] = top;
+    content.push_back(entry);
+  }
+  return {{"content", content}};
+}
+
+json OpenAIResponse::chunk(json choices) const {
+  const bool chat = shape_.endpoint == Endpoint::kChat;
+  return {{"id", id_}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created_},
+          {"model", shape_.model}, {"choices", std::move(choices)}};
+}
+
+std::vector<json> OpenAIResponse::opening_chunks() const {
+  std::vector<json> out;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const size_t prompt = i / static_cast<size_t>(shape_.n);
+    if (shape_.endpoint == Endpoint::kChat) {
+      out.push_back(chunk(json::array({{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                        {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
+    } else if (!shape_.echo.empty() && !shape_.echo[prompt].empty()) {
+      out.push_back(chunk(json::array({{{"index", i}, {"text", shape_.echo[prompt]}, {"logprobs", nullptr},
+                                        {"finish_reason", nullptr}}})));
+    }
+  }
+  return out;
+}
+
+std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
+  std::vector<json> chunks;
+  if (event.kind != ChannelEvent::Kind::kOutput) return chunks;
+  const RequestOutput& out = event.output;
+  PromptState& p = prompts_.at(event.prompt_index);
+  p.prompt_tokens = std::max(p.prompt_tokens, out.prompt_tokens);
+  p.cached_tokens = std::max(p.cached_tokens, out.cached_prompt_tokens);
+  p.completion_tokens = std::max(p.completion_tokens, out.completion_tokens);
+  for (const CompletionDelta& d : out.completions) {
+    if (d.index < 0 || d.index >= shape_.n) continue;
+    const size_t index = event.prompt_index * static_cast<size_t>(shape_.n) + static_cast<size_t>(d.index);
+    Choice& c = choices_[index];
+    const size_t offset = c.text.size();
+    c.text += d.text;
+    c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+    if (d.finish_reason) c.finish_reason = to_string(*d.finish_reason);
+    if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
+    json lp = shape_.logprobs ? logprobs_json(d.logprobs, offset) : json(nullptr);
+    json finish = d.finish_reason ? json(c.finish_reason) : json(nullptr);
+    json choice = {{"index", index}, {"logprobs", lp}, {"finish_reason", finish}};
+    if (shape_.endpoint == Endpoint::kChat)
+      choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
+    else
+      choice["text"] = d.text;
+    chunks.push_back(chunk(json::array({choice})));
+  }
+  if (out.finished) {
+    p.finished = true;
+    // A completion the engine ended without a reason (shutdown) was aborted.
+    for (int32_t j = 0; j < shape_.n; ++j) {
+      const size_t index = event.prompt_index * static_cast<size_t>(shape_.n) + static_cast<size_t>(j);
+      Choice& c = choices_[index];
+      if (!c.finish_reason.empty()) continue;
+      c.finish_reason = "abort";
+      json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", "abort"}};
+      if (shape_.endpoint == Endpoint::kChat) choice["delta"] = json::object();
+      else choice["text"] = "";
+      chunks.push_back(chunk(json::array({choice})));
+    }
+  }
+  return chunks;
+}
+
+bool OpenAIResponse::finished() const {
+  for (const PromptState& p : prompts_)
+    if (!p.finished) return false;
+  return true;
+}
+
+void OpenAIResponse::abort_unfinished() {
+  for (Choice& c : choices_)
+    if (c.finish_reason.empty()) c.finish_reason = "abort";
+}
+
+json OpenAIResponse::usage() const {
+  int64_t prompt = 0, cached = 0, completion = 0;
+  for (const PromptState& p : prompts_) {
+    prompt += p.prompt_tokens;
+    cached += p.cached_tokens;
+    completion += p.completion_tokens;
+  }
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+json OpenAIResponse::usage_chunk() const {
+  json c = chunk(json::array());
+  c["usage"] = usage();
+  return c;
+}
+
+json OpenAIResponse::whole() const {
+  const bool chat = shape_.endpoint == Endpoint::kChat;
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    const size_t prompt = i / static_cast<size_t>(shape_.n);
+    json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr);
+    } else {
+      const std::string echo = shape_.echo.empty() ? std::string() : shape_.echo[prompt];
+      choice["text"] = echo + c.text;
+      choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, echo.size()) : json(nullptr);
+    }
+    choices.push_back(std::move(choice));
+  }
+  return {{"id", id_}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created_},
+          {"model", shape_.model}, {"choices", choices}, {"usage", usage()}};
+}
+
+}  // namespace exactly::server
