@@ -241,6 +241,17 @@ void GGUFFile::parse_all() {
                                         static_cast<unsigned long long>(data_offset_ + t.offset + t.nbytes),
                                         size_));
     t.data = base_ + begin;
+    // Float tensors are read as float/uint16 arrays: their data must sit at an
+    // address those types may be loaded from (a file may legally declare
+    // general.alignment 1 or 2).
+    const uint64_t element_alignment = t.type == GGMLType::F32 ? 4
+                                       : (t.type == GGMLType::F16 || t.type == GGMLType::BF16) ? 2
+                                                                                               : 1;
+    if (reinterpret_cast<uintptr_t>(t.data) % element_alignment != 0)
+      r.fail(info_offsets[i], strformat("data at byte %llu is not aligned to the %llu bytes that %s elements need",
+                                        static_cast<unsigned long long>(begin),
+                                        static_cast<unsigned long long>(element_alignment),
+                                        std::string(ggml_type_name(t.type)).c_str()));
   }
   std::vector<size_t> by_offset(tensors_.size());  // [n_tensors] tensor indices sorted by data offset
   std::iota(by_offset.begin(), by_offset.end(), size_t{0});

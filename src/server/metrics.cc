@@ -61,6 +61,14 @@ std::string MetricsSnapshot::prometheus_text() const {
          d(engine.prompt_tokens_computed));
   metric(out, "counter", "exactly_generation_tokens_total", "Tokens generated.", d(engine.generated_tokens));
   metric(out, "counter", "exactly_engine_steps_total", "Engine iterations.", d(engine.steps));
+  metric(out, "counter", "exactly_spec_decode_num_draft_tokens_total", "Speculative draft tokens verified.",
+         d(engine.spec_drafted_tokens));
+  metric(out, "counter", "exactly_spec_decode_num_accepted_tokens_total", "Speculative draft tokens accepted.",
+         d(engine.spec_accepted_tokens));
+  metric(out, "gauge", "exactly_spec_decode_acceptance_rate", "Accepted over drafted tokens.",
+         engine.spec_drafted_tokens > 0 ? d(engine.spec_accepted_tokens) / d(engine.spec_drafted_tokens) : 0.0);
+  metric(out, "gauge", "exactly_spec_decode_mean_accepted_length", "Accepted drafts per verify.",
+         engine.spec_verifies > 0 ? d(engine.spec_accepted_tokens) / d(engine.spec_verifies) : 0.0);
   out += "# HELP exactly_request_success_total Finished requests by finish reason.\n"
          "# TYPE exactly_request_success_total counter\n";
   out += strformat("exactly_request_success_total{finished_reason=\"stop\"} %lld\n", static_cast<long long>(requests_stop));

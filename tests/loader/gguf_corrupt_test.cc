@@ -2,6 +2,8 @@
 // and where — never a crash, a hang or a huge allocation.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <random>
 
 #include "core/error.h"
@@ -184,6 +186,37 @@ TEST(GGUFCorrupt, BadAlignment) {
   GGUFTestWriter str = small_valid_writer();
   str.add_string("general.alignment", "32");
   expect_rejected(str, {"key 'general.alignment'", "has type string"});
+}
+
+// general.alignment may legally be 1 or 2, but float tensors are read as
+// float / uint16 arrays and must sit where those can be loaded (found by the
+// fuzzer: an F32 tensor at an odd offset).
+TEST(GGUFCorrupt, FloatTensorsMustBeAlignedForTheirElements) {
+  for (uint32_t type_id : {0u, 1u, 30u}) {  // F32, F16, BF16
+    // Among data offsets 1, 2 and 3 at least one is misaligned for the
+    // element type whatever the header length; none may be accepted.
+    int alignment_errors = 0;
+    for (uint64_t offset : {1u, 2u, 3u}) {
+      GGUFTestWriter w;
+      w.alignment = 1;
+      w.add_scalar<uint32_t>("general.alignment", kU32, 1);
+      w.add_string("general.architecture", "llama");
+      w.add_tensor({"blk.0.attn_norm.weight", {4}, type_id, random_bytes(type_id == 0 ? 24 : 16, 4), offset});
+      const std::vector<uint8_t> img = w.build();
+      // Copy to a 16-byte aligned buffer so the file's own offsets decide.
+      std::vector<uint64_t> aligned((img.size() + 7) / 8);
+      std::memcpy(aligned.data(), img.data(), img.size());
+      try {
+        auto file = GGUFFile::parse(reinterpret_cast<const uint8_t*>(aligned.data()), img.size(), "bad.gguf");
+        // Accepted only when the data really is aligned.
+        const size_t need = type_id == 0 ? 4 : 2;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(file->require_tensor("blk.0.attn_norm.weight").data) % need, 0u);
+      } catch (const FileFormatError& e) {
+        if (std::string(e.what()).find("aligned") != std::string::npos) ++alignment_errors;
+      }
+    }
+    EXPECT_GT(alignment_errors, 0) << "type " << type_id;
+  }
 }
 
 TEST(GGUFCorrupt, TensorDataRangeDefects) {
