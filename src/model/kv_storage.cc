@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "core/error.h"
+#include "core/format.h"
 
 namespace exactly {
 
@@ -10,13 +12,17 @@ KVStorage::KVStorage(const ModelConfig& config, int64_t num_blocks, int block_si
     : num_blocks_(num_blocks), block_size_(block_size), n_kv_heads_(config.n_kv_heads),
       head_dim_(config.head_dim) {
   const size_t per_layer = static_cast<size_t>(num_blocks * block_size * n_kv_heads_ * head_dim_);
-  k_.assign(static_cast<size_t>(config.n_layers), std::vector<float>(per_layer));
-  v_.assign(static_cast<size_t>(config.n_layers), std::vector<float>(per_layer));
+  for (int l = 0; l < config.n_layers; ++l) {
+    k_.emplace_back(static_cast<float*>(std::calloc(per_layer, sizeof(float))));
+    v_.emplace_back(static_cast<float*>(std::calloc(per_layer, sizeof(float))));
+    if (!k_.back() || !v_.back())
+      throw Error(strformat("cannot allocate %s for the KV cache", human_bytes(2.0 * static_cast<double>(per_layer) * sizeof(float) * config.n_layers).c_str()));
+  }
 }
 
 kernels::PagedKV KVStorage::layer(int index) {
   auto i = static_cast<size_t>(index);
-  return {k_[i].data(), v_[i].data(), num_blocks_, block_size_, n_kv_heads_, head_dim_};
+  return {k_[i].get(), v_[i].get(), num_blocks_, block_size_, n_kv_heads_, head_dim_};
 }
 
 void KVStorage::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& pairs) {
@@ -24,9 +30,9 @@ void KVStorage::copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& pair
   for (const auto& [src, dst] : pairs) {
     EXACTLY_CHECK(src >= 0 && src < num_blocks_ && dst >= 0 && dst < num_blocks_, "bad block copy %d -> %d", src, dst);
     for (size_t l = 0; l < k_.size(); ++l) {
-      std::memcpy(k_[l].data() + static_cast<size_t>(dst) * block_floats, k_[l].data() + static_cast<size_t>(src) * block_floats,
+      std::memcpy(k_[l].get() + static_cast<size_t>(dst) * block_floats, k_[l].get() + static_cast<size_t>(src) * block_floats,
                   block_floats * sizeof(float));
-      std::memcpy(v_[l].data() + static_cast<size_t>(dst) * block_floats, v_[l].data() + static_cast<size_t>(src) * block_floats,
+      std::memcpy(v_[l].get() + static_cast<size_t>(dst) * block_floats, v_[l].get() + static_cast<size_t>(src) * block_floats,
                   block_floats * sizeof(float));
     }
   }

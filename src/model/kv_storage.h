@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -30,8 +32,15 @@ class KVStorage {
   int block_size_;
   int n_kv_heads_;
   int head_dim_;
-  std::vector<std::vector<float>> k_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
-  std::vector<std::vector<float>> v_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
+  // Zeroed by the operating system page by page as blocks are first written
+  // (calloc of a large size maps fresh pages), so a 2 GiB pool costs nothing
+  // until it is used and startup does not write it all.
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  using Buffer = std::unique_ptr<float[], FreeDeleter>;
+  std::vector<Buffer> k_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
+  std::vector<Buffer> v_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
 };
 
 }  // namespace exactly
