@@ -213,9 +213,18 @@ void Engine::propose_drafts() {
     if (pending == 1) decoding.push_back(r);
   }
   std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
+  // How much one more verified token costs relative to a request's share of
+  // the step, from measured step times; until the fit exists, the acceptance
+  // statistics' own prior decides.
+  const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
+  const double relative_cost =
+      fit ? relative_verify_cost(*fit, static_cast<int64_t>(decoding.size())) : -1.0;
   for (Request* r : decoding) {
     Sequence& s = sequence_of(r->id);
-    int64_t k = std::min<int64_t>(s.spec_stats.next_k(), config_.num_speculative_tokens);
+    const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(s.spec_stats.recent_acceptance_rate(),
+                                                                      relative_cost, config_.num_speculative_tokens)
+                                              : s.spec_stats.next_k();
+    int64_t k = std::min<int64_t>(wanted, config_.num_speculative_tokens);
     // Never draft past max_tokens or the context: the last token is sampled.
     k = std::min(k, r->max_tokens - r->num_output_tokens() - 1);
     k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);
@@ -292,6 +301,7 @@ std::vector<RequestOutput> Engine::step() {
     model_.model->forward(batch_, kv_storage_, logits_.data(), pool_);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
+    step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), seconds);
     if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
       ++stats_.decode_only_steps;
       stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());

@@ -19,6 +19,7 @@
 #include "engine/engine_config.h"
 #include "engine/loaded_model.h"
 #include "engine/request_params.h"
+#include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/kv_storage.h"
 #include "sched/scheduler.h"
@@ -93,6 +94,7 @@ class Engine {
   std::vector<float> logits_;  // [n_logits_rows, vocab]
   std::unique_ptr<NgramProposer> ngram_;  // set when spec_method is "ngram"
   RejectionSampler rejection_sampler_;
+  StepCostModel step_cost_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;
   RequestId next_seq_id_ = 1;

@@ -1,0 +1,41 @@
+// The measured cost of a forward pass as a function of how many tokens it
+// computes: seconds ≈ fixed + per_token · tokens, fitted by exponentially
+// weighted least squares over recent steps. Speculation asks it whether
+// verifying k more tokens per request costs less than the tokens it gains.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace exactly {
+
+class StepCostModel {
+ public:
+  // weight: how much the newest step counts, in (0, 1].
+  explicit StepCostModel(double weight = 0.05) : weight_(weight) {}
+
+  void observe(int64_t tokens, double seconds);
+
+  struct Fit {
+    double fixed;      // seconds per step whatever its size (weights streamed once)
+    double per_token;  // seconds per additional token
+  };
+  // None until the observed step sizes vary enough to separate the two terms.
+  std::optional<Fit> fit() const;
+
+ private:
+  double weight_;
+  double w_ = 0, wn_ = 0, wt_ = 0, wnn_ = 0, wnt_ = 0;  // weighted sums of 1, n, t, n², n·t
+};
+
+// Cost of one more verified token relative to a request's share of a step in
+// which `decoding` requests decode (one token each): per_token · decoding /
+// (fixed + per_token · decoding).
+double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding);
+
+// Draft length in [0, k_max] that maximises expected tokens per unit of cost,
+// E(k) / (1 + k · relative_cost), where E(k) = 1 + a + ... + a^k; 0 means
+// speculation does not pay for this request in this step.
+int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max);
+
+}  // namespace exactly

@@ -1,0 +1,43 @@
+#include "engine/step_cost.h"
+
+#include <gtest/gtest.h>
+
+namespace exactly {
+namespace {
+
+TEST(StepCostModel, RecoversFixedAndPerTokenCost) {
+  StepCostModel m;
+  EXPECT_FALSE(m.fit().has_value());
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 1 + (i * 7) % 40;
+    m.observe(n, 0.006 + 0.0015 * static_cast<double>(n));
+  }
+  auto fit = m.fit();
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->fixed, 0.006, 1e-9);
+  EXPECT_NEAR(fit->per_token, 0.0015, 1e-9);
+}
+
+TEST(StepCostModel, NoFitWhileStepSizesDoNotVary) {
+  StepCostModel m;
+  for (int i = 0; i < 100; ++i) m.observe(8, 0.02);
+  EXPECT_FALSE(m.fit().has_value());
+}
+
+// Speculation pays when verifying is cheap relative to a step and drafts are
+// often accepted, and switches off when a large batch makes each verified
+// token cost nearly a full token.
+TEST(StepCostModel, DraftLengthFollowsCostAndAcceptance) {
+  const StepCostModel::Fit fit{0.006, 0.0015};
+  const double alone = relative_verify_cost(fit, 1);   // 0.2
+  const double crowded = relative_verify_cost(fit, 64);  // ~0.94
+  EXPECT_NEAR(alone, 0.0015 / 0.0075, 1e-12);
+  EXPECT_GT(draft_length_for_cost(0.8, alone, 5), 0);
+  EXPECT_EQ(draft_length_for_cost(0.8, crowded, 5), 0);
+  EXPECT_EQ(draft_length_for_cost(0.1, alone, 5), 0);
+  // Free verification and certain acceptance: draft as much as allowed.
+  EXPECT_EQ(draft_length_for_cost(1.0, 0.0, 5), 5);
+}
+
+}  // namespace
+}  // namespace exactly
