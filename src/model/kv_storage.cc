@@ -1,5 +1,9 @@
 #include "model/kv_storage.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/check.h"
@@ -13,11 +17,22 @@ KVStorage::KVStorage(const ModelConfig& config, int64_t num_blocks, int block_si
       head_dim_(config.head_dim) {
   const size_t per_layer = static_cast<size_t>(num_blocks * block_size * n_kv_heads_ * head_dim_);
   for (int l = 0; l < config.n_layers; ++l) {
-    k_.emplace_back(static_cast<float*>(std::calloc(per_layer, sizeof(float))));
-    v_.emplace_back(static_cast<float*>(std::calloc(per_layer, sizeof(float))));
-    if (!k_.back() || !v_.back())
-      throw Error(strformat("cannot allocate %s for the KV cache", human_bytes(2.0 * static_cast<double>(per_layer) * sizeof(float) * config.n_layers).c_str()));
+    k_.push_back(map_zeroed(per_layer));
+    v_.push_back(map_zeroed(per_layer));
   }
+}
+
+void KVStorage::Unmapper::operator()(float* p) const {
+  if (p != nullptr) munmap(p, bytes);
+}
+
+KVStorage::Buffer KVStorage::map_zeroed(size_t floats) {
+  const size_t bytes = std::max<size_t>(1, floats * sizeof(float));
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED)
+    throw Error(strformat("cannot allocate %s for the KV cache: %s", human_bytes(static_cast<double>(bytes)).c_str(),
+                          std::strerror(errno)));
+  return Buffer(static_cast<float*>(p), Unmapper{bytes});
 }
 
 kernels::PagedKV KVStorage::layer(int index) {

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -32,13 +31,16 @@ class KVStorage {
   int block_size_;
   int n_kv_heads_;
   int head_dim_;
-  // Zeroed by the operating system page by page as blocks are first written
-  // (calloc of a large size maps fresh pages), so a 2 GiB pool costs nothing
-  // until it is used and startup does not write it all.
-  struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
+  // Anonymous mappings populated by the kernel at creation (MAP_POPULATE):
+  // the pool is really allocated up front, as its size promises, so memory
+  // use does not creep up as blocks are first touched, and it is done in bulk
+  // rather than by writing zeros from user space.
+  struct Unmapper {
+    size_t bytes = 0;
+    void operator()(float* p) const;
   };
-  using Buffer = std::unique_ptr<float[], FreeDeleter>;
+  using Buffer = std::unique_ptr<float[], Unmapper>;
+  static Buffer map_zeroed(size_t floats);
   std::vector<Buffer> k_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
   std::vector<Buffer> v_;  // per layer: [num_blocks, block_size, n_kv_heads, head_dim]
 };
