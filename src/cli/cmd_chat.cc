@@ -97,11 +97,9 @@ void run(const ChatOptions& o) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
     history.push_back({{"role", "assistant"}, {"content", reply}});
-    if (tty) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::fprintf(stderr, "[%lld tokens in %.2f s; %lld of %zu prompt tokens from the cache]\n",
-                   static_cast<long long>(generated), s, static_cast<long long>(cached), params.prompt.size());
-    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "[%lld tokens in %.2f s; %lld of %zu prompt tokens from the cache]\n",
+                 static_cast<long long>(generated), seconds, static_cast<long long>(cached), params.prompt.size());
   }
 }
 
