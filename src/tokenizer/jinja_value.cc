@@ -1,11 +1,12 @@
 // Python semantics of jinja values: printing, JSON, equality, truthiness.
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-#include <algorithm>
+#include "tokenizer/utf8.h"
 
 namespace exactly::jinja {
 
@@ -150,40 +151,26 @@ std::string float_repr(double d) {
   return sign + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 
+// Jinja strings index and slice by code point. Template text and JSON values
+// are UTF-8; a byte that starts no valid character stands for itself.
 std::vector<char32_t> decode_utf8(const std::string& s) {
   std::vector<char32_t> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-    if (i + len > s.size()) len = 1;
-    char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
-    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3Fu);
-    out.push_back(cp);
-    i += len;
+  for (size_t i = 0; i < s.size();) {
+    const utf8::Scan sc = utf8::scan(s, i);
+    if (sc.status == utf8::Status::kValid) {
+      out.push_back(utf8::decode(s, i, sc.length));
+      i += sc.length;
+    } else {
+      out.push_back(static_cast<unsigned char>(s[i]));
+      ++i;
+    }
   }
   return out;
 }
 
 std::string encode_utf8(const std::vector<char32_t>& cps) {
   std::string out;
-  for (char32_t cp : cps) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
+  for (char32_t cp : cps) utf8::append(out, cp);
   return out;
 }
 
