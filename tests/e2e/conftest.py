@@ -25,7 +25,6 @@ Fixtures:
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +35,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The reference implementations are plain modules, not an installed package.
 sys.path.insert(0, str(REPO_ROOT / "tests" / "reference"))
 
+from shared_fixtures import built_tool, model_path, ref_model, ref_tokenizer  # noqa: E402,F401  (fixtures)
+
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
@@ -44,19 +45,7 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def exactly_bin() -> Path:
-    build = Path(os.environ.get("EXACTLY_BUILD_DIR", REPO_ROOT / "build"))
-    path = build / "bin" / "exactly"
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"executable not found: {path} (build it or set EXACTLY_BUILD_DIR)")
-    return path
-
-
-@pytest.fixture(scope="session")
-def model_path() -> Path:
-    path = Path(os.environ.get("EXACTLY_MODEL", REPO_ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    if not path.is_file():
-        pytest.fail(f"model not found: {path} (run scripts/fetch-model or set EXACTLY_MODEL)")
-    return path
+    return built_tool("exactly")
 
 
 @pytest.fixture(scope="session")
@@ -73,18 +62,6 @@ def run_exactly(exactly_bin):
 @pytest.fixture(scope="session")
 def prompts_dir() -> Path:
     return REPO_ROOT / "tests" / "data" / "prompts"
-
-
-@pytest.fixture(scope="session")
-def ref_model(model_path):
-    import llama_ref  # ~1 GB of float64 weights; loaded once per session
-    return llama_ref.load(str(model_path))
-
-
-@pytest.fixture(scope="session")
-def ref_tokenizer(model_path):
-    import tokenizer_ref
-    return tokenizer_ref.load_tokenizer(str(model_path))
 
 
 @pytest.fixture(scope="session")

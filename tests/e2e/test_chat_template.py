@@ -210,11 +210,8 @@ TEMPLATE_NAMES = ["default-model"] + sorted(p.stem for p in TEMPLATE_DIR.glob("*
 
 @pytest.fixture(scope="session")
 def render_tool() -> Path:
-    build = Path(os.environ.get("EXACTLY_BUILD_DIR", REPO_ROOT / "build"))
-    path = build / "bin" / "render_chat_template"
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"tool not found: {path} (build target render_chat_template or set EXACTLY_BUILD_DIR)")
-    return path
+    from shared_fixtures import built_tool
+    return built_tool("render_chat_template")
 
 
 def test_all_expected_templates_are_present():
