@@ -78,6 +78,15 @@ EngineConfig resolved(const LoadedModel& m, EngineConfig c) {
   return c;
 }
 
+// The delta of completion `index` in this step's output, created on first use.
+CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
+  for (auto& d : out.completions)
+    if (d.index == index) return d;
+  out.completions.push_back({});
+  out.completions.back().index = index;
+  return out.completions.back();
+}
+
 }  // namespace
 
 Engine::Engine(LoadedModel& model, const EngineConfig& config)
@@ -167,13 +176,6 @@ bool Engine::is_stop_token(const Sequence& s, int32_t token) const {
   return std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
 }
 
-CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
-  for (auto& d : out.completions)
-    if (d.index == index) return d;
-  out.completions.push_back({});
-  out.completions.back().index = index;
-  return out.completions.back();
-}
 
 void Engine::emit(Sequence& s, int32_t token, std::span<const float> logits) {
   Group& g = *s.group;

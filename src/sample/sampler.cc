@@ -33,6 +33,12 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(seed_of(p
 std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history,
                                              size_t num_prompt) const {
   const SamplingParams& p = params_;
+  const bool penalised = (p.repetition_penalty != 1.0f && p.repetition_window != 0 && !history.empty()) ||
+                         ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && num_prompt < history.size());
+  if (p.greedy() && !penalised) {  // the common greedy case needs no copy of the vocabulary
+    const int32_t best = argmax(logits);
+    return {{best, logits[static_cast<size_t>(best)], 1.0}};
+  }
   std::vector<TokenProb> cand(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<int32_t>(i), logits[i], 0.0};
 
