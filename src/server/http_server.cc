@@ -1,5 +1,7 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -118,9 +120,20 @@ void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOp
   const int http_threads = o.http_threads;
   svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<size_t>(http_threads)); };
   svr.set_payload_max_length(o.max_body_bytes);
+  // The library listens with a backlog of 5 connections: a burst of clients
+  // connecting at once overflows it and some see their connection reset.
+  // Remember the listening socket (keeping the library's SO_REUSEADDR) and
+  // widen its backlog once it is bound.
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
+  });
   install_routes(svr, o, ctx, metrics, engine.max_model_len());
   if (!svr.bind_to_port(o.host, o.port))
     throw Error(strformat("cannot listen on %s:%d", o.host.c_str(), o.port), ExitCode::kUsage);
+  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
 
   std::thread engine_thread([&loop] { loop.run(); });
   std::atomic<bool> done{false};
