@@ -56,13 +56,15 @@ def bench(run_exactly, url, tmp_path, *args, check=True):
 def assert_timing_matches_server(r, n, output_len):
     assert r["completed"] == n and r["failed"] == 0, r["failures"]
     assert r["output_tokens"] == n * output_len
-    assert TTFT_MS - 2 <= r["ttft"]["median_ms"] <= TTFT_MS + 60, r["ttft"]
-    assert ITL_MS - 1 <= r["tpot"]["median_ms"] <= ITL_MS + 8, r["tpot"]
-    assert ITL_MS - 3 <= r["itl"]["median_ms"] <= ITL_MS + 8, r["itl"]
+    # Lower bounds are tight (the server never sends early); upper bounds leave
+    # room for a busy machine yet stay below a TTFT/ITL mix-up (50 vs 10 ms).
+    assert TTFT_MS - 2 <= r["ttft"]["median_ms"] <= TTFT_MS + 150, r["ttft"]
+    assert ITL_MS - 1 <= r["tpot"]["median_ms"] <= ITL_MS + 20, r["tpot"]
+    assert ITL_MS - 3 <= r["itl"]["median_ms"] <= ITL_MS + 20, r["itl"]
     assert r["itl"]["count"] == n * (output_len - 1)  # one gap between each pair of chunks
     assert r["tpot"]["count"] == n
     e2e_ms = TTFT_MS + (output_len - 1) * ITL_MS
-    assert e2e_ms - 2 <= r["e2el"]["median_ms"] <= e2e_ms + 80, r["e2el"]
+    assert e2e_ms - 2 <= r["e2el"]["median_ms"] <= e2e_ms + 300, r["e2el"]
     assert r["ttft"]["median_ms"] <= r["ttft"]["p90_ms"] <= r["ttft"]["p99_ms"]
     assert r["output_throughput"] == pytest.approx(r["output_tokens"] / r["duration_s"], rel=1e-6)
     assert r["request_throughput"] == pytest.approx(n / r["duration_s"], rel=1e-6)
@@ -78,7 +80,7 @@ def test_fixed_concurrency_reports_the_server_delays(run_exactly, fake_server, t
     assert r["input_tokens"] == n * 8
     # Four workers back to back: four rounds of one request's latency.
     one_request_s = (TTFT_MS + (output_len - 1) * ITL_MS) / 1000
-    assert 4 * one_request_s * 0.95 <= r["duration_s"] <= 4 * one_request_s * 2.5
+    assert 4 * one_request_s * 0.95 <= r["duration_s"] <= 4 * one_request_s * 4
     assert r["good_requests"] == n and r["goodput"] == pytest.approx(r["request_throughput"])
 
 
