@@ -3,10 +3,11 @@ include(CheckCXXCompilerFlag)
 include(CheckCXXSourceRuns)
 
 add_library(exactly_flags INTERFACE)
+# C++ only: CUDA sources go through nvcc, which takes host flags differently.
 target_compile_options(exactly_flags INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>)
 if(EXACTLY_WERROR)
-  target_compile_options(exactly_flags INTERFACE -Werror)
+  target_compile_options(exactly_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
 endif()
 
 # x86-64-v3 (AVX2, FMA, F16C, BMI2) when both the compiler and this machine
@@ -27,7 +28,7 @@ if(EXACTLY_NATIVE_SIMD)
     unset(CMAKE_REQUIRED_FLAGS)
     if(EXACTLY_CPU_RUNS_V3)
       set(EXACTLY_SIMD_LEVEL "x86-64-v3")
-      target_compile_options(exactly_flags INTERFACE -march=x86-64-v3)
+      target_compile_options(exactly_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=x86-64-v3>)
     endif()
   endif()
 endif()

@@ -1,0 +1,282 @@
+// Kernel lab for the attention kernels: the versions that mattered, side by
+// side, each validated against a float64 CPU reference on a small problem and
+// then timed on the benchmark shape. The production kernels live in
+// src/kernels/cuda/; the versions here are their template parameters (and a
+// naive baseline) so a change can be tried without touching production.
+//
+//   attention_lab decode  [VERSION]   batch 64 x 2048 and 16 x 8192, 32/8 heads, d 128
+//   attention_lab prefill [VERSION]   batch 4 x 32 heads x 4096, d 128, causal and not
+// Without VERSION every version runs. NOTES.md beside this file records each
+// version's prediction and outcome.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/flash_prefill_kernel.cuh"
+#include "kernels/cuda/paged_decode_kernel.cuh"
+
+using namespace exactly::kernels::cuda;
+using bf16 = __nv_bfloat16;
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e = (x);                                                                      \
+    if (e != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+// ---- problem: a paged batch with a shuffled block table -------------------
+struct Problem {
+  int n_seqs, q_len, ctx, n_heads, n_kv, d = 128, block_size = 16;
+  bool causal = true;
+  std::vector<bf16> k, v, q;
+  std::vector<int32_t> query_start, seq_lens, tables;
+  int max_blocks;
+  bf16 *dk, *dv, *dq, *dout;
+  int32_t *dqs, *dsl, *dtab;
+  float* ws;
+
+  Problem(int seqs, int qlen, int context, int heads, int kv, bool is_causal, uint32_t seed)
+      : n_seqs(seqs), q_len(qlen), ctx(context), n_heads(heads), n_kv(kv), causal(is_causal) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    max_blocks = (ctx + block_size - 1) / block_size;
+    const int64_t num_blocks = int64_t{n_seqs} * max_blocks;
+    std::vector<int32_t> perm(num_blocks);
+    for (int64_t i = 0; i < num_blocks; ++i) perm[i] = static_cast<int32_t>(i);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    tables = perm;
+    const int64_t kv_elems = num_blocks * block_size * n_kv * d;
+    k.resize(kv_elems), v.resize(kv_elems), q.resize(int64_t{n_seqs} * q_len * n_heads * d);
+    for (auto& x : k) x = __float2bfloat16(normal(rng));
+    for (auto& x : v) x = __float2bfloat16(normal(rng));
+    for (auto& x : q) x = __float2bfloat16(normal(rng));
+    for (int s = 0; s <= n_seqs; ++s) query_start.push_back(s * q_len);
+    seq_lens.assign(n_seqs, ctx);
+    auto up = [](auto& host, auto** dev) {
+      CK(cudaMalloc(dev, host.size() * sizeof(host[0])));
+      CK(cudaMemcpy(*dev, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
+    };
+    up(k, &dk);
+    up(v, &dv);
+    up(q, &dq);
+    up(query_start, &dqs);
+    up(seq_lens, &dsl);
+    up(tables, &dtab);
+    CK(cudaMalloc(&dout, q.size() * sizeof(bf16)));
+    const int parts = (ctx + 255) / 256;  // the smallest partition any version uses
+    CK(cudaMalloc(&ws, int64_t{n_seqs} * n_heads * std::max(parts, 1) * (d + 1) * sizeof(float)));
+  }
+  Problem(const Problem&) = delete;  // owns device memory; lambdas must capture fields, not the problem
+  ~Problem() {
+    for (void* p : {(void*)dk, (void*)dv, (void*)dq, (void*)dout, (void*)dqs, (void*)dsl, (void*)dtab, (void*)ws})
+      cudaFree(p);
+  }
+  float kv_at(const std::vector<bf16>& cache, int s, int j, int h, int i) const {
+    const int64_t slot = int64_t{tables[int64_t{s} * max_blocks + j / block_size]} * block_size + j % block_size;
+    return __bfloat162float(cache[(slot * n_kv + h) * d + i]);
+  }
+  // Max |out - float64 reference| over a sample of rows.
+  double max_error(int row_stride) const {
+    std::vector<bf16> out(q.size());
+    CK(cudaMemcpy(out.data(), dout, out.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+    double worst = 0;
+    const int group = n_heads / n_kv;
+    for (int s = 0; s < n_seqs; ++s)
+      for (int t = 0; t < q_len; t += row_stride)
+        for (int h = 0; h < n_heads; ++h) {
+          const int pos = ctx - q_len + t, last = causal ? pos : ctx - 1;
+          const bf16* qr = &q[((int64_t{s} * q_len + t) * n_heads + h) * d];
+          std::vector<double> sc(last + 1);
+          double mx = -1e300;
+          for (int j = 0; j <= last; ++j) {
+            double acc = 0;
+            for (int i = 0; i < d; ++i) acc += double(__bfloat162float(qr[i])) * kv_at(k, s, j, h / group, i);
+            sc[j] = acc / std::sqrt(double(d));
+            mx = std::max(mx, sc[j]);
+          }
+          double sum = 0;
+          for (double& x : sc) sum += (x = std::exp(x - mx));
+          for (int i = 0; i < d; ++i) {
+            double acc = 0;
+            for (int j = 0; j <= last; ++j) acc += sc[j] * kv_at(v, s, j, h / group, i);
+            const double got = __bfloat162float(out[((int64_t{s} * q_len + t) * n_heads + h) * d + i]);
+            worst = std::max(worst, std::isfinite(got) ? std::fabs(got - acc / sum) : 1e30);
+          }
+        }
+    return worst;
+  }
+};
+
+// Median over reps of the mean of kInner back-to-back launches, so that the
+// launch gap of one call does not count as kernel time.
+static float median_ms(const std::function<void()>& launch, int reps = 30) {
+  constexpr int kInner = 10;
+  for (int i = 0; i < 3; ++i) launch();
+  CK(cudaDeviceSynchronize());
+  std::vector<float> t;
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(a));
+    for (int j = 0; j < kInner; ++j) launch();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms / kInner);
+  }
+  CK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// ---- decode versions --------------------------------------------------------
+// v1: the obvious kernel: one warp per (sequence, query head), all keys in
+// one pass, fp32 dot products with shuffles. No split, no GQA sharing.
+__global__ void decode_naive(DecodeParams p) {
+  const int seq = blockIdx.y, head = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (head >= p.n_heads) return;
+  const int ctx = p.seq_lens[seq], kvh = head / p.group;
+  const bf16* q = static_cast<const bf16*>(p.q) + (int64_t{seq} * p.n_heads + head) * 128;
+  float qv[4], acc[4] = {0, 0, 0, 0}, m = -INFINITY, l = 0;
+  for (int i = 0; i < 4; ++i) qv[i] = __bfloat162float(q[lane * 4 + i]);
+  for (int j = 0; j < ctx; ++j) {
+    const int64_t slot = int64_t{p.block_tables[int64_t{seq} * p.max_blocks_per_seq + j / p.block_size]} *
+                             p.block_size + j % p.block_size;
+    const bf16* kr = static_cast<const bf16*>(p.k_cache) + (slot * p.n_kv_heads + kvh) * 128 + lane * 4;
+    const bf16* vr = static_cast<const bf16*>(p.v_cache) + (slot * p.n_kv_heads + kvh) * 128 + lane * 4;
+    float dot = 0;
+    for (int i = 0; i < 4; ++i) dot += qv[i] * __bfloat162float(kr[i]);
+    for (int o = 16; o; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float sc = dot * p.scale_log2, mn = fmaxf(m, sc), c = exp2f(m - mn), e = exp2f(sc - mn);
+    l = l * c + e;
+    for (int i = 0; i < 4; ++i) acc[i] = acc[i] * c + e * __bfloat162float(vr[i]);
+    m = mn;
+  }
+  bf16* out = static_cast<bf16*>(p.out) + (int64_t{seq} * p.n_heads + head) * 128;
+  for (int i = 0; i < 4; ++i) out[lane * 4 + i] = __float2bfloat16(acc[i] / l);
+}
+
+DecodeParams decode_params(const Problem& pr, int part = 512) {
+  const int group = pr.n_heads / pr.n_kv;
+  const int parts = (pr.ctx + part - 1) / part;
+  return DecodeParams{pr.dq, pr.dout, pr.dk, pr.dv, pr.dqs, pr.dsl, pr.dtab, pr.max_blocks, pr.block_size, pr.n_kv,
+                      pr.n_heads, group, (group + 15) / 16, parts, 1.4426950408889634f / std::sqrt(128.f), pr.ws,
+                      pr.ws + int64_t{pr.n_seqs} * pr.n_heads * parts * 128};
+}
+
+template <int WARPS, int STAGES, bool QREGS, int MINB, int PART = 512>
+std::function<void()> split_decode(const Problem& pr) {
+  using S = DecodeShape<128, WARPS, STAGES>;
+  auto kernel = paged_decode_kernel<bf16, 128, WARPS, STAGES, PART, QREGS, MINB>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+  const DecodeParams p = decode_params(pr, PART);
+  const int n_seqs = pr.n_seqs;
+  return [=] {
+    kernel<<<dim3(p.max_parts, p.n_kv_heads * p.row_groups, n_seqs), S::kThreads, S::kSmemBytes>>>(p);
+    if (p.max_parts > 1) merge_partitions_kernel<bf16, 128, PART><<<dim3(p.n_heads, n_seqs), 128>>>(p);
+  };
+}
+
+struct Version {
+  const char* name;
+  std::function<std::function<void()>(const Problem&)> make;
+};
+
+static const std::vector<Version> kDecodeVersions = {
+    {"v1 naive: warp per head, no split, no GQA sharing",
+     [](const Problem& pr) -> std::function<void()> {
+       const DecodeParams p = decode_params(pr);
+       const int n_seqs = pr.n_seqs;
+       return [=] { decode_naive<<<dim3((p.n_heads + 3) / 4, n_seqs), 128>>>(p); };
+     }},
+    {"v2 split-KV mma, 4 warps, 3 stages, q in registers", split_decode<4, 3, true, 1>},
+    {"v3 as v2, q from shared memory, 3 CTAs/SM, 2 stages", split_decode<4, 2, false, 3>},
+    {"v4 as v2, q from shared memory, 2 CTAs/SM, 3 stages", split_decode<4, 3, false, 2>},
+    {"v5 8 warps, 2 stages, q from shared memory, 2 CTAs/SM", split_decode<8, 2, false, 2>},
+    {"v6 4 warps, 4 stages, q from shared memory, 2 CTAs/SM", split_decode<4, 4, false, 2>},
+    {"v7 as v3 with 256-key partitions", split_decode<4, 2, false, 3, 256>},
+    {"v8 as v4 with 1024-key partitions", split_decode<4, 3, false, 2, 1024>},
+    {"v9 as v3 with 1024-key partitions", split_decode<4, 2, false, 3, 1024>},
+};
+
+// ---- prefill versions -------------------------------------------------------
+template <int WARPS, int BN, int MT>
+std::function<void()> prefill(const Problem& pr) {
+  using S = PrefillShape<128, WARPS, BN, MT>;
+  auto kernel = flash_prefill_kernel<bf16, 128, WARPS, BN, MT>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+  const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
+                        pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
+                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(128.f), pr.causal};
+  const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
+  return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
+}
+
+static const std::vector<Version> kPrefillVersions = {
+    {"v1 4 warps x 16 rows, 64-key tiles, q in registers", prefill<4, 64, 1>},
+    {"v2 4 warps x 32 rows, 64-key tiles, q from shared memory", prefill<4, 64, 2>},
+    {"v3 4 warps x 32 rows, 32-key tiles", prefill<4, 32, 2>},
+    {"v4 8 warps x 16 rows, 64-key tiles", prefill<8, 64, 1>},
+};
+
+static bool run_versions(const char* what, const std::vector<Version>& versions, int only,
+                         const std::vector<Problem*>& small, const std::vector<Problem*>& big,
+                         const std::function<double(const Problem&, float)>& rate, const char* unit) {
+  bool ok = true;
+  for (size_t i = 0; i < versions.size(); ++i) {
+    if (only > 0 && int(i) + 1 != only) continue;
+    double err = 0;
+    for (Problem* pr : small) {
+      CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));  // NaN poison
+      versions[i].make(*pr)();
+      CK(cudaDeviceSynchronize());
+      err = std::max(err, pr->max_error(7));
+    }
+    const bool good = err < 2e-2;  // bf16 output rounding is ~4e-3 here; a wrong kernel is O(1)
+    ok = ok && good;
+    std::printf("  %s %-58s max err %.2e %s |", what, versions[i].name, err, good ? "ok" : "WRONG");
+    for (Problem* pr : big) std::printf(" %7.2f %s", rate(*pr, median_ms(versions[i].make(*pr))), unit);
+    std::printf("\n");
+  }
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "all";
+  const int only = argc > 2 ? std::atoi(argv[2]) : 0;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("lab on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
+  bool ok = true;
+  if (what == "all" || what == "decode") {
+    Problem s1(3, 1, 1100, 32, 8, true, 1), s2(2, 1, 37, 32, 8, true, 2);
+    Problem b1(64, 1, 2048, 32, 8, true, 3), b2(16, 1, 8192, 32, 8, true, 4);
+    std::printf("lab decode: TB/s of K+V at 64 x 2048 and 16 x 8192 (32/8 heads, d 128, block 16)\n");
+    ok &= run_versions("decode", kDecodeVersions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
+      return 2.0 * p.n_seqs * p.ctx * p.n_kv * p.d * 2 / ms / 1e9;
+    }, "TB/s");
+  }
+  if (what == "all" || what == "prefill") {
+    Problem s1(2, 200, 300, 4, 2, true, 5), s2(1, 70, 70, 4, 4, false, 6);
+    Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
+    std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
+    ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
+      return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
+    }, "TFLOP/s");
+  }
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,68 @@
+// CUDA attention over the paged KV cache: FlashAttention for prefill (and any
+// request computing several tokens: chunked prefill, speculative verify),
+// split-KV paged decode, the KV store through the slot mapping and the
+// batched block copy of copy-on-write. Same layouts as the CPU kernels
+// (kernels/ops.h), in 16-bit elements:
+//   cache K, V : [num_blocks, block_size, n_kv_heads, head_dim]
+//   q, out     : [n_tokens, n_heads, head_dim]
+// All pointers are device pointers unless named host_. Launches are
+// asynchronous on `stream`; argument errors throw exactly::Error before any
+// launch, launch errors throw with the CUDA error string.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace exactly::kernels::cuda {
+
+enum class DType : int { bf16 = 0, f16 = 1 };
+
+struct PagedKVDevice {
+  void* k;
+  void* v;
+  int64_t num_blocks;
+  int block_size;  // a multiple of 16
+  int n_kv_heads;
+  int head_dim;  // 64 or 128
+  DType dtype;
+};
+
+struct AttentionBatchDevice {
+  int32_t n_seqs;
+  const int32_t* query_start;   // [n_seqs + 1]
+  const int32_t* seq_lens;      // [n_seqs] context length, cached + new
+  const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
+  int32_t max_blocks_per_seq;
+  int32_t max_query_len;  // host-known bound on query_start[s+1] - query_start[s]
+  int32_t max_seq_len;    // host-known bound on seq_lens[s]
+};
+
+// Causal (or unmasked) attention for a flattened batch of query tokens: token
+// j of sequence s sits at position seq_lens[s] - q_len(s) + j. scale is
+// usually 1/sqrt(head_dim). Tensor-core (mma.sync) kernel, sm_80 and later.
+void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
+                             int n_heads, float scale, bool causal, void* out, cudaStream_t stream);
+
+// Decode: exactly one query token per sequence (query_start = 0, 1, ..., n).
+// Keys are split into fixed partitions of kDecodePartition keys processed
+// in parallel and merged by log-sum-exp; the partition size never depends on
+// the batch, so each row's bits do not either. workspace must hold
+// decode_workspace_bytes(...) bytes.
+inline constexpr int kDecodePartition = 512;
+int64_t decode_workspace_bytes(int n_seqs, int n_heads, int max_seq_len, int head_dim);
+void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
+                            int n_heads, float scale, void* out, void* workspace, int64_t workspace_bytes,
+                            cudaStream_t stream);
+
+// k, v: [n_tokens, n_kv_heads, head_dim]; slot = block * block_size + offset,
+// a negative slot skips its token (padding).
+void kv_store(const PagedKVDevice& cache, const void* k, const void* v, const int64_t* slot_mapping,
+              int64_t n_tokens, cudaStream_t stream);
+
+// For each layer l and pair i, copies block pairs[2i] to block pairs[2i+1] in
+// caches[l] (K and V). caches: device array of n_layers {k, v} pointers.
+void copy_blocks(void* const* layer_k, void* const* layer_v, int n_layers, const int64_t* pairs, int64_t n_pairs,
+                 int block_size, int n_kv_heads, int head_dim, DType dtype, cudaStream_t stream);
+
+}  // namespace exactly::kernels::cuda

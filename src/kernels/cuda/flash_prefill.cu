@@ -1,0 +1,52 @@
+// Launcher of the FlashAttention prefill kernel: picks the tile shape for the
+// head dimension, raises the shared-memory limit, sizes the grid from the
+// host-known longest query.
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/flash_prefill_kernel.cuh"
+#include "kernels/cuda/launch_common.h"
+
+namespace exactly::kernels::cuda {
+namespace {
+
+constexpr int kPrefillWarps = 4;  // x 16 * kPrefillMT query rows each
+constexpr int kPrefillBN = 64;    // keys per tile
+constexpr int kPrefillMT = 2;     // 16-row m-tiles per warp
+
+template <typename T, int D>
+void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
+            bool causal, void* out, cudaStream_t stream) {
+  // Chosen in dev/cuda (attention_lab): see its notes for the alternatives.
+  constexpr int kWarps = kPrefillWarps, kBN = kPrefillBN, kMT = kPrefillMT;
+  using Shape = PrefillShape<D, kWarps, kBN, kMT>;
+  auto kernel = flash_prefill_kernel<T, D, kWarps, kBN, kMT>;
+  static const bool configured = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
+               "flash_attention_prefill: shared memory limit");
+    return true;
+  }();
+  (void)configured;
+  PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
+                  c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
+  const dim3 grid((b.max_query_len + Shape::kBM - 1) / Shape::kBM, n_heads, b.n_seqs);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+  check_launch("flash_attention_prefill");
+}
+
+}  // namespace
+
+void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
+                             int n_heads, float scale, bool causal, void* out, cudaStream_t stream) {
+  check_attention_args(cache, batch, q, out, n_heads, "flash_attention_prefill");
+  EXACTLY_CUDA_REQUIRE(n_heads <= 65535, "flash_attention_prefill: %d heads", n_heads);
+  if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
+  const bool bf16 = cache.dtype == DType::bf16;
+  if (cache.head_dim == 64) {
+    bf16 ? launch<__nv_bfloat16, 64>(cache, batch, q, n_heads, scale, causal, out, stream)
+         : launch<__half, 64>(cache, batch, q, n_heads, scale, causal, out, stream);
+  } else {
+    bf16 ? launch<__nv_bfloat16, 128>(cache, batch, q, n_heads, scale, causal, out, stream)
+         : launch<__half, 128>(cache, batch, q, n_heads, scale, causal, out, stream);
+  }
+}
+
+}  // namespace exactly::kernels::cuda

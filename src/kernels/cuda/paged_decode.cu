@@ -1,0 +1,76 @@
+// Launcher of split-KV paged decode: one CTA per (partition, KV head and row
+// group, sequence), then the log-sum-exp merge for sequences longer than one
+// partition. The workspace is the caller's, so nothing is allocated per step.
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/launch_common.h"
+#include "kernels/cuda/paged_decode_kernel.cuh"
+
+namespace exactly::kernels::cuda {
+namespace {
+
+// Chosen in dev/cuda (attention_lab, NOTES.md): the query fragments are
+// re-read from shared memory so that three CTAs fit on an SM, and two stages
+// per warp keep 3 x 4 x 2 chunks (192 KB) of K/V in flight per SM.
+constexpr int kWarps = 4;
+constexpr int kStages = 2;
+constexpr bool kQInRegisters = false;
+constexpr int kCtasPerSM = 3;
+
+int max_partitions(int max_seq_len) { return (max_seq_len + kDecodePartition - 1) / kDecodePartition; }
+
+template <typename T, int D>
+void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
+            void* out, void* workspace, cudaStream_t stream) {
+  using Shape = DecodeShape<D, kWarps, kStages>;
+  auto kernel = paged_decode_kernel<T, D, kWarps, kStages, kDecodePartition, kQInRegisters, kCtasPerSM>;
+  static const bool configured = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
+               "paged_decode_attention: shared memory limit");
+    return true;
+  }();
+  (void)configured;
+  const int group = n_heads / c.n_kv_heads;
+  const int row_groups = (group + 15) / 16;
+  const int parts = max_partitions(b.max_seq_len);
+  float* partial_out = static_cast<float*>(workspace);
+  float* partial_lse = partial_out + int64_t{b.n_seqs} * n_heads * parts * D;
+  DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
+                 c.block_size, c.n_kv_heads, n_heads, group, row_groups, parts, scale * 1.4426950408889634f,
+                 partial_out, partial_lse};
+  kernel<<<dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+  check_launch("paged_decode_attention");
+  if (parts > 1) {
+    merge_partitions_kernel<T, D, kDecodePartition><<<dim3(n_heads, b.n_seqs), D, 0, stream>>>(p);
+    check_launch("paged_decode_attention: merge");
+  }
+}
+
+}  // namespace
+
+int64_t decode_workspace_bytes(int n_seqs, int n_heads, int max_seq_len, int head_dim) {
+  const int64_t rows = int64_t{n_seqs} * n_heads * max_partitions(max_seq_len);
+  return rows * (head_dim + 1) * int64_t{sizeof(float)};
+}
+
+void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
+                            int n_heads, float scale, void* out, void* workspace, int64_t workspace_bytes,
+                            cudaStream_t stream) {
+  check_attention_args(cache, batch, q, out, n_heads, "paged_decode_attention");
+  if (batch.n_seqs == 0 || batch.max_seq_len <= 0) return;
+  const int64_t need = decode_workspace_bytes(batch.n_seqs, n_heads, batch.max_seq_len, cache.head_dim);
+  EXACTLY_CUDA_REQUIRE(max_partitions(batch.max_seq_len) == 1 || (workspace != nullptr && workspace_bytes >= need),
+                       "paged_decode_attention: workspace of %lld bytes, %lld needed", (long long)workspace_bytes,
+                       (long long)need);
+  EXACTLY_CUDA_REQUIRE(int64_t{cache.n_kv_heads} * ((n_heads / cache.n_kv_heads + 15) / 16) <= 65535,
+                       "paged_decode_attention: too many heads (%d)", n_heads);
+  const bool bf16 = cache.dtype == DType::bf16;
+  if (cache.head_dim == 64) {
+    bf16 ? launch<__nv_bfloat16, 64>(cache, batch, q, n_heads, scale, out, workspace, stream)
+         : launch<__half, 64>(cache, batch, q, n_heads, scale, out, workspace, stream);
+  } else {
+    bf16 ? launch<__nv_bfloat16, 128>(cache, batch, q, n_heads, scale, out, workspace, stream)
+         : launch<__half, 128>(cache, batch, q, n_heads, scale, out, workspace, stream);
+  }
+}
+
+}  // namespace exactly::kernels::cuda
