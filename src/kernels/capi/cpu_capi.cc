@@ -1,7 +1,10 @@
 // The CPU half of the C interface: the engine's own FlashAttention, so the
 // CUDA kernels can be checked against it on the same inputs.
 #include <memory>
+#include <string>
 
+#include "core/error.h"
+#include "core/format.h"
 #include "core/thread_pool.h"
 #include "kernels/capi/kernels_capi.h"
 #include "kernels/capi/last_error.h"
@@ -23,6 +26,28 @@ extern "C" int exactly_cpu_attention(const float* k_cache, const float* v_cache,
                                      int n_heads, float scale, int causal, float* out, int n_threads) {
   return exactly::capi::guarded([&] {
     using namespace exactly::kernels;
+    // The kernel's own checks abort (they guard the engine's invariants); a
+    // foreign caller's mistakes are errors instead, found before the call.
+    auto require = [](bool ok, const std::string& what) {
+      if (!ok) throw exactly::Error("exactly_cpu_attention: " + what);
+    };
+    require(head_dim > 0 && block_size > 0 && num_blocks > 0 && n_seqs >= 0 && max_blocks_per_seq > 0,
+            exactly::strformat("bad shape (head_dim %d, block_size %d, %lld blocks, %d sequences)", head_dim,
+                               block_size, static_cast<long long>(num_blocks), n_seqs));
+    require(n_kv_heads > 0 && n_heads > 0 && n_heads % n_kv_heads == 0,
+            exactly::strformat("%d heads over %d KV heads", n_heads, n_kv_heads));
+    for (int s = 0; s < n_seqs; ++s) {
+      const int32_t q_len = query_start[s + 1] - query_start[s];
+      require(q_len >= 0 && q_len <= seq_lens[s] &&
+                  int64_t{seq_lens[s]} <= int64_t{max_blocks_per_seq} * block_size,
+              exactly::strformat("sequence %d: %d queries, length %d, %d table entries", s, q_len, seq_lens[s],
+                                 max_blocks_per_seq));
+      for (int32_t b = 0; b < (seq_lens[s] + block_size - 1) / block_size; ++b) {
+        const int32_t block = block_tables[int64_t{s} * max_blocks_per_seq + b];
+        require(block >= 0 && block < num_blocks,
+                exactly::strformat("sequence %d: block %d is %d, outside the pool", s, b, block));
+      }
+    }
     const PagedKV cache{const_cast<float*>(k_cache), const_cast<float*>(v_cache), num_blocks, block_size,
                         n_kv_heads, head_dim};
     const AttentionBatch batch{n_seqs, query_start, seq_lens, block_tables, max_blocks_per_seq};
