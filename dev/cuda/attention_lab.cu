@@ -19,9 +19,12 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cuda/flash_prefill_kernel.cuh"
+#include "kernels/cuda/flash_prefill_sm90_kernel.cuh"
+#include "kernels/cuda/flash_prefill_sm90_pipelined.cuh"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
 using namespace exactly::kernels::cuda;
@@ -226,11 +229,30 @@ std::function<void()> prefill(const Problem& pr) {
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
 
+template <int BN, bool kPipelined, int WG = 2>
+std::function<void()> prefill_sm90(const Problem& pr) {
+  using S = std::conditional_t<kPipelined, Sm90PipelinedShape<BN, WG>, Sm90PrefillShape<BN, WG>>;
+  auto kernel = kPipelined ? flash_prefill_sm90_pipelined_kernel<BN, WG> : flash_prefill_sm90_kernel<BN, WG>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+  const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
+                        pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
+                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(128.f), pr.causal};
+  const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
+  return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
+}
+
 static const std::vector<Version> kPrefillVersions = {
     {"v1 4 warps x 16 rows, 64-key tiles, q in registers", prefill<4, 64, 1>},
     {"v2 4 warps x 32 rows, 64-key tiles, q from shared memory", prefill<4, 64, 2>},
     {"v3 4 warps x 32 rows, 32-key tiles", prefill<4, 32, 2>},
     {"v4 8 warps x 16 rows, 64-key tiles", prefill<8, 64, 1>},
+    {"v5 wgmma: 2 warpgroups x 64 rows, 64-key tiles", prefill_sm90<64, false>},
+    {"v6 wgmma: 2 warpgroups x 64 rows, 128-key tiles", prefill_sm90<128, false>},
+    {"v7 wgmma, softmax overlapped with P V, 64-key tiles", prefill_sm90<64, true>},
+    {"v8 wgmma, softmax overlapped with P V, 128-key tiles", prefill_sm90<128, true>},
+    {"v9 as v5, one warpgroup per CTA (CTAs drift apart)", prefill_sm90<64, false, 1>},
+    {"v10 as v7, one warpgroup per CTA", prefill_sm90<64, true, 1>},
+    {"v11 as v6, one warpgroup per CTA", prefill_sm90<128, false, 1>},
 };
 
 static bool run_versions(const char* what, const std::vector<Version>& versions, int only,

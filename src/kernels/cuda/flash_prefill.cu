@@ -1,8 +1,12 @@
 // Launcher of the FlashAttention prefill kernel: picks the tile shape for the
 // head dimension, raises the shared-memory limit, sizes the grid from the
 // host-known longest query.
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_prefill_kernel.cuh"
+#include "kernels/cuda/flash_prefill_sm90_kernel.cuh"
 #include "kernels/cuda/launch_common.h"
 
 namespace exactly::kernels::cuda {
@@ -32,6 +36,40 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   check_launch("flash_attention_prefill");
 }
 
+// Hopper, bf16, head dim 128: the wgmma kernel (two warpgroups, 128-key tiles;
+// dev/cuda/NOTES.md has the alternatives and their figures).
+constexpr int kSm90BN = 128;
+
+void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
+                 bool causal, void* out, cudaStream_t stream) {
+  using Shape = Sm90PrefillShape<kSm90BN>;
+  auto kernel = flash_prefill_sm90_kernel<kSm90BN>;
+  static const bool configured = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
+               "flash_attention_prefill: shared memory limit");
+    return true;
+  }();
+  (void)configured;
+  PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
+                  c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
+  const dim3 grid((b.max_query_len + Shape::kBM - 1) / Shape::kBM, n_heads, b.n_seqs);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+  check_launch("flash_attention_prefill (sm90)");
+}
+
+// The wgmma kernel exists only as sm_90a machine code; other GPUs take the
+// mma.sync kernel. EXACTLY_PREFILL_KERNEL=mma forces the latter (for tests).
+bool use_sm90(const PagedKVDevice& c) {
+  static const bool hopper = [] {
+    int device = 0, major = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
+    const char* force = std::getenv("EXACTLY_PREFILL_KERNEL");
+    return major == 9 && !(force != nullptr && std::string(force) == "mma");
+  }();
+  return hopper && c.dtype == DType::bf16 && c.head_dim == 128;
+}
+
 }  // namespace
 
 void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
@@ -39,6 +77,7 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
   check_attention_args(cache, batch, q, out, n_heads, "flash_attention_prefill");
   EXACTLY_CUDA_REQUIRE(n_heads <= 65535, "flash_attention_prefill: %d heads", n_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
+  if (use_sm90(cache)) return launch_sm90(cache, batch, q, n_heads, scale, causal, out, stream);
   const bool bf16 = cache.dtype == DType::bf16;
   if (cache.head_dim == 64) {
     bf16 ? launch<__nv_bfloat16, 64>(cache, batch, q, n_heads, scale, causal, out, stream)
