@@ -23,8 +23,9 @@
 #include <vector>
 
 #include "kernels/cuda/flash_prefill_kernel.cuh"
-#include "kernels/cuda/flash_prefill_sm90_kernel.cuh"
-#include "kernels/cuda/flash_prefill_sm90_pipelined.cuh"
+#include "variants/flash_prefill_sm90_sync.cuh"
+#include "variants/flash_prefill_sm90_pipelined.cuh"
+#include "kernels/cuda/flash_prefill_sm90_ws.cuh"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
 using namespace exactly::kernels::cuda;
@@ -241,6 +242,25 @@ std::function<void()> prefill_sm90(const Problem& pr) {
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
 
+template <int BN, int STAGES>
+std::function<void()> prefill_sm90_ws(const Problem& pr) {
+  using S = Sm90WsShape<BN, STAGES>;
+  auto kernel = flash_prefill_sm90_ws_kernel<BN, STAGES>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+  const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
+  CUtensorMap k_map, v_map;
+  if (!make_kv_tensor_map(&k_map, pr.dk, slots, pr.n_kv, 128, true) ||
+      !make_kv_tensor_map(&v_map, pr.dv, slots, pr.n_kv, 128, true)) {
+    std::fprintf(stderr, "tensor map creation failed\n");
+    std::exit(1);
+  }
+  const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
+                        pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
+                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(128.f), pr.causal};
+  const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
+  return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p); };
+}
+
 static const std::vector<Version> kPrefillVersions = {
     {"v1 4 warps x 16 rows, 64-key tiles, q in registers", prefill<4, 64, 1>},
     {"v2 4 warps x 32 rows, 64-key tiles, q from shared memory", prefill<4, 64, 2>},
@@ -253,6 +273,8 @@ static const std::vector<Version> kPrefillVersions = {
     {"v9 as v5, one warpgroup per CTA (CTAs drift apart)", prefill_sm90<64, false, 1>},
     {"v10 as v7, one warpgroup per CTA", prefill_sm90<64, true, 1>},
     {"v11 as v6, one warpgroup per CTA", prefill_sm90<128, false, 1>},
+    {"v12 TMA producer warpgroup + 2 consumers, 128-key tiles, 3 stages", prefill_sm90_ws<128, 3>},
+    {"v13 TMA producer warpgroup + 2 consumers, 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
 };
 
 static bool run_versions(const char* what, const std::vector<Version>& versions, int only,

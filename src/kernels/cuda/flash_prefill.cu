@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_prefill_kernel.cuh"
-#include "kernels/cuda/flash_prefill_sm90_kernel.cuh"
+#include "kernels/cuda/flash_prefill_sm90_ws.cuh"
 #include "kernels/cuda/launch_common.h"
 
 namespace exactly::kernels::cuda {
@@ -36,28 +36,37 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   check_launch("flash_attention_prefill");
 }
 
-// Hopper, bf16, head dim 128: the wgmma kernel (two warpgroups, 128-key tiles;
+// Hopper, bf16, head dim 128: the warp-specialised kernel (a TMA producer
+// warpgroup, two wgmma consumer warpgroups, 128-key tiles in three stages;
 // dev/cuda/NOTES.md has the alternatives and their figures).
 constexpr int kSm90BN = 128;
+constexpr int kSm90Stages = 3;
 
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
-  using Shape = Sm90PrefillShape<kSm90BN>;
-  auto kernel = flash_prefill_sm90_kernel<kSm90BN>;
+  using Shape = Sm90WsShape<kSm90BN, kSm90Stages>;
+  auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages>;
   static const bool configured = [&] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
                "flash_attention_prefill: shared memory limit");
     return true;
   }();
   (void)configured;
+  // The maps describe the pools, not the batch: a few microseconds of host
+  // work per call, no device memory.
+  CUtensorMap k_map, v_map;
+  const int64_t slots = c.num_blocks * c.block_size;
+  EXACTLY_CUDA_REQUIRE(make_kv_tensor_map(&k_map, c.k, slots, c.n_kv_heads, c.head_dim, true) &&
+                           make_kv_tensor_map(&v_map, c.v, slots, c.n_kv_heads, c.head_dim, true),
+                       "flash_attention_prefill: the driver refused a tensor map of the KV pool");
   PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
                   c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
   const dim3 grid((b.max_query_len + Shape::kBM - 1) / Shape::kBM, n_heads, b.n_seqs);
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p);
   check_launch("flash_attention_prefill (sm90)");
 }
 
-// The wgmma kernel exists only as sm_90a machine code; other GPUs take the
+// The Hopper kernel exists only as sm_90a machine code; other GPUs take the
 // mma.sync kernel. EXACTLY_PREFILL_KERNEL=mma forces the latter (for tests).
 bool use_sm90(const PagedKVDevice& c) {
   static const bool hopper = [] {
