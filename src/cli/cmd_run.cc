@@ -113,6 +113,14 @@ void run(const RunOptions& o) {
                prompt.size(), first_token, generated.size(), total,
                generated.size() > 1 ? static_cast<double>(generated.size() - 1) / std::max(gen_seconds, 1e-9) : 0.0,
                finish.c_str(), engine.config().threads);
+  const EngineStats& s = engine.stats();
+  if (!engine.config().spec_method.empty())
+    std::fprintf(stderr, "speculation (%s): %lld drafted, %lld accepted (%.2f), %.2f accepted per verify, %.3f s drafting\n",
+                 engine.config().spec_method.c_str(), static_cast<long long>(s.spec_drafted_tokens),
+                 static_cast<long long>(s.spec_accepted_tokens),
+                 s.spec_drafted_tokens > 0 ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_drafted_tokens) : 0.0,
+                 s.spec_verifies > 0 ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_verifies) : 0.0,
+                 s.spec_draft_seconds);
 }
 
 }  // namespace

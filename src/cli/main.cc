@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   exactly::cli::register_logits(app);
   exactly::cli::register_batch(app);
   exactly::cli::register_serve(app);
+  exactly::cli::register_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "engine/draft_model.h"
 #include "kvcache/capacity.h"
 #include "sample/stop_strings.h"
 #include "spec/acceptance_stats.h"
@@ -35,14 +36,29 @@ struct Engine::Group {
   bool touched = false;
 };
 
+namespace {
+
+// A model drafter processes its logits with the request's settings but draws
+// from a generator of its own (seeded from the request's seed, when it has
+// one), so drafting takes no uniforms from the stream verification uses.
+SamplingParams drafting_params(SamplingParams sp) {
+  if (sp.seed) sp.seed = *sp.seed ^ 0xd1b54a32d192ed03ull;
+  return sp;
+}
+
+}  // namespace
+
 // One completion: its sampler, detokenizer and stop-string state.
 struct Engine::Sequence {
   Sequence(RequestId id_, Group* group_, int32_t index_, const SamplingParams& sp, const Tokenizer& tok)
-      : id(id_), group(group_), index(index_), sampler(sp), detok(tok), stops(group_->params.stop) {}
+      : id(id_), group(group_), index(index_), sampler(sp), drafter(drafting_params(sp)), detok(tok),
+        stops(group_->params.stop) {}
   RequestId id;
   Group* group;
   int32_t index;
   Sampler sampler;
+  Sampler drafter;  // draws model drafts
+  std::vector<std::vector<TokenProb>> draft_dists;  // [num_drafts] q of each pending model draft
   StreamingDetokenizer detok;
   StopStringMatcher stops;
   AcceptanceStats spec_stats;
@@ -58,14 +74,37 @@ SamplingParams params_for_index(SamplingParams sp, int32_t index) {
   return sp;
 }
 
-int32_t kv_blocks(const LoadedModel& m, const EngineConfig& c) {
-  int32_t blocks = num_blocks_for_memory(c.kv_cache_memory, KVStorage::bytes_per_slot(m.config()), c.block_size);
+// Bytes of KV cache for the target and for a draft model's own cache. Unless
+// --draft-kv-cache-memory says otherwise, they share --kv-cache-memory in
+// proportion to their bytes per token: both hold the same number of tokens.
+struct KVMemory {
+  int64_t target;
+  int64_t draft;
+};
+
+KVMemory split_kv_memory(const LoadedModel& target, const LoadedModel* draft, const EngineConfig& c) {
+  if (draft == nullptr) return {c.kv_cache_memory, 0};
+  if (c.draft_kv_cache_memory > 0) return {c.kv_cache_memory, c.draft_kv_cache_memory};
+  const double t = static_cast<double>(KVStorage::bytes_per_slot(target.config()));
+  const double d = static_cast<double>(KVStorage::bytes_per_slot(draft->config()));
+  const auto target_share = static_cast<int64_t>(static_cast<double>(c.kv_cache_memory) * t / (t + d));
+  return {target_share, c.kv_cache_memory - target_share};
+}
+
+int32_t kv_blocks(const LoadedModel& m, const LoadedModel* draft, const EngineConfig& c) {
+  const int64_t memory = split_kv_memory(m, draft, c).target;
+  int32_t blocks = num_blocks_for_memory(memory, KVStorage::bytes_per_slot(m.config()), c.block_size);
   if (blocks < 1)
     throw Error(strformat("--kv-cache-memory %s holds no KV block of %d tokens (%s per token)",
-                          human_bytes(static_cast<double>(c.kv_cache_memory)).c_str(), c.block_size,
+                          human_bytes(static_cast<double>(memory)).c_str(), c.block_size,
                           human_bytes(static_cast<double>(KVStorage::bytes_per_slot(m.config()))).c_str()),
                 ExitCode::kUsage);
   return blocks;
+}
+
+std::unique_ptr<LoadedModel> load_draft_if_named(const SpecMethod& spec, const LoadedModel& target) {
+  if (spec.kind != SpecMethod::Kind::kDraftModel) return nullptr;
+  return load_draft_model(spec.draft_path, target);
 }
 
 EngineConfig resolved(const LoadedModel& m, EngineConfig c) {
@@ -75,6 +114,8 @@ EngineConfig resolved(const LoadedModel& m, EngineConfig c) {
     throw Error(strformat("--block-size %d must be between 1 and 1024", c.block_size), ExitCode::kUsage);
   if (c.max_num_batched_tokens < 1) throw Error("--max-num-batched-tokens must be positive", ExitCode::kUsage);
   if (c.max_num_seqs < 1) throw Error("--max-num-seqs must be positive", ExitCode::kUsage);
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 16)
+    throw Error("--num-speculative-tokens must be between 1 and 16", ExitCode::kUsage);
   return c;
 }
 
@@ -90,8 +131,9 @@ CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
 }  // namespace
 
 Engine::Engine(LoadedModel& model, const EngineConfig& config)
-    : model_(model), config_(resolved(model, config)), pool_(config_.threads),
-      kv_storage_(model.config(), kv_blocks(model, config_), config_.block_size),
+    : model_(model), config_(resolved(model, config)), spec_(parse_spec_method(config_.spec_method)),
+      draft_model_(load_draft_if_named(spec_, model)), pool_(config_.threads),
+      kv_storage_(model.config(), kv_blocks(model, draft_model_.get(), config_), config_.block_size),
       kv_manager_(static_cast<int32_t>(kv_storage_.num_blocks()), config_.block_size, config_.enable_prefix_caching) {
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
@@ -100,17 +142,21 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   sc.max_model_len = config_.max_model_len;
   scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
-  if (config_.spec_method == "ngram") {
-    ngram_ = std::make_unique<NgramProposer>();
-  } else if (!config_.spec_method.empty()) {
-    throw Error(strformat("--spec %s is not a known method (known: ngram)", config_.spec_method.c_str()),
-                ExitCode::kUsage);
-  }
-  if (config_.num_speculative_tokens < 1 || config_.num_speculative_tokens > 16)
-    throw Error("--num-speculative-tokens must be between 1 and 16", ExitCode::kUsage);
+  speculator_ = std::make_unique<Speculator>(spec_, model_, draft_model_.get(), kv_storage_, kv_manager_, config_,
+                                             split_kv_memory(model_, draft_model_.get(), config_).draft);
 }
 
 Engine::~Engine() = default;
+
+KVCacheStats Engine::draft_kv_stats() const {
+  const KVCacheManager* m = speculator_->draft_kv_manager();
+  return m ? m->stats() : KVCacheStats{};
+}
+
+void Engine::check_integrity() const {
+  kv_manager_.check_integrity();
+  if (const KVCacheManager* m = speculator_->draft_kv_manager()) m->check_integrity();
+}
 
 bool Engine::has_unfinished() const { return !groups_.empty(); }
 
@@ -197,6 +243,7 @@ void Engine::end_sequence(Sequence& s, FinishReason reason) {
   d.finish_reason = reason;
   g.touched = true;
   ++g.num_done;
+  speculator_->release(s.id);
 }
 
 // Drafts for requests that are decoding (everything but their newest token
@@ -204,7 +251,7 @@ void Engine::end_sequence(Sequence& s, FinishReason reason) {
 // out while the whole step's running work fits the token budget: a verify is
 // never split across steps, and its k + 1 logits rows come from one pass.
 void Engine::propose_drafts() {
-  if (!ngram_) return;
+  if (!speculator_->enabled()) return;
   int64_t budget = config_.max_num_batched_tokens;
   std::vector<Request*> decoding;
   for (const auto& [id, seq] : sequences_) {
@@ -215,27 +262,32 @@ void Engine::propose_drafts() {
     if (pending == 1) decoding.push_back(r);
   }
   std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
-  // How much one more verified token costs relative to a request's share of
-  // the step, from measured step times; until the fit exists, the acceptance
-  // statistics' own prior decides.
-  const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
-  const double relative_cost =
-      fit ? relative_verify_cost(*fit, static_cast<int64_t>(decoding.size())) : -1.0;
+  // How much one more draft costs relative to a request's share of the step
+  // — verifying it and, for a draft model, drafting it — from measured times;
+  // until they say, the acceptance statistics' own prior decides.
+  const auto num_decoding = static_cast<int64_t>(decoding.size());
+  const double relative_cost = relative_speculation_cost(
+      step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
+  std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
     Sequence& s = sequence_of(r->id);
     const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(s.spec_stats.recent_acceptance_rate(),
                                                                       relative_cost, config_.num_speculative_tokens)
                                               : s.spec_stats.next_k();
-    int64_t k = std::min<int64_t>(wanted, config_.num_speculative_tokens);
+    int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)
+                                             : config_.num_speculative_tokens;
     // Never draft past max_tokens or the context: the last token is sampled.
     k = std::min(k, r->max_tokens - r->num_output_tokens() - 1);
     k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);
     if (config_.long_prefill_token_threshold > 0) k = std::min(k, config_.long_prefill_token_threshold - 1);
     k = std::min(k, budget);
     if (k <= 0) continue;
-    r->draft_tokens = ngram_->propose(r->tokens, static_cast<int32_t>(k));
-    budget -= static_cast<int64_t>(r->draft_tokens.size());
+    jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists});
+    budget -= k;
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  speculator_->propose(jobs, pool_);
+  stats_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void Engine::pack_batch(const SchedulerOutput& out) {
@@ -341,16 +393,8 @@ std::vector<RequestOutput> Engine::step() {
           dists[i] = s.sampler.distribution(logits_at(i), context, num_prompt);
           if (i < drafts.size()) context.push_back(drafts[i]);
         }
-        VerifyOutcome v;
-        if (s.sampler.params().greedy()) {
-          std::vector<int32_t> argmax(dists.size());
-          for (size_t i = 0; i < dists.size(); ++i) argmax[i] = dists[i].front().id;
-          v = RejectionSampler::verify_greedy(drafts, argmax);
-        } else {
-          std::vector<DistributionView> views;
-          for (const auto& dist : dists) views.push_back(DistributionView::sparse(dist));
-          v = rejection_sampler_.verify_deterministic_drafts(drafts, views, s.sampler.rng());
-        }
+        const VerifyOutcome v = speculator_->verify(drafts, s.draft_dists, dists, s.sampler);
+        s.draft_dists.clear();
         s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
         ++stats_.spec_verifies;
         stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());

@@ -19,12 +19,12 @@
 #include "engine/engine_config.h"
 #include "engine/loaded_model.h"
 #include "engine/request_params.h"
+#include "engine/spec_method.h"
+#include "engine/speculator.h"
 #include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/kv_storage.h"
 #include "sched/scheduler.h"
-#include "spec/ngram_proposer.h"
-#include "spec/rejection_sampler.h"
 
 namespace exactly {
 
@@ -35,12 +35,13 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t peak_running = 0;
   double forward_seconds = 0;
-  // Steps in which every scheduled request decoded one token (no prompt
-  // work): their time and tokens give the pure generation throughput, as
-  // llama-batched-bench reports it.
   int64_t spec_drafted_tokens = 0;    // drafts proposed and verified
   int64_t spec_accepted_tokens = 0;   // of those, accepted
   int64_t spec_verifies = 0;          // verify passes (requests with drafts, per step)
+  double spec_draft_seconds = 0;      // spent drafting (a draft model's passes; n-gram lookups)
+  // Steps in which every scheduled request decoded one token (no prompt
+  // work): their time and tokens give the pure generation throughput, as
+  // llama-batched-bench reports it.
   int64_t decode_only_steps = 0;
   int64_t decode_only_tokens = 0;
   double decode_only_seconds = 0;
@@ -63,12 +64,15 @@ class Engine {
   const EngineConfig& config() const { return config_; }
   const EngineStats& stats() const { return stats_; }
   KVCacheStats kv_stats() const { return kv_manager_.stats(); }
+  // The draft model's own KV cache (--spec draft:PATH); all zero otherwise.
+  KVCacheStats draft_kv_stats() const;
   size_t num_running() const { return scheduler_->num_running(); }
   size_t num_waiting() const { return scheduler_->num_waiting(); }
   int32_t max_model_len() const { return config_.max_model_len; }
   const Tokenizer& tokenizer() const { return *model_.tokenizer; }
-  // Checks the KV bookkeeping's invariants (aborts when broken); for tests.
-  void check_integrity() const { kv_manager_.check_integrity(); }
+  // Checks the KV bookkeeping's invariants, the draft model's cache included
+  // (aborts when broken); for tests.
+  void check_integrity() const;
 
  private:
   struct Group;
@@ -86,14 +90,15 @@ class Engine {
 
   LoadedModel& model_;
   EngineConfig config_;
+  SpecMethod spec_;
+  std::unique_ptr<LoadedModel> draft_model_;  // --spec draft:PATH; sizes the KV pools, so loaded first
   ThreadPool pool_;
   KVStorage kv_storage_;
   KVCacheManager kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   ForwardBatch batch_;
   std::vector<float> logits_;  // [n_logits_rows, vocab]
-  std::unique_ptr<NgramProposer> ngram_;  // set when spec_method is "ngram"
-  RejectionSampler rejection_sampler_;
+  std::unique_ptr<Speculator> speculator_;
   StepCostModel step_cost_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;

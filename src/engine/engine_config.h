@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "spec/acceptance_rule.h"
+
 namespace exactly {
 
 struct EngineConfig {
@@ -15,11 +17,24 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   int64_t long_prefill_token_threshold = 0;  // >0: cap one request's tokens per step
   int32_t max_model_len = 0;               // 0: the model's context length
-  // Speculative decoding: "" (off) or "ngram" (prompt lookup). At most
-  // num_speculative_tokens drafts per request and step; the per-request
-  // acceptance history adapts k below that.
+  // Speculative decoding: "" (off), "ngram" (prompt lookup), "draft:PATH"
+  // (a draft model with the target's vocabulary) or "layerskip:L" (the
+  // target's first L layers draft). At most num_speculative_tokens drafts per
+  // request and step; the per-request acceptance history and the measured
+  // step costs adapt k below that.
   std::string spec_method;
   int32_t num_speculative_tokens = 3;
+  // false: every decoding request drafts num_speculative_tokens tokens each
+  // step, whatever acceptance and step costs say (tests, fixed-k benchmarks).
+  bool adaptive_speculation = true;
+  // Bytes for the KV cache of a draft:PATH model, on top of kv_cache_memory.
+  // 0: the two share kv_cache_memory in proportion to their bytes per token,
+  // so that both caches hold the same number of tokens — the draft then never
+  // runs out of room before the target does, whatever the workload.
+  int64_t draft_kv_cache_memory = 0;
+  // How drafts are accepted: always modified rejection sampling, except in
+  // the tests that show a wrong rule fails the engine's distribution test.
+  AcceptanceRule acceptance_rule = kModifiedRejection;
 };
 
 }  // namespace exactly

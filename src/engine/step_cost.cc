@@ -25,10 +25,23 @@ std::optional<StepCostModel::Fit> StepCostModel::fit() const {
   return Fit{fixed, per_token};
 }
 
-double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding) {
+std::optional<double> StepCostModel::mean_seconds() const {
+  if (w_ <= 0) return std::nullopt;
+  return wt_ / w_;
+}
+
+double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, double draft_pass_seconds) {
   const double b = fit.per_token * static_cast<double>(std::max<int64_t>(1, decoding));
   const double total = fit.fixed + b;
-  return total > 0 ? b / total : 1.0;
+  return total > 0 ? (b + draft_pass_seconds) / total : 1.0;
+}
+
+double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
+                                 int64_t decoding, double prior_verify_cost) {
+  if (const auto fit = target.fit()) return relative_verify_cost(*fit, decoding, draft_pass_seconds.value_or(0.0));
+  const std::optional<double> step = target.mean_seconds();
+  if (!draft_pass_seconds || *draft_pass_seconds <= 0 || !step || *step <= 0) return -1.0;
+  return prior_verify_cost + *draft_pass_seconds / *step;
 }
 
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {

@@ -22,6 +22,10 @@ class StepCostModel {
   };
   // None until the observed step sizes vary enough to separate the two terms.
   std::optional<Fit> fit() const;
+  // Weighted mean seconds per step; none before the first. What a step costs
+  // when the sizes do not vary enough for fit(), as a draft pass that feeds
+  // one token per request does in steady state.
+  std::optional<double> mean_seconds() const;
 
  private:
   double weight_;
@@ -29,9 +33,20 @@ class StepCostModel {
 };
 
 // Cost of one more verified token relative to a request's share of a step in
-// which `decoding` requests decode (one token each): per_token · decoding /
-// (fixed + per_token · decoding).
-double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding);
+// which `decoding` requests decode (one token each): (per_token · decoding +
+// draft_pass_seconds) / (fixed + per_token · decoding), where
+// draft_pass_seconds is what drafting one more position costs for all of
+// them (one pass of a draft model; 0 for prompt lookup).
+double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, double draft_pass_seconds = 0.0);
+
+// The cost of one more draft position per request relative to a request's
+// share of a step, whatever is known: with a fit, relative_verify_cost; without
+// one (steady steps of one size), `prior_verify_cost` plus the measured draft
+// pass over the mean step. -1 when neither decides — nothing measured yet, or
+// a proposer that costs nothing to run (prompt lookup) with no fit: the
+// acceptance statistics' own prior then picks k.
+double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
+                                 int64_t decoding, double prior_verify_cost);
 
 // Draft length in [0, k_max] that maximises expected tokens per unit of cost,
 // E(k) / (1 + k · relative_cost), where E(k) = 1 + a + ... + a^k; 0 means

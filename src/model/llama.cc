@@ -76,8 +76,10 @@ void LlamaModel::ensure_scratch(int64_t n) {
   grow(up_, n * c.ffn_dim);
 }
 
-void LlamaModel::forward(const ForwardBatch& b, KVStorage& kv, float* logits, ThreadPool& pool) {
+void LlamaModel::forward(const ForwardBatch& b, KVStorage& kv, float* logits, ThreadPool& pool, int num_layers) {
   const ModelConfig& c = config_;
+  if (num_layers < 0) num_layers = c.n_layers;
+  EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
   const int64_t n = b.num_tokens();
   EXACTLY_CHECK(n > 0 && static_cast<int64_t>(b.positions.size()) == n &&
                 static_cast<int64_t>(b.slot_mapping.size()) == n);
@@ -93,7 +95,7 @@ void LlamaModel::forward(const ForwardBatch& b, KVStorage& kv, float* logits, Th
   float* x = x_.data();
   kernels::embedding_lookup(weights_.token_embd, b.tokens.data(), n, x);
 
-  for (int l = 0; l < c.n_layers; ++l) {
+  for (int l = 0; l < num_layers; ++l) {
     const LlamaLayerWeights& L = weights_.layers[static_cast<size_t>(l)];
     // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
     kernels::rmsnorm(x, L.attn_norm, n, c.dim, c.rms_eps, h_.data());

@@ -51,7 +51,11 @@ class LlamaModel {
   // One forward pass over the flattened batch; writes K/V of every token into
   // `kv` and the logits of batch.logits_rows into `logits`
   // ([logits_rows.size(), vocab_size]).
-  void forward(const ForwardBatch& batch, KVStorage& kv, float* logits, ThreadPool& pool);
+  //
+  // With num_layers in [1, n_layers), only the first num_layers layers run
+  // (and only their KV is written) before the final norm and the output head:
+  // the model drafting for itself (self-speculation by layer skipping).
+  void forward(const ForwardBatch& batch, KVStorage& kv, float* logits, ThreadPool& pool, int num_layers = -1);
 
  private:
   void ensure_scratch(int64_t n_tokens);

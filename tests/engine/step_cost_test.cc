@@ -39,5 +39,25 @@ TEST(StepCostModel, DraftLengthFollowsCostAndAcceptance) {
   EXPECT_EQ(draft_length_for_cost(1.0, 0.0, 5), 5);
 }
 
+// A draft model's pass counts even while the steps are all of one size (no
+// fit): then it is weighed against the mean step. Prompt lookup, which costs
+// nothing to run, leaves the choice to the acceptance prior.
+TEST(StepCostModel, SpeculationCostWithAndWithoutAFit) {
+  StepCostModel steady;
+  EXPECT_EQ(relative_speculation_cost(steady, 0.004, 1, 0.1), -1.0);  // nothing measured yet
+  for (int i = 0; i < 100; ++i) steady.observe(2, 0.008);
+  EXPECT_NEAR(relative_speculation_cost(steady, 0.004, 1, 0.1), 0.1 + 0.5, 1e-12);
+  EXPECT_EQ(relative_speculation_cost(steady, 0.0, 1, 0.1), -1.0);
+  EXPECT_EQ(relative_speculation_cost(steady, std::nullopt, 1, 0.1), -1.0);
+  EXPECT_EQ(draft_length_for_cost(0.05, relative_speculation_cost(steady, 0.004, 1, 0.1), 5), 0);
+
+  StepCostModel varied;
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 1 + (i * 7) % 40;
+    varied.observe(n, 0.006 + 0.0015 * static_cast<double>(n));
+  }
+  EXPECT_NEAR(relative_speculation_cost(varied, 0.003, 1, 0.1), (0.0015 + 0.003) / 0.0075, 1e-9);
+}
+
 }  // namespace
 }  // namespace exactly

@@ -1,0 +1,114 @@
+#include "engine/speculator.h"
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "kvcache/capacity.h"
+
+namespace exactly {
+
+Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVStorage& target_kv,
+                       KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory)
+    : method_(method), rejection_sampler_(config.acceptance_rule), vocab_size_(target.config().vocab_size) {
+  switch (method.kind) {
+    case SpecMethod::Kind::kNone:
+      break;
+    case SpecMethod::Kind::kNgram:
+      ngram_ = std::make_unique<NgramProposer>();
+      break;
+    case SpecMethod::Kind::kLayerSkip: {
+      const int32_t n_layers = target.config().n_layers;
+      if (method.layers < 1 || method.layers > n_layers)
+        throw Error(strformat("--spec layerskip:%d: L must be between 1 and %d, the target's number of layers",
+                              method.layers, n_layers),
+                    ExitCode::kUsage);
+      drafter_ = std::make_unique<ModelDrafter>(*target.model, method.layers, target_kv, target_kv_manager,
+                                                ModelDrafter::Cache::kTarget, config.max_num_batched_tokens);
+      break;
+    }
+    case SpecMethod::Kind::kDraftModel: {
+      EXACTLY_CHECK(draft != nullptr, "draft:PATH without a loaded draft model");
+      const int64_t per_slot = KVStorage::bytes_per_slot(draft->config());
+      const int32_t blocks = num_blocks_for_memory(draft_kv_memory, per_slot, config.block_size);
+      if (blocks < 1)
+        throw Error(strformat("the draft model's KV cache of %s holds no block of %d tokens (%s per token); "
+                              "raise --kv-cache-memory or --draft-kv-cache-memory",
+                              human_bytes(static_cast<double>(draft_kv_memory)).c_str(), config.block_size,
+                              human_bytes(static_cast<double>(per_slot)).c_str()),
+                    ExitCode::kUsage);
+      draft_kv_storage_ = std::make_unique<KVStorage>(draft->config(), blocks, config.block_size);
+      draft_kv_manager_ = std::make_unique<KVCacheManager>(blocks, config.block_size, config.enable_prefix_caching);
+      drafter_ = std::make_unique<ModelDrafter>(*draft->model, draft->config().n_layers, *draft_kv_storage_,
+                                                *draft_kv_manager_, ModelDrafter::Cache::kOwn,
+                                                config.max_num_batched_tokens);
+      break;
+    }
+  }
+}
+
+Speculator::~Speculator() = default;
+
+void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
+  if (ngram_) {
+    for (const DraftJob& j : jobs) {
+      j.request->draft_tokens = ngram_->propose(j.request->tokens, j.k);
+      j.dists->clear();
+    }
+    return;
+  }
+  if (!drafter_ || jobs.empty()) return;
+  std::vector<DraftRequest> requests;
+  requests.reserve(jobs.size());
+  for (const DraftJob& j : jobs)
+    requests.push_back({j.request->id, j.request->tokens, static_cast<size_t>(j.request->num_prompt_tokens), j.k,
+                        j.drafter});
+  std::vector<Drafts> drafts = drafter_->propose(requests, pool);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].request->draft_tokens = std::move(drafts[i].tokens);
+    *jobs[i].dists = std::move(drafts[i].dists);
+  }
+  for (const DraftPass& p : drafter_->last_passes()) draft_cost_.observe(p.tokens, p.seconds);
+}
+
+VerifyOutcome Speculator::verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> draft_dists,
+                                 std::span<const std::vector<TokenProb>> target_dists, Sampler& target_sampler) {
+  EXACTLY_CHECK(target_dists.size() == drafts.size() + 1 && (draft_dists.empty() || draft_dists.size() == drafts.size()),
+                "%zu drafts, %zu draft and %zu target distributions", drafts.size(), draft_dists.size(),
+                target_dists.size());
+  if (target_sampler.params().greedy()) {
+    std::vector<int32_t> argmax(target_dists.size());
+    for (size_t i = 0; i < target_dists.size(); ++i) argmax[i] = target_dists[i].front().id;
+    return RejectionSampler::verify_greedy(drafts, argmax);
+  }
+  std::vector<DistributionView> p, q;
+  for (const auto& d : target_dists) p.push_back(DistributionView::sparse(std::span<const TokenProb>(d)));
+  if (draft_dists.empty()) return rejection_sampler_.verify_deterministic_drafts(drafts, p, target_sampler.rng());
+  // Without top-k a draft distribution spans the vocabulary, and the
+  // residual would look each of p's tokens up in it. Indexed by id, each
+  // lookup is O(1). Draws walk p's order, so nothing they return changes.
+  constexpr size_t kSparseLimit = 64;
+  if (dense_q_.size() < draft_dists.size()) dense_q_.resize(draft_dists.size());
+  for (size_t i = 0; i < draft_dists.size(); ++i) {
+    if (draft_dists[i].size() <= kSparseLimit) {
+      q.push_back(DistributionView::sparse(std::span<const TokenProb>(draft_dists[i])));
+      continue;
+    }
+    std::vector<double>& dense = dense_q_[i];
+    dense.assign(static_cast<size_t>(vocab_size_), 0.0);
+    for (const TokenProb& e : draft_dists[i]) dense[static_cast<size_t>(e.id)] = e.p;
+    q.push_back(DistributionView::dense(std::span<const double>(dense)));
+  }
+  return rejection_sampler_.verify(drafts, q, p, target_sampler.rng());
+}
+
+std::optional<double> Speculator::draft_pass_seconds(int64_t decoding) const {
+  if (!drafter_) return 0.0;
+  if (const auto fit = draft_cost_.fit()) return fit->fixed + fit->per_token * static_cast<double>(decoding);
+  return draft_cost_.mean_seconds();
+}
+
+void Speculator::release(RequestId id) {
+  if (drafter_) drafter_->release(id);
+}
+
+}  // namespace exactly

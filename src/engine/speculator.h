@@ -1,0 +1,81 @@
+// The proposer chosen by `--spec` and everything it owns: the n-gram
+// matcher, or a model drafter with — for `draft:PATH` — the draft model's own
+// paged KV cache (a KVStorage and a KVCacheManager over its own BlockPool,
+// the same classes as the target's), and the measured cost of its passes.
+// The engine decides how many drafts each request gets; the speculator makes
+// them and verifies them against the target's distributions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/engine_config.h"
+#include "engine/loaded_model.h"
+#include "engine/spec_method.h"
+#include "engine/step_cost.h"
+#include "kvcache/kv_cache_manager.h"
+#include "model/kv_storage.h"
+#include "sched/request.h"
+#include "spec/model_drafter.h"
+#include "spec/ngram_proposer.h"
+#include "spec/rejection_sampler.h"
+
+namespace exactly {
+
+// One request to draft for.
+struct DraftJob {
+  Request* request;  // decoding: all but its newest token computed; gets draft_tokens
+  int32_t k;         // most drafts wanted, >= 1
+  Sampler* drafter;  // the request's sampling settings, with a generator of its own for drawing drafts
+  std::vector<std::vector<TokenProb>>* dists;  // gets the draft distributions q (model drafts only)
+};
+
+class Speculator {
+ public:
+  // `draft` is the loaded model of draft:PATH (null otherwise) and
+  // `draft_kv_memory` the bytes of its cache. Throws Error(kUsage) when
+  // layerskip's L is not in [1, n_layers] or the draft cache holds no block.
+  Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVStorage& target_kv,
+             KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory);
+  ~Speculator();
+
+  bool enabled() const { return method_.kind != SpecMethod::Kind::kNone; }
+
+  // Fills each job's request->draft_tokens (and *dists for model drafts); a
+  // job may get fewer than k drafts, or none.
+  void propose(std::span<const DraftJob> jobs, ThreadPool& pool);
+
+  // Emitted tokens for one request's verify: the target distributions p
+  // ([k + 1]) against the drafts and, for model drafts, their q ([k]; empty
+  // for n-gram drafts, which are one-hot). Greedy requests keep drafts while
+  // they equal the target's argmax.
+  VerifyOutcome verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> draft_dists,
+                       std::span<const std::vector<TokenProb>> target_dists, Sampler& target_sampler);
+
+  // Seconds one draft position costs (one pass over `decoding` requests), once
+  // measured; 0 for n-gram drafting, which runs no model.
+  std::optional<double> draft_pass_seconds(int64_t decoding) const;
+
+  // The request has finished: the draft's KV of it is released.
+  void release(RequestId id);
+
+  // The draft model's own cache (draft:PATH only).
+  const KVCacheManager* draft_kv_manager() const { return draft_kv_manager_.get(); }
+
+ private:
+  SpecMethod method_;
+  std::unique_ptr<NgramProposer> ngram_;
+  std::unique_ptr<KVStorage> draft_kv_storage_;
+  std::unique_ptr<KVCacheManager> draft_kv_manager_;
+  std::unique_ptr<ModelDrafter> drafter_;
+  StepCostModel draft_cost_;  // of the drafter's passes
+  RejectionSampler rejection_sampler_;
+  int32_t vocab_size_;
+  std::vector<std::vector<double>> dense_q_;  // [k, vocab] scratch: large draft distributions indexed by id
+};
+
+}  // namespace exactly

@@ -1,0 +1,202 @@
+#include "spec/model_drafter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_set>
+
+#include "core/check.h"
+#include "spec/distribution_view.h"
+
+namespace exactly {
+
+ModelDrafter::ModelDrafter(LlamaModel& model, int num_layers, KVStorage& kv, KVCacheManager& kv_manager, Cache cache,
+                           int64_t max_pass_tokens)
+    : model_(model), num_layers_(num_layers), kv_(kv), kv_manager_(kv_manager), cache_(cache),
+      max_pass_tokens_(max_pass_tokens) {
+  EXACTLY_CHECK(num_layers >= 1 && num_layers <= model.config().n_layers, "%d layers of %d", num_layers,
+                model.config().n_layers);
+  EXACTLY_CHECK(max_pass_tokens >= 1);
+}
+
+void ModelDrafter::release(SeqId seq) {
+  if (cache_ != Cache::kOwn) return;
+  if (kv_manager_.contains(seq)) kv_manager_.free(seq);
+  held_.erase(seq);
+}
+
+void ModelDrafter::release_others(std::span<const DraftRequest> requests) {
+  std::unordered_set<SeqId> wanted;
+  for (const DraftRequest& r : requests) wanted.insert(r.seq);
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (wanted.count(it->first)) {
+      ++it;
+      continue;
+    }
+    kv_manager_.free(it->first);
+    it = held_.erase(it);
+  }
+}
+
+bool ModelDrafter::allocate(SeqId seq, int64_t computed, int64_t num_new) {
+  std::vector<BlockCopy> copies;
+  if (!kv_manager_.allocate(seq, computed, num_new, copies)) return false;
+  std::vector<std::pair<int32_t, int32_t>> pairs;
+  for (const BlockCopy& c : copies) pairs.push_back({c.src, c.dst});
+  if (!pairs.empty()) kv_.copy_blocks(pairs);
+  return true;
+}
+
+bool ModelDrafter::prepare_own(const DraftRequest& r, std::span<const DraftRequest> all, int64_t& budget, Work& w) {
+  const auto n = static_cast<int64_t>(r.tokens.size());
+  if (!kv_manager_.contains(r.seq)) {
+    const PrefixHit hit = kv_manager_.find_cached_prefix(r.tokens);
+    if (!kv_manager_.allocate_new(r.seq, r.tokens, hit, 0)) {
+      release_others(all);
+      if (!kv_manager_.allocate_new(r.seq, r.tokens, hit, 0)) return false;
+    }
+    held_[r.seq] = Held{hit.num_tokens, {}};
+  }
+  Held& h = held_.at(r.seq);
+  // Fed drafts the target accepted are known tokens now; the rest go. The
+  // newest token is always fed again, since its logits are what the first
+  // draft is drawn from.
+  size_t accepted = 0;
+  while (accepted < h.fed.size() && h.known + static_cast<int64_t>(accepted) < n &&
+         r.tokens[static_cast<size_t>(h.known) + accepted] == h.fed[accepted])
+    ++accepted;
+  const int64_t computed = std::min(h.known + static_cast<int64_t>(accepted), n - 1);
+  h.known = computed;
+  h.fed.clear();
+  if (kv_manager_.num_reserved_tokens(r.seq) > computed) kv_manager_.truncate(r.seq, computed);
+  kv_manager_.commit_computed(r.seq, r.tokens, computed);  // later prompts may start from these blocks
+
+  w.first = computed;
+  w.feed = std::min(n - computed, budget);
+  w.k = w.feed == n - computed ? r.k : 0;
+  if (w.feed <= 0) return false;
+  const int64_t num_new = w.feed + std::max(0, w.k - 1);
+  if (!allocate(r.seq, computed, num_new)) {
+    release_others(all);
+    if (!allocate(r.seq, computed, num_new)) return false;
+  }
+  budget -= w.feed;
+  return true;
+}
+
+bool ModelDrafter::prepare_target(const DraftRequest& r, Work& w) {
+  const auto n = static_cast<int64_t>(r.tokens.size());
+  w.first = n - 1;
+  w.feed = 1;
+  w.k = r.k;
+  // Slots for the newest token and the k - 1 drafts fed after it; the
+  // scheduler adds the last draft's when it schedules the verify.
+  return allocate(r.seq, n - 1, r.k);
+}
+
+void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
+  ForwardBatch& b = batch_;
+  b.tokens.clear();
+  b.positions.clear();
+  b.slot_mapping.clear();
+  b.query_start.assign(1, 0);
+  b.seq_lens.clear();
+  b.logits_rows.clear();
+  const int32_t bs = kv_manager_.block_size();
+  size_t max_blocks = 1;
+  for (const Row& row : rows) max_blocks = std::max(max_blocks, kv_manager_.block_table(row.seq).size());
+  b.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
+  b.block_tables.assign(rows.size() * max_blocks, 0);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& row = rows[i];
+    std::span<const BlockId> table = kv_manager_.block_table(row.seq);
+    std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i * max_blocks));
+    for (size_t j = 0; j < row.tokens.size(); ++j) {
+      const int64_t pos = row.first + static_cast<int64_t>(j);
+      b.tokens.push_back(row.tokens[j]);
+      b.positions.push_back(static_cast<int32_t>(pos));
+      b.slot_mapping.push_back(int64_t{table[static_cast<size_t>(pos / bs)]} * bs + pos % bs);
+    }
+    b.query_start.push_back(static_cast<int32_t>(b.tokens.size()));
+    b.seq_lens.push_back(static_cast<int32_t>(row.first + static_cast<int64_t>(row.tokens.size())));
+    if (row.wants_logits) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
+  }
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  logits_.resize(std::max<size_t>(1, b.logits_rows.size()) * vocab);
+  const auto t0 = std::chrono::steady_clock::now();
+  model_.forward(b, kv_, logits_.data(), pool, num_layers_);
+  passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+}
+
+void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out) {
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  std::span<const float> logits(logits_.data() + logits_row * vocab, vocab);
+  std::vector<TokenProb> q = r.sampler->distribution(logits, w.context, r.num_prompt);
+  const int32_t x = r.sampler->params().greedy()
+                        ? q.front().id
+                        : draw_from(DistributionView::sparse(std::span<const TokenProb>(q)), r.sampler->rng().uniform());
+  w.context.push_back(x);
+  out.tokens.push_back(x);
+  out.dists.push_back(std::move(q));
+}
+
+std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests, ThreadPool& pool) {
+  passes_.clear();
+  std::vector<Drafts> out(requests.size());
+  std::vector<Work> work;
+  int64_t budget = max_pass_tokens_;
+  int32_t max_k = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    EXACTLY_CHECK(r.k >= 1 && !r.tokens.empty() && r.sampler != nullptr);
+    Work w;
+    w.request = i;
+    const bool ready = cache_ == Cache::kOwn ? prepare_own(r, requests, budget, w) : prepare_target(r, w);
+    if (!ready) continue;
+    if (w.k > 0) w.context.assign(r.tokens.begin(), r.tokens.end());
+    max_k = std::max(max_k, w.k);
+    work.push_back(std::move(w));
+  }
+  if (work.empty()) return out;
+
+  // Pass j feeds the newest known token (with any catch-up before it) for
+  // j = 0 and draft j otherwise, and draws draft j + 1 from its logits.
+  for (int32_t j = 0; j == 0 || j < max_k; ++j) {
+    std::vector<Row> rows;
+    std::vector<size_t> drawing;  // [n_rows_with_logits] index into `work`
+    for (size_t i = 0; i < work.size(); ++i) {
+      const Work& w = work[i];
+      const DraftRequest& r = requests[w.request];
+      if (j == 0) {
+        rows.push_back({r.seq, w.first, r.tokens.subspan(static_cast<size_t>(w.first), static_cast<size_t>(w.feed)),
+                        w.k > 0});
+      } else if (j < w.k) {
+        rows.push_back({r.seq, static_cast<int64_t>(r.tokens.size()) - 1 + j,
+                        std::span<const int32_t>(out[w.request].tokens).subspan(static_cast<size_t>(j - 1), 1), true});
+      } else {
+        continue;
+      }
+      if (rows.back().wants_logits) drawing.push_back(i);
+    }
+    forward(rows, pool);
+    for (size_t row = 0; row < drawing.size(); ++row) {
+      Work& w = work[drawing[row]];
+      draw(requests[w.request], w, row, out[w.request]);
+    }
+  }
+
+  if (cache_ == Cache::kOwn) {
+    for (const Work& w : work) {
+      const DraftRequest& r = requests[w.request];
+      Held& h = held_.at(r.seq);
+      h.known = w.first + w.feed;
+      // Now, not at the next step: a request that ends after this verify
+      // still leaves its prompt's blocks for the next one to start from.
+      kv_manager_.commit_computed(r.seq, r.tokens, h.known);
+      const std::vector<int32_t>& drafts = out[w.request].tokens;
+      if (!drafts.empty()) h.fed.assign(drafts.begin(), drafts.end() - 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace exactly

@@ -1,0 +1,166 @@
+// Model-based speculation inside the engine: a draft model with its own paged
+// KV cache (the target itself, or its first 8 layers exported to a file of
+// their own) and self-drafting with the target's first layers over the
+// target's cache. Greedy output is bit-identical to plain greedy output for
+// k = 1, 3, 5, alone and in a batch, after preemptions too, and every KV
+// block of both caches goes back to its pool.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "loader/gguf_writer.h"
+#include "loader/layer_export.h"
+#include "real_model_test.h"
+#include "run_engine.h"
+
+namespace exactly {
+namespace {
+
+using testing::run_engine;
+
+class SpeculativeModel : public RealModelTest {
+ protected:
+  static void SetUpTestSuite() {
+    RealModelTest::SetUpTestSuite();
+    if (!model_) return;
+    dir_ = std::filesystem::temp_directory_path() / ("exactly-spec-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    export_first_layers(*model_->file, 8, exported_path());
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(dir_);
+    RealModelTest::TearDownTestSuite();
+  }
+  static std::string exported_path() { return (dir_ / "first8.gguf").string(); }
+
+  static RequestParams greedy(const std::string& question, int64_t max_tokens) {
+    RequestParams r;
+    r.prompt = model_->tokenizer->encode("<|im_start|>user\n" + question + "<|im_end|>\n<|im_start|>assistant\n", true);
+    r.max_tokens = max_tokens;
+    r.ignore_eos = true;  // fixed lengths make the comparison complete
+    r.sampling.temperature = 0.0f;
+    return r;
+  }
+  static std::vector<RequestParams> batch() {
+    return {greedy("What is a prime number?", 16), greedy("Name three rivers in Europe.", 12),
+            greedy("Write a haiku about rain.", 16), greedy("How do bees make honey?", 10)};
+  }
+  static EngineConfig speculating(const std::string& method, int32_t k) {
+    EngineConfig c;
+    c.spec_method = method;
+    c.num_speculative_tokens = k;
+    c.adaptive_speculation = false;  // every step drafts k: the equality is tested at that k
+    return c;
+  }
+
+  static inline std::filesystem::path dir_;
+};
+
+TEST_F(SpeculativeModel, TheTargetAsItsOwnDraftHasEveryGreedyDraftAccepted) {
+  const auto reqs = batch();
+  const auto plain = run_engine(*model_, reqs, {});
+  for (const std::string& method : {"draft:" + test_model_path(), std::string("layerskip:30")}) {
+    EngineStats stats;
+    EXPECT_EQ(run_engine(*model_, reqs, speculating(method, 4), &stats), plain) << method;
+    EXPECT_GT(stats.spec_drafted_tokens, 0) << method;
+    EXPECT_EQ(stats.spec_accepted_tokens, stats.spec_drafted_tokens) << method;
+  }
+}
+
+TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch) {
+  const auto reqs = batch();
+  const auto plain = run_engine(*model_, reqs, {});
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+    for (int32_t k : {1, 3, 5}) {
+      EngineStats stats;
+      EXPECT_EQ(run_engine(*model_, {reqs[0]}, speculating(method, k)).front(), plain[0])
+          << method << " alone, k = " << k;
+      EXPECT_EQ(run_engine(*model_, reqs, speculating(method, k), &stats), plain) << method << " batch, k = " << k;
+      EXPECT_GT(stats.spec_drafted_tokens, 0) << method << ": nothing was drafted; the test would prove nothing";
+    }
+  }
+}
+
+TEST_F(SpeculativeModel, PreemptionLeavesGreedyOutputAndBothCachesIntact) {
+  const auto reqs = batch();
+  const auto plain = run_engine(*model_, reqs, {});
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+    EngineConfig tight = speculating(method, 3);
+    // Room for two of the four requests at a time: the scheduler must preempt.
+    tight.kv_cache_memory = 16 * 5 * int64_t{46080};
+    tight.draft_kv_cache_memory = 16 * 3 * int64_t{12288};  // the draft runs short too
+    EngineStats stats;
+    EXPECT_EQ(run_engine(*model_, reqs, tight, &stats), plain) << method;
+    EXPECT_GT(stats.preemptions, 0) << method << ": the pool was meant to force preemptions";
+    EXPECT_GT(stats.spec_drafted_tokens, 0) << method;
+  }
+}
+
+TEST_F(SpeculativeModel, SampledRequestsWithSiblingsFinishAndReturnEveryBlock) {
+  RequestParams r = greedy("Tell me a joke.", 20);
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = 3;
+  r.sampling.repetition_penalty = 1.1f;
+  r.n = 3;
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+    const auto a = run_engine(*model_, {r}, speculating(method, 3));
+    EXPECT_EQ(a, run_engine(*model_, {r}, speculating(method, 3))) << method << ": seeded runs differ";
+    EXPECT_EQ(a.front().size(), 60u) << method;
+  }
+}
+
+// The Engine refuses what it cannot honour, with the exit code the CLI uses.
+ExitCode engine_error(LoadedModel& model, const std::string& method, std::string* message = nullptr) {
+  EngineConfig c;
+  c.spec_method = method;
+  c.kv_cache_memory = 16 << 20;  // allocated (and populated) before some checks run: keep it small
+  try {
+    Engine engine(model, c);
+  } catch (const Error& e) {
+    if (message) *message = e.what();
+    return e.code();
+  }
+  return ExitCode::kOk;
+}
+
+TEST_F(SpeculativeModel, BadMethodsAreRefusedWithClearErrors) {
+  std::string message;
+  EXPECT_EQ(engine_error(*model_, "medusa", &message), ExitCode::kUsage);
+  EXPECT_NE(message.find("not a known method"), std::string::npos) << message;
+  for (const char* bad : {"layerskip:0", "layerskip:31", "layerskip:-2", "layerskip:two", "layerskip:", "draft:"}) {
+    EXPECT_EQ(engine_error(*model_, bad, &message), ExitCode::kUsage) << bad;
+    EXPECT_NE(message.find(bad), std::string::npos) << message;
+  }
+  const std::string missing = (dir_ / "no-such-model.gguf").string();
+  EXPECT_EQ(engine_error(*model_, "draft:" + missing, &message), ExitCode::kBadInput);
+  EXPECT_NE(message.find(missing), std::string::npos) << message;
+}
+
+TEST_F(SpeculativeModel, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference) {
+  // The target with two tokens swapped: a valid model (its merges still name
+  // existing tokens) whose ids mean other texts.
+  std::vector<std::pair<std::string, GGUFValue>> metadata = model_->file->metadata();
+  for (auto& [key, value] : metadata) {
+    if (key != "tokenizer.ggml.tokens") continue;
+    auto tokens = std::make_shared<GGUFArray>(*std::get<std::shared_ptr<GGUFArray>>(value.v));
+    std::swap(tokens->items[100], tokens->items[101]);
+    value.v = tokens;
+  }
+  std::vector<GGUFTensorToWrite> tensors;
+  for (const GGUFTensorInfo& t : model_->file->tensors())
+    tensors.push_back({t.name, t.shape, t.type, std::span<const uint8_t>(t.data, t.nbytes)});
+  const std::string path = (dir_ / "swapped.gguf").string();
+  write_gguf(path, metadata, tensors);
+  std::string message;
+  EXPECT_EQ(engine_error(*model_, "draft:" + path, &message), ExitCode::kUsage);
+  const std::string& t100 = model_->tokenizer->token_text(100);
+  const std::string& t101 = model_->tokenizer->token_text(101);
+  EXPECT_NE(message.find("token 100 is '" + t101 + "' in the draft and '" + t100 + "' in the target"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace exactly
