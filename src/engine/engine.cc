@@ -298,6 +298,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
   b.query_start.assign(1, 0);
   b.seq_lens.clear();
   b.logits_rows.clear();
+  step_has_prefill_ = false;
   const int32_t bs = kv_manager_.block_size();
   size_t max_blocks = 1;
   for (const ScheduledChunk& c : out.scheduled) max_blocks = std::max(max_blocks, kv_manager_.block_table(c.id).size());
@@ -310,6 +311,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
     EXACTLY_CHECK(r != nullptr);
     std::span<const BlockId> table = kv_manager_.block_table(c.id);
     std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i * max_blocks));
+    if (c.first_new_token < r->num_tokens() - 1) step_has_prefill_ = true;  // more than one new non-draft token
     for (int64_t pos = c.first_new_token; pos < c.first_new_token + c.num_new_tokens; ++pos) {
       const int32_t token = pos < r->num_tokens() ? r->tokens[static_cast<size_t>(pos)]
                                                   : r->draft_tokens[static_cast<size_t>(pos - r->num_tokens())];
@@ -355,7 +357,11 @@ std::vector<RequestOutput> Engine::step() {
     model_.model->forward(batch_, kv_storage_, logits_.data(), pool_);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
-    step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), seconds);
+    // Speculation weighs decode steps against verify steps, so only those
+    // feed its cost model: a prefill chunk runs the GEMM path at a lower cost
+    // per token than the few tokens of a verify, and fitted in, it made
+    // verifying look cheaper than it is.
+    if (!step_has_prefill_) step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), seconds);
     if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
       ++stats_.decode_only_steps;
       stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());

@@ -99,7 +99,8 @@ class Engine {
   ForwardBatch batch_;
   std::vector<float> logits_;  // [n_logits_rows, vocab]
   std::unique_ptr<Speculator> speculator_;
-  StepCostModel step_cost_;
+  StepCostModel step_cost_;     // decode and verify steps only
+  bool step_has_prefill_ = false;  // the packed batch holds a prompt chunk
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;
   RequestId next_seq_id_ = 1;
