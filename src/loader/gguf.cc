@@ -2,12 +2,6 @@
 // Parsing and validation live in gguf_parse.cc.
 #include "loader/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -17,14 +11,6 @@
 namespace exactly {
 
 namespace {
-
-// Closes a descriptor on every exit path of open().
-struct FdGuard {
-  int fd;
-  ~FdGuard() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 [[noreturn]] void type_mismatch(const std::string& file, std::string_view key, const GGUFValue& v,
                                 const char* expected) {
@@ -95,23 +81,12 @@ int64_t GGUFTensorInfo::num_elements() const {
 }
 
 std::unique_ptr<GGUFFile> GGUFFile::open(const std::string& path) {
-  FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0) throw FileFormatError(strformat("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd.fd, &st) != 0)
-    throw FileFormatError(strformat("%s: cannot stat: %s", path.c_str(), std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) throw FileFormatError(strformat("%s: not a regular file", path.c_str()));
-  if (st.st_size == 0) throw FileFormatError(strformat("%s: empty file, not a GGUF model", path.c_str()));
-  const auto size = static_cast<size_t>(st.st_size);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (map == MAP_FAILED)
-    throw FileFormatError(strformat("%s: cannot map %zu bytes: %s", path.c_str(), size, std::strerror(errno)));
-
+  std::unique_ptr<MappedFile> mapping = MappedFile::open(path, "a GGUF model");
   std::unique_ptr<GGUFFile> f(new GGUFFile());
   f->path_ = path;
-  f->base_ = static_cast<const uint8_t*>(map);
-  f->size_ = size;
-  f->mapping_ = map;  // owned from here on: the destructor unmaps even if parsing throws
+  f->base_ = mapping->data();
+  f->size_ = mapping->size();
+  f->mapping_ = std::move(mapping);  // owned from here on: unmapped even if parsing throws
   f->parse_all();
   return f;
 }
@@ -125,9 +100,7 @@ std::unique_ptr<GGUFFile> GGUFFile::parse(const uint8_t* bytes, size_t size, std
   return f;
 }
 
-GGUFFile::~GGUFFile() {
-  if (mapping_) ::munmap(mapping_, size_);
-}
+GGUFFile::~GGUFFile() = default;
 
 const GGUFValue* GGUFFile::find(std::string_view key) const {
   auto it = metadata_index_.find(key);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/ggml_types.h"
+#include "loader/mapped_file.h"
 
 namespace exactly {
 
@@ -91,7 +92,7 @@ class GGUFFile {
   std::string path_;
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
-  void* mapping_ = nullptr;  // non-null when we own an mmap
+  std::unique_ptr<MappedFile> mapping_;  // set when the bytes are our own map of the file
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
