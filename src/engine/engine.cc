@@ -292,36 +292,26 @@ void Engine::propose_drafts() {
 
 void Engine::pack_batch(const SchedulerOutput& out) {
   ForwardBatch& b = batch_;
-  b.tokens.clear();
-  b.positions.clear();
-  b.slot_mapping.clear();
-  b.query_start.assign(1, 0);
-  b.seq_lens.clear();
-  b.logits_rows.clear();
   step_has_prefill_ = false;
   const int32_t bs = kv_manager_.block_size();
   size_t max_blocks = 1;
   for (const ScheduledChunk& c : out.scheduled) max_blocks = std::max(max_blocks, kv_manager_.block_table(c.id).size());
-  b.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
-  b.block_tables.assign(out.scheduled.size() * max_blocks, 0);
+  b.reset(out.scheduled.size(), max_blocks);
 
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledChunk& c = out.scheduled[i];
     const Request* r = scheduler_->find(c.id);
     EXACTLY_CHECK(r != nullptr);
     std::span<const BlockId> table = kv_manager_.block_table(c.id);
-    std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i * max_blocks));
+    b.begin_sequence(i, table);
     if (c.first_new_token < r->num_tokens() - 1) step_has_prefill_ = true;  // more than one new non-draft token
     for (int64_t pos = c.first_new_token; pos < c.first_new_token + c.num_new_tokens; ++pos) {
       const int32_t token = pos < r->num_tokens() ? r->tokens[static_cast<size_t>(pos)]
                                                   : r->draft_tokens[static_cast<size_t>(pos - r->num_tokens())];
-      b.tokens.push_back(token);
-      b.positions.push_back(static_cast<int32_t>(pos));
-      b.slot_mapping.push_back(int64_t{table[static_cast<size_t>(pos / bs)]} * bs + pos % bs);
+      b.push_token(token, pos, table, bs);
       if (pos < r->num_prompt_tokens) ++stats_.prompt_tokens_computed;
     }
-    b.query_start.push_back(static_cast<int32_t>(b.tokens.size()));
-    b.seq_lens.push_back(static_cast<int32_t>(c.first_new_token + c.num_new_tokens));
+    b.end_sequence(c.first_new_token + c.num_new_tokens);
     if (c.samples) {
       // A verify needs the logits after the newest known token and after each draft.
       const int64_t drafts = static_cast<int64_t>(r->draft_tokens.size());

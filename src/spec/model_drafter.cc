@@ -95,29 +95,17 @@ bool ModelDrafter::prepare_target(const DraftRequest& r, Work& w) {
 
 void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
   ForwardBatch& b = batch_;
-  b.tokens.clear();
-  b.positions.clear();
-  b.slot_mapping.clear();
-  b.query_start.assign(1, 0);
-  b.seq_lens.clear();
-  b.logits_rows.clear();
   const int32_t bs = kv_manager_.block_size();
   size_t max_blocks = 1;
   for (const Row& row : rows) max_blocks = std::max(max_blocks, kv_manager_.block_table(row.seq).size());
-  b.max_blocks_per_seq = static_cast<int32_t>(max_blocks);
-  b.block_tables.assign(rows.size() * max_blocks, 0);
+  b.reset(rows.size(), max_blocks);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
     std::span<const BlockId> table = kv_manager_.block_table(row.seq);
-    std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i * max_blocks));
-    for (size_t j = 0; j < row.tokens.size(); ++j) {
-      const int64_t pos = row.first + static_cast<int64_t>(j);
-      b.tokens.push_back(row.tokens[j]);
-      b.positions.push_back(static_cast<int32_t>(pos));
-      b.slot_mapping.push_back(int64_t{table[static_cast<size_t>(pos / bs)]} * bs + pos % bs);
-    }
-    b.query_start.push_back(static_cast<int32_t>(b.tokens.size()));
-    b.seq_lens.push_back(static_cast<int32_t>(row.first + static_cast<int64_t>(row.tokens.size())));
+    b.begin_sequence(i, table);
+    for (size_t j = 0; j < row.tokens.size(); ++j)
+      b.push_token(row.tokens[j], row.first + static_cast<int64_t>(j), table, bs);
+    b.end_sequence(row.first + static_cast<int64_t>(row.tokens.size()));
     if (row.wants_logits) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
   }
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);

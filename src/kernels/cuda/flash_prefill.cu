@@ -22,13 +22,8 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   // Chosen in dev/cuda (attention_lab): see its notes for the alternatives.
   constexpr int kWarps = kPrefillWarps, kBN = kPrefillBN, kMT = kPrefillMT;
   using Shape = PrefillShape<D, kWarps, kBN, kMT>;
-  auto kernel = flash_prefill_kernel<T, D, kWarps, kBN, kMT>;
-  static const bool configured = [&] {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
-               "flash_attention_prefill: shared memory limit");
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = flash_prefill_kernel<T, D, kWarps, kBN, kMT>;
+  allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
   PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
                   c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
   const dim3 grid((b.max_query_len + Shape::kBM - 1) / Shape::kBM, n_heads, b.n_seqs);
@@ -45,13 +40,8 @@ constexpr int kSm90Stages = 3;
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
   using Shape = Sm90WsShape<kSm90BN, kSm90Stages>;
-  auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages>;
-  static const bool configured = [&] {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
-               "flash_attention_prefill: shared memory limit");
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages>;
+  allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
   // The maps describe the pools, not the batch: a few microseconds of host
   // work per call, no device memory.
   CUtensorMap k_map, v_map;

@@ -10,6 +10,18 @@
 
 namespace exactly::kernels::cuda {
 
+// Lets `kernel` take `bytes` of dynamic shared memory (above the default 48 KB).
+// Once per kernel and process: the static lives in each instantiation, so a
+// launch on the hot path pays nothing after the first.
+template <auto kernel>
+void allow_shared_memory(int bytes, const char* op) {
+  static const bool done = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), op);
+    return true;
+  }();
+  (void)done;
+}
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 inline void check_cache(const PagedKVDevice& c, const char* op) {

@@ -22,13 +22,8 @@ template <typename T, int D>
 void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
             void* out, void* workspace, cudaStream_t stream) {
   using Shape = DecodeShape<D, kWarps, kStages>;
-  auto kernel = paged_decode_kernel<T, D, kWarps, kStages, kDecodePartition, kQInRegisters, kCtasPerSM>;
-  static const bool configured = [&] {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes),
-               "paged_decode_attention: shared memory limit");
-    return true;
-  }();
-  (void)configured;
+  constexpr auto kernel = paged_decode_kernel<T, D, kWarps, kStages, kDecodePartition, kQInRegisters, kCtasPerSM>;
+  allow_shared_memory<kernel>(Shape::kSmemBytes, "paged_decode_attention: shared memory limit");
   const int group = n_heads / c.n_kv_heads;
   const int row_groups = (group + 15) / 16;
   const int parts = max_partitions(b.max_seq_len);
