@@ -64,7 +64,7 @@ json summary(const std::vector<double>& v) {
 
 void run(BatchOptions& o) {
   o.engine.threads = o.model.threads;
-  LoadedModel m = load_model(o.model.model, true);
+  LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const Tokenizer& tok = *m.tokenizer;
 
   std::ifstream in(o.input);

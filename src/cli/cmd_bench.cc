@@ -67,7 +67,7 @@ Result measure(LoadedModel& m, int threads, int n_prompt, int n_gen, int reps) {
 }
 
 void run(BenchOptions& o) {
-  LoadedModel m = load_model(o.model.model, true);
+  LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   if (o.threads.empty()) o.threads = {o.model.resolved_threads()};
   uint64_t bytes = 0;
   int64_t params = 0;
@@ -121,6 +121,7 @@ void register_bench(CLI::App& app) {
   cmd->callback([o] { run(*o); });
   register_bench_kv(*bench);
   register_bench_serve(*bench);
+  register_bench_throughput(*bench);
 }
 
 }  // namespace exactly::cli

@@ -87,7 +87,7 @@ PolicyResult simulate(const std::string& name, const std::vector<std::pair<std::
 }
 
 void run(const BenchKVOptions& o) {
-  LoadedModel m = load_model(o.model.model, false);
+  LoadedModel m = load_model(o.model.model, false, o.model.load_options());
   const int64_t bytes_per_slot = KVStorage::bytes_per_slot(m.config());
   auto memory = parse_byte_size(o.memory);
   if (!memory) throw Error("--kv-cache-memory: '" + o.memory + "' is not a size", ExitCode::kUsage);

@@ -40,7 +40,7 @@ std::string token_text(const Tokenizer& tok, std::optional<int32_t> id) {
 }
 
 void run(const ChatOptions& o) {
-  LoadedModel m = load_model(o.model.model, true);
+  LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const Tokenizer& tok = *m.tokenizer;
   const std::string tmpl = tok.chat_template().empty() ? std::string(kChatMLTemplate) : tok.chat_template();
   const std::string bos = token_text(tok, tok.bos_id()), eos = token_text(tok, tok.eos_id());

@@ -23,7 +23,7 @@ struct LogitsOptions {
 };
 
 void run(const LogitsOptions& o) {
-  LoadedModel m = load_model(o.model.model, false);
+  LoadedModel m = load_model(o.model.model, false, o.model.load_options());
   std::vector<int32_t> ids = o.tokens_file.empty() ? parse_token_list(o.tokens, "--tokens")
                                                    : parse_token_list(read_file(o.tokens_file), o.tokens_file.c_str());
   if (ids.empty()) throw Error("no tokens given", ExitCode::kUsage);

@@ -34,7 +34,7 @@ double negative_log_likelihood(const float* logits, int32_t vocab, int32_t targe
 }
 
 void run(const PerplexityOptions& o) {
-  LoadedModel m = load_model(o.model.model, true);
+  LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const Tokenizer& tok = *m.tokenizer;
   const int32_t vocab = m.config().vocab_size;
   if (o.ctx < 2 || o.ctx > m.config().context_length)

@@ -46,7 +46,7 @@ void write_ids_json(const std::string& path, const std::vector<int32_t>& prompt,
 }
 
 void run(const RunOptions& o) {
-  LoadedModel m = load_model(o.model.model, true);
+  LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const Tokenizer& tok = *m.tokenizer;
 
   std::vector<int32_t> prompt;

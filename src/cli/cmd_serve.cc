@@ -16,7 +16,7 @@ struct ServeOptions {
 void run(ServeOptions& o) {
   o.engine.threads = o.model.threads;
   o.server.model_path = o.model.model;
-  LoadedModel m = load_model(o.model.model, true);
+  LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   server::serve(m, o.engine, o.server);
 }
 

@@ -25,10 +25,27 @@ std::string default_model_path() {
 
 int ModelOptions::resolved_threads() const { return threads > 0 ? threads : ThreadPool::default_threads(); }
 
+LoadOptions ModelOptions::load_options() const {
+  LoadOptions o;
+  o.device = parse_device(device);
+  o.format = parse_load_format(load_format);
+  o.deterministic = deterministic;
+  o.cuda_graphs = !enforce_eager;
+  return o;
+}
+
 void add_model_options(CLI::App& cmd, ModelOptions& opts) {
   opts.model = default_model_path();
   cmd.add_option("-m,--model", opts.model, "GGUF model file")->capture_default_str();
   cmd.add_option("-t,--threads", opts.threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  cmd.add_option("--device", opts.device, "where the model runs: cpu or cuda")->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd.add_option("--load-format", opts.load_format,
+                 "auto (a GGUF file) or dummy (random weights of the shape of the config.json given as --model)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "gguf", "dummy"}));
+  cmd.add_flag("--enforce-eager", opts.enforce_eager, "cuda: launch every kernel from the host (no CUDA graphs)");
+  cmd.add_flag("--deterministic", opts.deterministic,
+               "cuda: batch-invariant matrix products (a request's bits never depend on the batch)");
 }
 
 void add_sampling_options(CLI::App& cmd, SamplingParams& p) {
@@ -56,7 +73,11 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
              throw CLI::ValidationError("--kv-cache-memory", "'" + text + "' is not a size such as 2GiB or 512MiB");
            c.kv_cache_memory = *bytes;
          },
-         "memory for the KV cache, e.g. 2GiB (default 2GiB)");
+         "memory for the KV cache, e.g. 2GiB (default: 2GiB on the CPU; on a GPU what "
+         "--gpu-memory-utilization leaves after the weights and workspace)");
+  cmd.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                 "cuda: fraction of the GPU's memory this process may use in all")
+      ->capture_default_str()->check(CLI::Range(0.05, 1.0));
   cmd.add_option("--block-size", c.block_size, "token slots per KV block")->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "token budget of one forward pass")

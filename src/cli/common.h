@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine_config.h"
+#include "engine/loaded_model.h"
 #include "sample/sampling_params.h"
 
 namespace exactly::cli {
@@ -13,7 +14,12 @@ namespace exactly::cli {
 struct ModelOptions {
   std::string model;  // path of the GGUF file
   int threads = 0;    // 0: all hardware threads
+  std::string device = "cpu";
+  std::string load_format = "auto";
+  bool deterministic = false;
+  bool enforce_eager = false;
   int resolved_threads() const;
+  LoadOptions load_options() const;
 };
 
 void add_model_options(CLI::App& cmd, ModelOptions& opts);

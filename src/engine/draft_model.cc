@@ -1,5 +1,7 @@
 #include "engine/draft_model.h"
 
+#include <string_view>
+
 #include <optional>
 
 #include "core/error.h"
@@ -49,7 +51,10 @@ void check_same_vocabulary(const LoadedModel& target, const LoadedModel& draft, 
 std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const LoadedModel& target) {
   std::unique_ptr<LoadedModel> draft;
   try {
-    draft = std::make_unique<LoadedModel>(load_model(path, false));
+    // The draft runs where the target runs.
+    LoadOptions options;
+    options.device = std::string_view(target.model->device()) == "cuda" ? Device::kCuda : Device::kCpu;
+    draft = std::make_unique<LoadedModel>(load_model(path, false, options));
   } catch (const FileFormatError& e) {
     throw FileFormatError(strformat("--spec draft:%s: %s", path.c_str(), e.what()));
   }

@@ -85,21 +85,32 @@ struct KVMemory {
 KVMemory split_kv_memory(const LoadedModel& target, const LoadedModel* draft, const EngineConfig& c) {
   if (draft == nullptr) return {c.kv_cache_memory, 0};
   if (c.draft_kv_cache_memory > 0) return {c.kv_cache_memory, c.draft_kv_cache_memory};
-  const double t = static_cast<double>(KVStorage::bytes_per_slot(target.config()));
-  const double d = static_cast<double>(KVStorage::bytes_per_slot(draft->config()));
+  const double t = static_cast<double>(target.model->kv_bytes_per_slot());
+  const double d = static_cast<double>(draft->model->kv_bytes_per_slot());
   const auto target_share = static_cast<int64_t>(static_cast<double>(c.kv_cache_memory) * t / (t + d));
   return {target_share, c.kv_cache_memory - target_share};
 }
 
-int32_t kv_blocks(const LoadedModel& m, const LoadedModel* draft, const EngineConfig& c) {
+// The target's KV pool: the model first reserves its activation workspace
+// for this engine's limits, so that what a GPU has left for the cache is
+// measured after every other allocation.
+std::unique_ptr<KVPool> make_target_pool(LoadedModel& m, const LoadedModel* draft, EngineConfig& c) {
+  ModelLimits limits;
+  limits.max_batch_tokens = c.max_num_batched_tokens;
+  limits.max_seqs = c.max_num_seqs;
+  limits.max_model_len = c.max_model_len;
+  limits.block_size = c.block_size;
+  m.model->reserve(limits);
+  if (c.kv_cache_memory <= 0) c.kv_cache_memory = m.model->default_kv_cache_memory(c.gpu_memory_utilization);
   const int64_t memory = split_kv_memory(m, draft, c).target;
-  int32_t blocks = num_blocks_for_memory(memory, KVStorage::bytes_per_slot(m.config()), c.block_size);
+  const int64_t per_slot = m.model->kv_bytes_per_slot();
+  const int32_t blocks = num_blocks_for_memory(memory, per_slot, c.block_size);
   if (blocks < 1)
     throw Error(strformat("--kv-cache-memory %s holds no KV block of %d tokens (%s per token)",
                           human_bytes(static_cast<double>(memory)).c_str(), c.block_size,
-                          human_bytes(static_cast<double>(KVStorage::bytes_per_slot(m.config()))).c_str()),
+                          human_bytes(static_cast<double>(per_slot)).c_str()),
                 ExitCode::kUsage);
-  return blocks;
+  return m.model->make_kv_pool(blocks, c.block_size);
 }
 
 std::unique_ptr<LoadedModel> load_draft_if_named(const SpecMethod& spec, const LoadedModel& target) {
@@ -133,8 +144,8 @@ CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
 Engine::Engine(LoadedModel& model, const EngineConfig& config)
     : model_(model), config_(resolved(model, config)), spec_(parse_spec_method(config_.spec_method)),
       draft_model_(load_draft_if_named(spec_, model)), pool_(config_.threads),
-      kv_storage_(model.config(), kv_blocks(model, draft_model_.get(), config_), config_.block_size),
-      kv_manager_(static_cast<int32_t>(kv_storage_.num_blocks()), config_.block_size, config_.enable_prefix_caching) {
+      kv_storage_(make_target_pool(model, draft_model_.get(), config_)),
+      kv_manager_(static_cast<int32_t>(kv_storage_->num_blocks()), config_.block_size, config_.enable_prefix_caching) {
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
   sc.max_num_seqs = config_.max_num_seqs;
@@ -142,7 +153,7 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   sc.max_model_len = config_.max_model_len;
   scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
-  speculator_ = std::make_unique<Speculator>(spec_, model_, draft_model_.get(), kv_storage_, kv_manager_, config_,
+  speculator_ = std::make_unique<Speculator>(spec_, model_, draft_model_.get(), *kv_storage_, kv_manager_, config_,
                                              split_kv_memory(model_, draft_model_.get(), config_).draft);
 }
 
@@ -318,6 +329,12 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       EXACTLY_CHECK(c.first_new_token <= r->num_tokens() - 1, "a verify of request %lld was split",
                     static_cast<long long>(c.id));
       for (int64_t j = drafts; j >= 0; --j) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1 - j));
+      // A plain greedy decode needs only the argmax (the model keeps the row).
+      const Sequence& s = sequence_of(c.id);
+      const bool argmax_only = drafts == 0 && s.group->params.logprobs < 0 && s.group->params.n == 1 &&
+                               s.sampler.plain_greedy(r->tokens.size(), static_cast<size_t>(r->num_prompt_tokens));
+      b.argmax_only.resize(b.logits_rows.size(), 0);
+      b.argmax_only.back() = argmax_only ? 1 : 0;
     }
   }
 }
@@ -338,13 +355,14 @@ std::vector<RequestOutput> Engine::step() {
     if (!out.copies.empty()) {
       std::vector<std::pair<int32_t, int32_t>> pairs;
       for (const BlockCopy& bc : out.copies) pairs.push_back({bc.src, bc.dst});
-      kv_storage_.copy_blocks(pairs);
+      kv_storage_->copy_blocks(pairs);
     }
     pack_batch(out);
     const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
     logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
     auto t0 = std::chrono::steady_clock::now();
-    model_.model->forward(batch_, kv_storage_, logits_.data(), pool_);
+    argmax_.resize(batch_.logits_rows.size());
+    model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
     // Speculation weighs decode steps against verify steps, so only those
@@ -378,7 +396,7 @@ std::vector<RequestOutput> Engine::step() {
       auto logits_at = [&](size_t i) { return std::span<const float>(logits_.data() + (row + i) * vocab, vocab); };
       Drawn d{c.id, {}, {}, false};
       if (r->draft_tokens.empty()) {
-        d.tokens.push_back(s.sampler.sample(logits_at(0), r->tokens, num_prompt));
+        d.tokens.push_back(batch_.argmax_only[row] ? argmax_[row] : s.sampler.sample(logits_at(0), r->tokens, num_prompt));
         d.rows.push_back(row);
       } else {
         const std::vector<int32_t>& drafts = r->draft_tokens;

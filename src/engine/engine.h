@@ -23,7 +23,7 @@
 #include "engine/speculator.h"
 #include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
-#include "model/kv_storage.h"
+#include "model/model.h"
 #include "sched/scheduler.h"
 
 namespace exactly {
@@ -93,11 +93,12 @@ class Engine {
   SpecMethod spec_;
   std::unique_ptr<LoadedModel> draft_model_;  // --spec draft:PATH; sizes the KV pools, so loaded first
   ThreadPool pool_;
-  KVStorage kv_storage_;
+  std::unique_ptr<KVPool> kv_storage_;  // the target's KV tensors, on the model's device
   KVCacheManager kv_manager_;
   std::unique_ptr<Scheduler> scheduler_;
   ForwardBatch batch_;
-  std::vector<float> logits_;  // [n_logits_rows, vocab]
+  std::vector<float> logits_;    // [n_logits_rows, vocab]
+  std::vector<int32_t> argmax_;  // [n_logits_rows]
   std::unique_ptr<Speculator> speculator_;
   StepCostModel step_cost_;     // decode and verify steps only
   bool step_has_prefill_ = false;  // the packed batch holds a prompt chunk

@@ -10,7 +10,11 @@ namespace exactly {
 
 struct EngineConfig {
   int threads = 0;                         // 0: all hardware threads
-  int64_t kv_cache_memory = int64_t{2} << 30;  // bytes for the KV pool (K and V, all layers)
+  // Bytes for the KV pool (K and V, all layers). 0: the model's default —
+  // 2 GiB on the CPU; on a GPU what gpu_memory_utilization of the device
+  // leaves after the weights and the activation workspace.
+  int64_t kv_cache_memory = 0;
+  double gpu_memory_utilization = 0.9;
   int32_t block_size = 16;                 // token slots per KV block
   int64_t max_num_batched_tokens = 2048;   // tokens per forward pass
   int32_t max_num_seqs = 64;               // running sequences per step

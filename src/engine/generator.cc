@@ -15,12 +15,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-Generator::Generator(LlamaModel& model, ThreadPool& pool, int32_t context_size, int32_t max_chunk)
+Generator::Generator(Model& model, ThreadPool& pool, int32_t context_size, int32_t max_chunk)
     : model_(model), pool_(pool), context_size_(context_size), max_chunk_(std::max(1, max_chunk)),
-      kv_(model.config(), (context_size + kBlockSize - 1) / kBlockSize, kBlockSize),
+      kv_(model.make_kv_pool((context_size + kBlockSize - 1) / kBlockSize, kBlockSize)),
       logits_(static_cast<size_t>(model.config().vocab_size)) {
   EXACTLY_CHECK(context_size > 0);
-  block_table_.resize(static_cast<size_t>(kv_.num_blocks()));
+  block_table_.resize(static_cast<size_t>(kv_->num_blocks()));
   for (size_t i = 0; i < block_table_.size(); ++i) block_table_[i] = static_cast<int32_t>(i);
 }
 
@@ -49,7 +49,7 @@ void Generator::run_chunk(std::span<const int32_t> chunk, bool all_logits, float
   } else {
     b.logits_rows.push_back(n - 1);
   }
-  model_.forward(b, kv_, out, pool_);
+  model_.forward(b, *kv_, out, pool_);
   tokens_.insert(tokens_.end(), chunk.begin(), chunk.end());
 }
 

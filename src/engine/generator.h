@@ -23,7 +23,7 @@ class Generator {
 
   // context_size: the most tokens this generator will hold (KV is sized for it).
   // max_chunk: tokens per forward pass when feeding a prompt.
-  Generator(LlamaModel& model, ThreadPool& pool, int32_t context_size, int32_t max_chunk = 512);
+  Generator(Model& model, ThreadPool& pool, int32_t context_size, int32_t max_chunk = 512);
 
   int32_t context_size() const { return context_size_; }
   int32_t size() const { return static_cast<int32_t>(tokens_.size()); }
@@ -46,11 +46,11 @@ class Generator {
  private:
   void run_chunk(std::span<const int32_t> chunk, bool all_logits, float* out);
 
-  LlamaModel& model_;
+  Model& model_;
   ThreadPool& pool_;
   int32_t context_size_;
   int32_t max_chunk_;
-  KVStorage kv_;
+  std::unique_ptr<KVPool> kv_;
   std::vector<int32_t> tokens_;
   std::vector<int32_t> block_table_;  // [num_blocks] identity: logical block i -> physical i
   std::vector<float> logits_;         // [vocab_size]

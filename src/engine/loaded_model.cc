@@ -3,8 +3,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
+#include "core/error.h"
 #include "core/format.h"
+#include "model/hf_config.h"
+#ifdef EXACTLY_WITH_CUDA
+#include "model/cuda/llama_cuda.h"
+#endif
 
 namespace exactly {
 
@@ -33,13 +39,75 @@ void page_in(const GGUFFile& file, bool draw) {
 
 }  // namespace
 
-LoadedModel load_model(const std::string& path, bool show_progress) {
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") return Device::kCuda;
+  throw Error(strformat("--device '%s': expected cpu or cuda", name.c_str()), ExitCode::kUsage);
+}
+
+LoadFormat parse_load_format(const std::string& name) {
+  if (name == "auto" || name == "gguf") return LoadFormat::kAuto;
+  if (name == "dummy") return LoadFormat::kDummy;
+  throw Error(strformat("--load-format '%s': expected auto or dummy", name.c_str()), ExitCode::kUsage);
+}
+
+namespace {
+
+// Token texts "<0>", "<1>", ...: enough to run and detokenize a model whose
+// checkpoint came without a tokenizer (dummy weights for benchmarks).
+std::unique_ptr<Tokenizer> placeholder_tokenizer(int32_t vocab_size) {
+  TokenizerSpec spec;
+  spec.model = "gpt2";
+  for (int32_t i = 0; i < vocab_size; ++i) spec.tokens.push_back(strformat("<%d>", i));
+  spec.eos = vocab_size - 1;
+  return Tokenizer::create(spec);
+}
+
+LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
+  LoadedModel m;
+  ModelConfig config = read_hf_config(path);
+  const std::filesystem::path dir =
+      std::filesystem::is_directory(path) ? std::filesystem::path(path) : std::filesystem::path(path).parent_path();
+  m.tokenizer = std::filesystem::exists(dir / "tokenizer.json") ? Tokenizer::from_hf(dir.string())
+                                                                  : placeholder_tokenizer(config.vocab_size);
+#ifdef EXACTLY_WITH_CUDA
+  if (options.device != Device::kCuda)
+    throw Error("--load-format dummy needs --device cuda (random weights are made on the GPU)", ExitCode::kUsage);
+  CudaModelOptions cuda;
+  cuda.deterministic = options.deterministic;
+  cuda.cuda_graphs = options.cuda_graphs;
+  m.model = CudaLlamaModel::with_random_weights(std::move(config), options.seed, cuda);
+  return m;
+#else
+  (void)options;
+  throw Error("--load-format dummy needs --device cuda, and this build of exactly has no CUDA backend",
+              ExitCode::kUsage);
+#endif
+}
+
+std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, const LoadOptions& options) {
+  if (options.device == Device::kCpu) return std::make_unique<LlamaModel>(file, std::move(config));
+#ifdef EXACTLY_WITH_CUDA
+  CudaModelOptions cuda;
+  cuda.deterministic = options.deterministic;
+  cuda.cuda_graphs = options.cuda_graphs;
+  return CudaLlamaModel::from_gguf(file, std::move(config), cuda);
+#else
+  throw Error("--device cuda: this build of exactly has no CUDA backend (nvcc was not found when it was built)",
+              ExitCode::kUsage);
+#endif
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path, bool show_progress, const LoadOptions& options) {
+  if (options.format == LoadFormat::kDummy) return load_dummy(path, options);
   LoadedModel m;
   m.file = GGUFFile::open(path);
   ModelConfig config = ModelConfig::from_gguf(*m.file);
-  m.model = std::make_unique<LlamaModel>(*m.file, std::move(config));
   m.tokenizer = Tokenizer::from_gguf(*m.file);
   page_in(*m.file, show_progress && isatty(STDERR_FILENO));
+  m.model = make_model(*m.file, std::move(config), options);
   return m;
 }
 

@@ -12,16 +12,36 @@
 namespace exactly {
 
 struct LoadedModel {
-  std::unique_ptr<GGUFFile> file;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<GGUFFile> file;  // null for dummy weights
+  std::unique_ptr<Model> model;  // LlamaModel on the CPU, CudaLlamaModel on a GPU
   std::unique_ptr<Tokenizer> tokenizer;
 
   const ModelConfig& config() const { return model->config(); }
 };
 
+enum class Device { kCpu, kCuda };
+
+enum class LoadFormat {
+  kAuto,   // GGUF
+  kDummy,  // random weights of the shape a config.json gives (benchmarks); needs a GPU
+};
+
+struct LoadOptions {
+  Device device = Device::kCpu;
+  LoadFormat format = LoadFormat::kAuto;
+  bool deterministic = false;  // GPU: batch-invariant matrix products
+  bool cuda_graphs = true;     // GPU: replay decode steps as CUDA graphs
+  uint64_t seed = 0;           // of dummy weights
+};
+
+// Parse "cpu" / "cuda" and "auto" / "dummy"; throw Error(kUsage) naming anything else.
+Device parse_device(const std::string& name);
+LoadFormat parse_load_format(const std::string& name);
+
 // Opens and validates `path`. With show_progress, pages the weights in while
 // drawing a progress bar on stderr (only when stderr is a terminal).
-// Throws FileFormatError (exit code 2) for a bad file.
-LoadedModel load_model(const std::string& path, bool show_progress);
+// Throws FileFormatError (exit code 2) for a bad file, Error(kUsage) for a
+// device this build or machine does not have.
+LoadedModel load_model(const std::string& path, bool show_progress, const LoadOptions& options = {});
 
 }  // namespace exactly

@@ -7,7 +7,7 @@
 
 namespace exactly {
 
-Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVStorage& target_kv,
+Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVPool& target_kv,
                        KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory)
     : method_(method), rejection_sampler_(config.acceptance_rule), vocab_size_(target.config().vocab_size) {
   switch (method.kind) {
@@ -28,7 +28,7 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
     }
     case SpecMethod::Kind::kDraftModel: {
       EXACTLY_CHECK(draft != nullptr, "draft:PATH without a loaded draft model");
-      const int64_t per_slot = KVStorage::bytes_per_slot(draft->config());
+      const int64_t per_slot = draft->model->kv_bytes_per_slot();
       const int32_t blocks = num_blocks_for_memory(draft_kv_memory, per_slot, config.block_size);
       if (blocks < 1)
         throw Error(strformat("the draft model's KV cache of %s holds no block of %d tokens (%s per token); "
@@ -36,7 +36,7 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
                               human_bytes(static_cast<double>(draft_kv_memory)).c_str(), config.block_size,
                               human_bytes(static_cast<double>(per_slot)).c_str()),
                     ExitCode::kUsage);
-      draft_kv_storage_ = std::make_unique<KVStorage>(draft->config(), blocks, config.block_size);
+      draft_kv_storage_ = draft->model->make_kv_pool(blocks, config.block_size);
       draft_kv_manager_ = std::make_unique<KVCacheManager>(blocks, config.block_size, config.enable_prefix_caching);
       drafter_ = std::make_unique<ModelDrafter>(*draft->model, draft->config().n_layers, *draft_kv_storage_,
                                                 *draft_kv_manager_, ModelDrafter::Cache::kOwn,

@@ -39,7 +39,7 @@ class Speculator {
   // `draft` is the loaded model of draft:PATH (null otherwise) and
   // `draft_kv_memory` the bytes of its cache. Throws Error(kUsage) when
   // layerskip's L is not in [1, n_layers] or the draft cache holds no block.
-  Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVStorage& target_kv,
+  Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVPool& target_kv,
              KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory);
   ~Speculator();
 
@@ -69,7 +69,7 @@ class Speculator {
  private:
   SpecMethod method_;
   std::unique_ptr<NgramProposer> ngram_;
-  std::unique_ptr<KVStorage> draft_kv_storage_;
+  std::unique_ptr<KVPool> draft_kv_storage_;
   std::unique_ptr<KVCacheManager> draft_kv_manager_;
   std::unique_ptr<ModelDrafter> drafter_;
   StepCostModel draft_cost_;  // of the drafter's passes

@@ -1,4 +1,5 @@
-// Hyperparameters of a llama-family model, read from GGUF metadata.
+// Hyperparameters of a llama-family model, read from GGUF metadata or from a
+// Hugging Face config.json (model/hf_config.h).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,11 @@
 namespace exactly {
 
 class GGUFFile;
+
+// How RoPE pairs the dimensions of a head. GGUF converters permute the q/k
+// weights of llama models so that dims (2i, 2i+1) rotate together; Hugging
+// Face checkpoints keep the original layout, which rotates (i, i + rope_dims/2).
+enum class RopeLayout { kAdjacentPairs, kHalfSplit };
 
 struct ModelConfig {
   std::string architecture;  // general.architecture
@@ -22,6 +28,15 @@ struct ModelConfig {
   float rms_eps = 1e-5f;
   int32_t context_length = 0;
   int32_t vocab_size = 0;
+  RopeLayout rope_layout = RopeLayout::kAdjacentPairs;
+  // The q/k/v projections carry biases (Qwen2). Llama's attention_bias also
+  // gives o_proj one; the checkpoint's tensors say which.
+  bool attention_bias = false;
+  // The output projection is the token embedding (config.json's
+  // tie_word_embeddings). GGUF files leave this false: a missing output.weight
+  // says it there.
+  bool tied_embeddings = false;
+  std::string dtype;  // config.json torch_dtype: "bfloat16", "float16" or "float32"; empty for GGUF
 
   // Reads "<arch>.*" keys; throws FileFormatError naming a missing/invalid key.
   static ModelConfig from_gguf(const GGUFFile& file);

@@ -19,6 +19,9 @@ struct ForwardBatch {
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks_per_seq] physical block ids
   int32_t max_blocks_per_seq = 0;
   std::vector<int32_t> logits_rows;   // token indices whose logits are wanted, in output order
+  // [logits_rows] or empty: 1 where the caller needs only the row's argmax
+  // (a plain greedy decode), so a GPU model need not copy the row back.
+  std::vector<uint8_t> argmax_only;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
@@ -32,6 +35,7 @@ struct ForwardBatch {
     query_start.assign(1, 0);
     seq_lens.clear();
     logits_rows.clear();
+    argmax_only.clear();
     max_blocks_per_seq = static_cast<int32_t>(max_blocks);
     block_tables.assign(n_seqs * max_blocks, 0);
   }

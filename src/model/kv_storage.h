@@ -9,19 +9,20 @@
 
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/model.h"
 
 namespace exactly {
 
-class KVStorage {
+class KVStorage final : public KVPool {
  public:
   KVStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
 
   kernels::PagedKV layer(int index);
   // Copies whole blocks (every layer, K and V), in order: copy-on-write
   // before a forward pass. pairs: [n, 2] (src, dst) block ids.
-  void copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& pairs);
-  int64_t num_blocks() const { return num_blocks_; }
-  int block_size() const { return block_size_; }
+  void copy_blocks(const std::vector<std::pair<int32_t, int32_t>>& pairs) override;
+  int64_t num_blocks() const override { return num_blocks_; }
+  int block_size() const override { return block_size_; }
   int64_t num_slots() const { return num_blocks_ * block_size_; }
   // Bytes of K+V per token slot over all layers.
   static int64_t bytes_per_slot(const ModelConfig& config);

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "core/ggml_types.h"
 #include "loader/gguf.h"
 
 namespace exactly {
@@ -76,7 +77,25 @@ void LlamaModel::ensure_scratch(int64_t n) {
   grow(up_, n * c.ffn_dim);
 }
 
-void LlamaModel::forward(const ForwardBatch& b, KVStorage& kv, float* logits, ThreadPool& pool, int num_layers) {
+int64_t LlamaModel::weight_bytes() const {
+  auto bytes = [](const kernels::WeightMatrix& w) { return w.rows * ggml_row_bytes(w.type, w.cols); };
+  const int64_t dim = config_.dim;
+  int64_t total = bytes(weights_.output) + dim * 4;
+  for (const LlamaLayerWeights& L : weights_.layers)
+    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.w_gate) + bytes(L.w_up) + bytes(L.w_down) +
+             2 * dim * 4;
+  return total;  // the embedding table is read one row per token, not whole
+}
+
+std::unique_ptr<KVPool> LlamaModel::make_kv_pool(int64_t num_blocks, int block_size) {
+  return std::make_unique<KVStorage>(config_, num_blocks, block_size);
+}
+
+void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool& pool, int num_layers,
+                         int32_t* argmax) {
+  auto* storage = dynamic_cast<KVStorage*>(&kv_pool);
+  EXACTLY_CHECK(storage != nullptr, "the CPU model was given a KV pool of another device");
+  KVStorage& kv = *storage;
   const ModelConfig& c = config_;
   if (num_layers < 0) num_layers = c.n_layers;
   EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
@@ -130,6 +149,14 @@ void LlamaModel::forward(const ForwardBatch& b, KVStorage& kv, float* logits, Th
                      last_.data() + i * c.dim);
   }
   kernels::matmul(weights_.output, last_.data(), n_out, logits, pool);
+  if (argmax != nullptr)
+    for (int64_t i = 0; i < n_out; ++i) {
+      const float* row = logits + i * c.vocab_size;
+      int32_t best = 0;
+      for (int32_t v = 1; v < c.vocab_size; ++v)
+        if (row[v] > row[best]) best = v;
+      argmax[i] = best;
+    }
 }
 
 }  // namespace exactly

@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_storage.h"
+#include "model/model.h"
 
 namespace exactly {
 
@@ -40,13 +41,20 @@ struct LlamaWeights {
   static LlamaWeights from_gguf(const GGUFFile& file, const ModelConfig& config);
 };
 
-class LlamaModel {
+class LlamaModel final : public Model {
  public:
   // `file` must outlive the model (weights point into its mapping).
   LlamaModel(const GGUFFile& file, ModelConfig config);
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
+  const char* device() const override { return "cpu"; }
   const LlamaWeights& weights() const { return weights_; }
+
+  int64_t weight_bytes() const override;
+  int64_t kv_bytes_per_slot() const override { return KVStorage::bytes_per_slot(config_); }
+  void reserve(const ModelLimits&) override {}
+  int64_t default_kv_cache_memory(double) const override { return int64_t{2} << 30; }
+  std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) override;
 
   // One forward pass over the flattened batch; writes K/V of every token into
   // `kv` and the logits of batch.logits_rows into `logits`
@@ -55,7 +63,9 @@ class LlamaModel {
   // With num_layers in [1, n_layers), only the first num_layers layers run
   // (and only their KV is written) before the final norm and the output head:
   // the model drafting for itself (self-speculation by layer skipping).
-  void forward(const ForwardBatch& batch, KVStorage& kv, float* logits, ThreadPool& pool, int num_layers = -1);
+  // `kv` must be a KVStorage (a pool this model made).
+  void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
+               int32_t* argmax = nullptr) override;
 
  private:
   void ensure_scratch(int64_t n_tokens);

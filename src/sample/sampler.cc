@@ -30,12 +30,23 @@ int32_t argmax(std::span<const float> v) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(seed_of(params)) {}
 
+namespace {
+
+bool penalised(const SamplingParams& p, size_t context_size, size_t num_prompt) {
+  return (p.repetition_penalty != 1.0f && p.repetition_window != 0 && context_size > 0) ||
+         ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && num_prompt < context_size);
+}
+
+}  // namespace
+
+bool Sampler::plain_greedy(size_t context_size, size_t num_prompt) const {
+  return params_.greedy() && !penalised(params_, context_size, num_prompt);
+}
+
 std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history,
                                              size_t num_prompt) const {
   const SamplingParams& p = params_;
-  const bool penalised = (p.repetition_penalty != 1.0f && p.repetition_window != 0 && !history.empty()) ||
-                         ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && num_prompt < history.size());
-  if (p.greedy() && !penalised) {  // the common greedy case needs no copy of the vocabulary
+  if (plain_greedy(history.size(), num_prompt)) {  // the common greedy case needs no copy of the vocabulary
     const int32_t best = argmax(logits);
     return {{best, logits[static_cast<size_t>(best)], 1.0}};
   }

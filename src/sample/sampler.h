@@ -32,6 +32,10 @@ class Sampler {
   std::vector<TokenProb> distribution(std::span<const float> logits, std::span<const int32_t> context,
                                       size_t num_prompt = 0) const;
 
+  // Greedy with no penalty active for this context: sample() is the argmax of
+  // the raw logits, draws nothing and needs nothing else of the row.
+  bool plain_greedy(size_t context_size, size_t num_prompt) const;
+
   const SamplingParams& params() const { return params_; }
   // The request's generator, shared with speculative verification so that a
   // seeded request draws from one stream.

@@ -9,7 +9,7 @@
 
 namespace exactly {
 
-ModelDrafter::ModelDrafter(LlamaModel& model, int num_layers, KVStorage& kv, KVCacheManager& kv_manager, Cache cache,
+ModelDrafter::ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheManager& kv_manager, Cache cache,
                            int64_t max_pass_tokens)
     : model_(model), num_layers_(num_layers), kv_(kv), kv_manager_(kv_manager), cache_(cache),
       max_pass_tokens_(max_pass_tokens) {

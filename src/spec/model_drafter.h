@@ -69,7 +69,7 @@ class ModelDrafter {
   // `model` runs its first `num_layers` layers; `kv` and `kv_manager` are the
   // draft's own (kOwn) or the target's (kTarget). A catch-up pass computes at
   // most `max_pass_tokens` tokens; requests left behind catch up next step.
-  ModelDrafter(LlamaModel& model, int num_layers, KVStorage& kv, KVCacheManager& kv_manager, Cache cache,
+  ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheManager& kv_manager, Cache cache,
                int64_t max_pass_tokens);
 
   // Drafts for each request, in the same order. A request the draft's cache
@@ -114,9 +114,9 @@ class ModelDrafter {
   void forward(const std::vector<Row>& rows, ThreadPool& pool);
   void draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out);
 
-  LlamaModel& model_;
+  Model& model_;
   int num_layers_;
-  KVStorage& kv_;
+  KVPool& kv_;
   KVCacheManager& kv_manager_;
   Cache cache_;
   int64_t max_pass_tokens_;

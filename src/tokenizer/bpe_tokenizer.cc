@@ -10,7 +10,10 @@
 namespace exactly {
 
 BpeTokenizer::BpeTokenizer(const TokenizerSpec& spec)
-    : Tokenizer(spec), pre_(spec.pre), specials_(tokens_, types_) {
+    : Tokenizer(spec),
+      pre_(spec.pre),
+      ignore_merges_(spec.ignore_merges.value_or(pre_.ignore_merges())),
+      specials_(tokens_, types_) {
   raw_bytes_.reserve(tokens_.size());
   for (size_t id = 0; id < tokens_.size(); ++id) {
     // Control and user-defined tokens are stored as plain text; so is any
@@ -73,7 +76,7 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& ou
     }
   }
   std::vector<int32_t> ids;
-  const auto whole = pre_.ignore_merges() ? find_token(byte_unicode::from_bytes(piece)) : std::nullopt;
+  const auto whole = ignore_merges_ ? find_token(byte_unicode::from_bytes(piece)) : std::nullopt;
   if (whole) {
     ids.push_back(*whole);
   } else {

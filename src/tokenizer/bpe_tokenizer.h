@@ -35,6 +35,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<int32_t> merge_piece(std::string_view piece) const;
 
   PreTokenizer pre_;
+  bool ignore_merges_;
   SpecialTokenSplitter specials_;
   std::vector<std::string> raw_bytes_;               // [vocab] bytes each token stands for
   std::array<int32_t, 256> byte_token_;              // [256] id of each single-byte token, -1 if absent

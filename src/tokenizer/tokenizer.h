@@ -1,6 +1,7 @@
 // Text <-> token ids for the vocabularies stored in GGUF metadata:
 // byte-level BPE (tokenizer.ggml.model = "gpt2") with the pre-tokenizer chosen
-// by tokenizer.ggml.pre, and SentencePiece-style vocabularies ("llama").
+// by tokenizer.ggml.pre, and SentencePiece-style vocabularies ("llama"); and
+// for the byte-level BPE of a Hugging Face tokenizer.json.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,10 @@ struct TokenizerSpec {
   // Unset means the model's default: add_bos true for "llama", add_space_prefix
   // true for "llama", everything else false.
   std::optional<bool> add_bos, add_eos, add_space_prefix;
+  // Byte-level BPE: take a piece whole when it is a token, without merging.
+  // Unset means what the pre-tokenizer's family does (Llama 3: true); a
+  // tokenizer.json says it explicitly (model.ignore_merges).
+  std::optional<bool> ignore_merges;
   std::string chat_template;
 };
 
@@ -47,6 +52,13 @@ class Tokenizer {
   // Builds the tokenizer described by the file's tokenizer.ggml.* keys.
   // Throws FileFormatError naming the key when they are missing or inconsistent.
   static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& file);
+
+  // Reads the spec of a Hugging Face checkpoint directory: tokenizer.json
+  // (byte-level BPE only) and, when present, tokenizer_config.json (chat
+  // template, BOS/EOS) or chat_template.jinja. Throws FileFormatError naming
+  // the file and key of anything missing, inconsistent or unsupported.
+  static TokenizerSpec spec_from_hf(const std::string& dir);
+  static std::unique_ptr<Tokenizer> from_hf(const std::string& dir);
   virtual ~Tokenizer() = default;
 
   // Token ids for `text`, without BOS/EOS. With parse_special, the text of a

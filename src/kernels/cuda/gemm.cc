@@ -1,0 +1,132 @@
+// cuBLASLt speaks column-major: a row-major [n, m] output is a column-major
+// m x n matrix, so out = x · w^T is computed as out^T = w · x^T with w read
+// transposed (a row-major [m, k] weight is a column-major k x m matrix).
+#include "kernels/cuda/gemm.h"
+
+#include <cublasLt.h>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace exactly::kernels::cuda {
+namespace {
+
+void check_lt(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) fail("cuBLASLt %s: status %d", what, static_cast<int>(status));
+}
+
+cudaDataType_t cuda_type(GemmOut t) { return t == GemmOut::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// In deterministic mode every row count of a weight shares the algorithm
+// chosen for this many rows.
+constexpr int64_t kDeterministicRows = 256;
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+  }
+};
+
+Gemm::Gemm(bool deterministic, size_t workspace_bytes)
+    : deterministic_(deterministic), workspace_bytes_(workspace_bytes) {
+  cublasLtHandle_t h = nullptr;
+  check_lt(cublasLtCreate(&h), "create");
+  handle_ = h;
+  check_cuda(cudaMalloc(&workspace_, workspace_bytes_), "cuBLASLt workspace");
+}
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+  if (workspace_) cudaFree(workspace_);
+}
+
+namespace {
+
+void make_layouts(cublasLtMatrixLayout_t* a, cublasLtMatrixLayout_t* b, cublasLtMatrixLayout_t* c, int64_t n,
+                  int64_t m, int64_t k, GemmOut out_type) {
+  check_lt(cublasLtMatrixLayoutCreate(a, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k),
+           "layout A");
+  check_lt(cublasLtMatrixLayoutCreate(b, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k),
+           "layout B");
+  check_lt(cublasLtMatrixLayoutCreate(c, cuda_type(out_type), static_cast<uint64_t>(m), static_cast<uint64_t>(n), m),
+           "layout C");
+}
+
+}  // namespace
+
+const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate) {
+  const int64_t key_rows = deterministic_ ? -1 : n;
+  auto key = std::make_tuple(key_rows, m, k, static_cast<int>(out_type), accumulate);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+
+  auto plan = std::make_unique<Plan>();
+  check_lt(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa), "transa");
+  check_lt(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb), "transb");
+  // The layouts are made for the representative row count; run() makes
+  // per-call layouts when n differs (deterministic mode only).
+  const int64_t plan_rows = deterministic_ ? kDeterministicRows : n;
+  make_layouts(&plan->a, &plan->b, &plan->c, plan_rows, m, k, out_type);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                                sizeof workspace_bytes_),
+           "preference workspace");
+  if (deterministic_) {
+    // No split-K: each output's sum runs over k in one kernel's fixed order.
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none),
+             "preference reduction");
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), plan->op, plan->a,
+                                                           plan->b, plan->c, plan->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  check_lt(st, "heuristic");
+  if (found < 1)
+    fail("cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 product", static_cast<long long>(n),
+         static_cast<long long>(m), static_cast<long long>(k));
+  plan->algo = result.algo;
+  auto [pos, inserted] = plans_.emplace(key, std::move(plan));
+  (void)inserted;
+  return *pos->second;
+}
+
+void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
+               bool accumulate, cudaStream_t stream) {
+  if (n == 0) return;
+  EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm: accumulating needs an fp32 output");
+  const Plan& plan = plan_for(n, m, k, out_type, accumulate);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  auto lt = static_cast<cublasLtHandle_t>(handle_);
+  cublasLtMatrixLayout_t a = plan.a, b = plan.b, c = plan.c;
+  cublasLtMatrixLayout_t own_a = nullptr, own_b = nullptr, own_c = nullptr;
+  if (deterministic_ && n != kDeterministicRows) {
+    make_layouts(&own_a, &own_b, &own_c, n, m, k, out_type);
+    a = own_a, b = own_b, c = own_c;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(lt, plan.op, a, b, c, c, &plan.algo, &check) != CUBLAS_STATUS_SUCCESS)
+      fail("cuBLASLt: the pinned algorithm does not take %lld rows of a %lld x %lld weight",
+           static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k));
+  }
+  const cublasStatus_t st = cublasLtMatmul(lt, plan.op, &alpha, w, a, x, b, &beta, out, c, out, c, &plan.algo,
+                                           workspace_, workspace_bytes_, stream);
+  if (own_a) cublasLtMatrixLayoutDestroy(own_a);
+  if (own_b) cublasLtMatrixLayoutDestroy(own_b);
+  if (own_c) cublasLtMatrixLayoutDestroy(own_c);
+  check_lt(st, "matmul");
+}
+
+}  // namespace exactly::kernels::cuda

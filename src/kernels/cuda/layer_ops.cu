@@ -1,0 +1,213 @@
+// Element-wise and row-wise layer operations (see layer_ops.h). They are a
+// few percent of a step's time: written for clarity, with 16-bit loads where
+// the rows are long.
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/launch_common.h"
+#include "kernels/cuda/layer_ops.h"
+
+namespace exactly::kernels::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kRowThreads = 256;
+
+__global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int dim, int vocab, float* x) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = tokens[t];
+  const bool valid = id >= 0 && id < vocab;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    x[t * dim + i] = valid ? __bfloat162float(table[int64_t{id} * dim + i]) : 0.0f;
+}
+
+// Sum over the block in a fixed order: each thread's strided partial, then a
+// shuffle tree within each warp, then warp 0 over the warps' sums.
+__device__ float block_sum(float v) {
+  __shared__ float warp_sums[kRowThreads / 32];
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kRowThreads / 32 ? warp_sums[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_sums[0] = v;
+  }
+  __syncthreads();
+  const float total = warp_sums[0];
+  __syncthreads();  // warp_sums may be reused by the caller's next reduction
+  return total;
+}
+
+__global__ void __launch_bounds__(kRowThreads)
+    rmsnorm_kernel(const float* x, const float* weight, const int32_t* rows, int dim, float eps, bf16* out) {
+  const int64_t i = blockIdx.x;
+  const int64_t r = rows != nullptr ? rows[i] : i;
+  const float* xr = x + r * dim;
+  float ss = 0.0f;
+  for (int j = threadIdx.x; j < dim; j += kRowThreads) ss += xr[j] * xr[j];
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+  for (int j = threadIdx.x; j < dim; j += kRowThreads) out[i * dim + j] = __float2bfloat16(xr[j] * inv * weight[j]);
+}
+
+__global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
+  const int64_t t = blockIdx.x;
+  const int hd = cache.head_dim, n_kv = cache.n_kv_heads;
+  const int row = (a.n_heads + 2 * n_kv) * hd;
+  const bf16* in = static_cast<const bf16*>(a.qkv) + t * row;
+  const int64_t slot = a.slot_mapping[t];
+  const int kv_row = n_kv * hd;
+  bf16* k_dst = slot >= 0 ? static_cast<bf16*>(cache.k) + slot * kv_row : nullptr;
+  bf16* v_dst = slot >= 0 ? static_cast<bf16*>(cache.v) + slot * kv_row : nullptr;
+  bf16* q_dst = static_cast<bf16*>(a.q_out) + t * a.n_heads * hd;
+  auto load = [&](int e) { return __bfloat162float(in[e]) + (a.bias != nullptr ? a.bias[e] : 0.0f); };
+
+  // q and k heads: one work item per pair of elements of a head.
+  const int half = hd / 2, rope_half = a.rope_dims / 2;
+  const int pair_items = (a.n_heads + n_kv) * half;
+  for (int item = threadIdx.x; item < pair_items; item += blockDim.x) {
+    const int head = item / half, i = item % half;
+    int e0, e1;
+    bool rotate;
+    if (a.layout == RopeLayout::kAdjacentPairs) {
+      e0 = 2 * i, e1 = 2 * i + 1, rotate = e0 < a.rope_dims;
+    } else if (i < rope_half) {
+      e0 = i, e1 = i + rope_half, rotate = true;
+    } else {  // dims past rope_dims are not rotated; walk them in pairs
+      e0 = a.rope_dims + 2 * (i - rope_half), e1 = e0 + 1, rotate = false;
+    }
+    const int base = head * hd;
+    float x0 = load(base + e0), x1 = load(base + e1);
+    if (rotate) {
+      const double freq = pow(static_cast<double>(a.freq_base), -2.0 * i / a.rope_dims);
+      double s, c;
+      sincos(static_cast<double>(a.positions[t]) * freq, &s, &c);
+      const float cf = static_cast<float>(c), sf = static_cast<float>(s);
+      const float r0 = x0 * cf - x1 * sf, r1 = x0 * sf + x1 * cf;
+      x0 = r0, x1 = r1;
+    }
+    bf16* dst = head < a.n_heads ? q_dst + base : k_dst == nullptr ? nullptr : k_dst + (head - a.n_heads) * hd;
+    if (dst != nullptr) {
+      dst[e0] = __float2bfloat16(x0);
+      dst[e1] = __float2bfloat16(x1);
+    }
+  }
+  if (v_dst == nullptr) return;
+  const int v_base = (a.n_heads + n_kv) * hd;
+  for (int e = threadIdx.x; e < kv_row; e += blockDim.x)
+    v_dst[e] = a.bias != nullptr ? __float2bfloat16(load(v_base + e)) : in[v_base + e];
+}
+
+__global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
+  const int64_t total = n_tokens * ffn;
+  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
+       idx += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = idx / ffn, j = idx % ffn;
+    const float g = __bfloat162float(gate_up[t * 2 * ffn + j]);
+    const float u = __bfloat162float(gate_up[t * 2 * ffn + ffn + j]);
+    out[idx] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+// (value, index) pairs: the larger value wins, the lower index among equals
+// — the host's argmax, whatever order the reduction visits them in.
+__device__ void better(float& v, int& i, float ov, int oi) {
+  if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
+}
+
+__global__ void __launch_bounds__(kRowThreads) row_argmax_kernel(const float* logits, int vocab, int32_t* out) {
+  const float* row = logits + int64_t{blockIdx.x} * vocab;
+  float v = -INFINITY;
+  int i = vocab;  // sentinel: loses to any real index at the same value
+  for (int j = threadIdx.x; j < vocab; j += kRowThreads) better(v, i, row[j], j);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    better(v, i, __shfl_xor_sync(0xffffffffu, v, offset), __shfl_xor_sync(0xffffffffu, i, offset));
+  __shared__ float vs[kRowThreads / 32];
+  __shared__ int is[kRowThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) vs[warp] = v, is[warp] = i;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kRowThreads / 32; ++w) better(v, i, vs[w], is[w]);
+    out[blockIdx.x] = i < vocab ? i : 0;  // all -inf (or NaN): index 0, as the host's scan gives
+  }
+}
+
+__device__ uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_uniform_kernel(bf16* out, int64_t n, float scale, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float u = static_cast<float>(splitmix64(seed ^ static_cast<uint64_t>(i)) >> 40) * 0x1p-24f;  // [0, 1)
+    out[i] = __float2bfloat16((2.0f * u - 1.0f) * scale);
+  }
+}
+
+__global__ void fill_f32_kernel(float* out, int64_t n, float value) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = value;
+}
+
+unsigned grid_for(int64_t n, int threads) {
+  return static_cast<unsigned>(std::min<int64_t>((n + threads - 1) / threads, 132 * 32));
+}
+
+}  // namespace
+
+void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens, int dim, int vocab, float* x,
+                      cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  embedding_kernel<<<static_cast<unsigned>(n_tokens), 256, 0, stream>>>(static_cast<const bf16*>(table), tokens, dim,
+                                                                        vocab, x);
+  check_launch("embedding_lookup");
+}
+
+void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps, void* out,
+                  cudaStream_t stream) {
+  if (n == 0) return;
+  rmsnorm_kernel<<<static_cast<unsigned>(n), kRowThreads, 0, stream>>>(x, weight, rows, dim, eps,
+                                                                         static_cast<bf16*>(out));
+  check_launch("rmsnorm_bf16");
+}
+
+void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream) {
+  EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "rope_and_store: the KV cache must be bf16");
+  EXACTLY_CUDA_REQUIRE(args.rope_dims % 2 == 0 && args.rope_dims > 0 && args.rope_dims <= cache.head_dim,
+                       "rope_and_store: rope_dims %d with head_dim %d", args.rope_dims, cache.head_dim);
+  if (args.n_tokens == 0) return;
+  rope_store_kernel<<<static_cast<unsigned>(args.n_tokens), 128, 0, stream>>>(args, cache);
+  check_launch("rope_and_store");
+}
+
+void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {
+  const int64_t total = n_tokens * ffn_dim;
+  if (total == 0) return;
+  swiglu_kernel<<<grid_for(total, 256), 256, 0, stream>>>(static_cast<const bf16*>(gate_up), n_tokens, ffn_dim,
+                                                           static_cast<bf16*>(out));
+  check_launch("swiglu");
+}
+
+void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  row_argmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, out);
+  check_launch("row_argmax");
+}
+
+void fill_uniform_bf16(void* out, int64_t n, float scale, uint64_t seed, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_uniform_kernel<<<grid_for(n, 256), 256, 0, stream>>>(static_cast<bf16*>(out), n, scale, seed);
+  check_launch("fill_uniform_bf16");
+}
+
+void fill_f32(float* out, int64_t n, float value, cudaStream_t stream) {
+  if (n == 0) return;
+  fill_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, n, value);
+  check_launch("fill_f32");
+}
+
+}  // namespace exactly::kernels::cuda

@@ -1,0 +1,61 @@
+// The element-wise and row-wise operations of a decoder layer on the GPU:
+// embedding lookup, RMSNorm, rotary embedding fused with the KV store, and
+// SwiGLU. The residual stream stays in fp32; what feeds a matrix product is
+// bf16. Every output row is computed by one thread block in a fixed order, so
+// its bits never depend on the other rows of the batch.
+//
+// All pointers are device pointers; launches are asynchronous on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/attention.h"
+
+namespace exactly::kernels::cuda {
+
+enum class RopeLayout : int {
+  kAdjacentPairs = 0,  // GGUF: pairs (2i, 2i+1)
+  kHalfSplit = 1,      // Hugging Face: pairs (i, i + rope_dims/2)
+};
+
+// x[t, :] = table[tokens[t], :] (bf16 -> fp32). Token ids are checked on the
+// host before the pass; here an id outside [0, vocab) writes zeros.
+void embedding_lookup(const void* table_bf16, const int32_t* tokens, int64_t n_tokens, int dim, int vocab,
+                      float* x, cudaStream_t stream);
+
+// out[i, :] = bf16(x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight) with
+// r = rows[i] (rows may be null: r = i). x fp32 [*, dim], out bf16 [n, dim].
+void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
+                  void* out_bf16, cudaStream_t stream);
+
+struct RopeStoreArgs {
+  const void* qkv;            // bf16 [n_tokens, (n_heads + 2 n_kv_heads) head_dim]: q | k | v
+  const float* bias;          // [(n_heads + 2 n_kv_heads) head_dim] added first (Qwen2); may be null
+  const int32_t* positions;   // [n_tokens]
+  const int64_t* slot_mapping;  // [n_tokens]; a negative slot stores nothing
+  int64_t n_tokens;
+  int n_heads;
+  int rope_dims;              // leading dims of each head that rotate (even)
+  float freq_base;
+  RopeLayout layout;
+  void* q_out;                // bf16 [n_tokens, n_heads, head_dim]
+};
+// Rotates q and k by pos * freq_base^(-2i/rope_dims) (angles in float64,
+// cosine and sine rounded once to fp32, as the CPU kernel does), writes q to
+// q_out and k, v into the paged cache through the slot mapping.
+void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream);
+
+// out[t, j] = bf16(silu(g) * u) with g = gate_up[t, j], u = gate_up[t, ffn + j].
+void swiglu(const void* gate_up_bf16, int64_t n_tokens, int ffn_dim, void* out_bf16, cudaStream_t stream);
+
+// out[r] = the lowest index of the largest value of logits[r, :] (fp32 [rows, vocab]).
+void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream);
+
+// Fills n bf16 values with uniform draws in [-scale, scale) from a counter
+// hash of (seed, index): random weights for benchmarks (--load-format dummy).
+void fill_uniform_bf16(void* out, int64_t n, float scale, uint64_t seed, cudaStream_t stream);
+void fill_f32(float* out, int64_t n, float value, cudaStream_t stream);
+
+}  // namespace exactly::kernels::cuda

@@ -1,0 +1,466 @@
+#include "model/cuda/llama_cuda.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/format.h"
+#include "core/ggml_types.h"
+#include "core/half.h"
+#include "kernels/cuda/attention.h"
+#include "model/cuda/kv_pool_cuda.h"
+#include "model/llama.h"
+
+namespace exactly {
+
+namespace kc = kernels::cuda;
+
+namespace {
+
+int64_t qkv_rows(const ModelConfig& c) { return int64_t{c.n_heads + 2 * c.n_kv_heads} * c.head_dim; }
+int64_t q_width(const ModelConfig& c) { return int64_t{c.n_heads} * c.head_dim; }
+
+// Offsets of every tensor inside the one weight allocation, each 256-byte
+// aligned (cuBLASLt and the 16-byte vector loads want aligned rows).
+struct WeightLayout {
+  struct LayerOffsets {
+    size_t attn_norm, wqkv, qkv_bias, wo, ffn_norm, w_gate_up, w_down;
+  };
+  size_t token_embd = 0, output = 0, output_norm = 0;
+  std::vector<LayerOffsets> layers;
+  size_t total = 0;
+
+  WeightLayout(const ModelConfig& c, bool tied, bool bias) {
+    auto take = [&](size_t bytes) {
+      const size_t at = total;
+      total += (bytes + 255) / 256 * 256;
+      return at;
+    };
+    const size_t dim = static_cast<size_t>(c.dim), ffn = static_cast<size_t>(c.ffn_dim);
+    token_embd = take(static_cast<size_t>(c.vocab_size) * dim * 2);
+    output = tied ? token_embd : take(static_cast<size_t>(c.vocab_size) * dim * 2);
+    output_norm = take(dim * 4);
+    for (int l = 0; l < c.n_layers; ++l) {
+      LayerOffsets o{};
+      o.attn_norm = take(dim * 4);
+      o.wqkv = take(static_cast<size_t>(qkv_rows(c)) * dim * 2);
+      o.qkv_bias = bias ? take(static_cast<size_t>(qkv_rows(c)) * 4) : SIZE_MAX;
+      o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
+      o.ffn_norm = take(dim * 4);
+      o.w_gate_up = take(2 * ffn * dim * 2);
+      o.w_down = take(dim * ffn * 2);
+      layers.push_back(o);
+    }
+  }
+};
+
+// GGUF tensor (any stored type) -> bf16 rows appended to `out`.
+void append_bf16(const kernels::WeightMatrix& w, std::vector<uint16_t>& out) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  const size_t row_bytes = static_cast<size_t>(ggml_row_bytes(w.type, w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * row_bytes, row.data(),
+                   w.cols);
+    for (float v : row) out.push_back(float_to_bf16(v));
+  }
+}
+
+void upload(void* dst, const void* src, size_t bytes) {
+  kc::check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
+}
+
+}  // namespace
+
+// Device arrays of one pass, grown (never shrunk) to the largest batch seen;
+// reserve() sizes them for the engine's limits up front.
+struct CudaLlamaModel::Workspace {
+  int64_t tokens = 0;
+  int32_t seqs = 0, blocks = 0, max_seq_len = 0, logits_rows = 0;
+  kc::DeviceBuffer x, h, qkv, q, attn, gate_up, act, last, logits, argmax, decode;
+  kc::DeviceBuffer index;   // tokens, positions, slots, query_start, seq_lens, block tables, logits rows
+  kc::PinnedBuffer staging;  // host side of `index`
+  size_t decode_bytes = 0;
+  // Offsets of the index arrays (bytes).
+  size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_query_start = 0, off_seq_lens = 0, off_tables = 0,
+         off_rows = 0, index_bytes = 0;
+};
+
+CudaLlamaModel::CudaLlamaModel(ModelConfig config, const CudaModelOptions& options)
+    : config_(std::move(config)), options_(options) {
+  const ModelConfig& c = config_;
+  if (c.head_dim != 64 && c.head_dim != 128)
+    throw Error(strformat("the CUDA backend supports head dims 64 and 128, not %d", c.head_dim), ExitCode::kUsage);
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw Error(strformat("%d query heads over %d KV heads", c.n_heads, c.n_kv_heads), ExitCode::kUsage);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    throw Error("--device cuda: no CUDA device is visible", ExitCode::kUsage);
+  kc::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
+  gemm_ = std::make_unique<kc::Gemm>(options_.deterministic);
+  rope_layout_ = c.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit : kc::RopeLayout::kAdjacentPairs;
+  ws_ = std::make_unique<Workspace>();
+}
+
+CudaLlamaModel::~CudaLlamaModel() {
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, ModelConfig config,
+                                                          const CudaModelOptions& options) {
+  const LlamaWeights w = LlamaWeights::from_gguf(file, config);  // validates shapes and types
+  const bool tied = w.output.data == w.token_embd.data;
+  std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
+  const ModelConfig& c = m->config_;
+  const WeightLayout layout(c, tied, false);
+  m->weights_ = kc::DeviceBuffer(layout.total, "the weights");
+  m->weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{c.vocab_size} * c.dim * 2);
+  auto* base = m->weights_.as<uint8_t>();
+  std::vector<uint16_t> staged;
+  auto put_matrices = [&](size_t offset, std::initializer_list<kernels::WeightMatrix> parts) {
+    staged.clear();
+    for (const auto& part : parts) append_bf16(part, staged);
+    upload(base + offset, staged.data(), staged.size() * 2);
+  };
+  auto put_vector = [&](size_t offset, const float* v, int64_t n) { upload(base + offset, v, static_cast<size_t>(n) * 4); };
+  put_matrices(layout.token_embd, {w.token_embd});
+  if (!tied) put_matrices(layout.output, {w.output});
+  put_vector(layout.output_norm, w.output_norm, c.dim);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const auto& o = layout.layers[static_cast<size_t>(l)];
+    put_vector(o.attn_norm, L.attn_norm, c.dim);
+    put_matrices(o.wqkv, {L.wq, L.wk, L.wv});
+    put_matrices(o.wo, {L.wo});
+    put_vector(o.ffn_norm, L.ffn_norm, c.dim);
+    put_matrices(o.w_gate_up, {L.w_gate, L.w_up});
+    put_matrices(o.w_down, {L.w_down});
+  }
+  m->token_embd_ = base + layout.token_embd;
+  m->output_ = base + layout.output;
+  m->output_norm_ = reinterpret_cast<float*>(base + layout.output_norm);
+  for (const auto& o : layout.layers)
+    m->layers_.push_back({reinterpret_cast<float*>(base + o.attn_norm), base + o.wqkv, nullptr, base + o.wo,
+                          reinterpret_cast<float*>(base + o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+  return m;
+}
+
+std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig config, uint64_t seed,
+                                                                    const CudaModelOptions& options) {
+  std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
+  const ModelConfig& c = m->config_;
+  const WeightLayout layout(c, false, false);
+  m->weights_ = kc::DeviceBuffer(layout.total, "the weights");
+  m->weight_bytes_ = static_cast<int64_t>(layout.total) - int64_t{c.vocab_size} * c.dim * 2;
+  auto* base = m->weights_.as<uint8_t>();
+  uint64_t stream_id = seed * 0x9e3779b97f4a7c15ull;
+  auto random = [&](size_t offset, int64_t rows, int64_t cols) {
+    kc::fill_uniform_bf16(base + offset, rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)), ++stream_id << 40,
+                          m->stream_);
+  };
+  auto ones = [&](size_t offset, int64_t n) { kc::fill_f32(reinterpret_cast<float*>(base + offset), n, 1.0f, m->stream_); };
+  random(layout.token_embd, c.vocab_size, c.dim);
+  random(layout.output, c.vocab_size, c.dim);
+  ones(layout.output_norm, c.dim);
+  for (const auto& o : layout.layers) {
+    ones(o.attn_norm, c.dim);
+    random(o.wqkv, qkv_rows(c), c.dim);
+    random(o.wo, c.dim, q_width(c));
+    ones(o.ffn_norm, c.dim);
+    random(o.w_gate_up, 2 * int64_t{c.ffn_dim}, c.dim);
+    random(o.w_down, c.dim, c.ffn_dim);
+  }
+  kc::check_cuda(cudaStreamSynchronize(m->stream_), "initialising random weights");
+  m->token_embd_ = base + layout.token_embd;
+  m->output_ = base + layout.output;
+  m->output_norm_ = reinterpret_cast<float*>(base + layout.output_norm);
+  for (const auto& o : layout.layers)
+    m->layers_.push_back({reinterpret_cast<float*>(base + o.attn_norm), base + o.wqkv, nullptr, base + o.wo,
+                          reinterpret_cast<float*>(base + o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+  return m;
+}
+
+int64_t CudaLlamaModel::kv_bytes_per_slot() const {
+  return int64_t{2} * config_.n_layers * config_.n_kv_heads * config_.head_dim * 2;  // bf16 K and V
+}
+
+void CudaLlamaModel::reserve(const ModelLimits& limits) {
+  limits_ = limits;
+  const int32_t blocks = (limits.max_model_len + limits.block_size - 1) / std::max(1, limits.block_size);
+  ensure_workspace(limits.max_batch_tokens, limits.max_seqs, blocks, limits.max_model_len);
+}
+
+int64_t CudaLlamaModel::default_kv_cache_memory(double utilization) const {
+  size_t free_bytes = 0, total_bytes = 0;
+  kc::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "reading free GPU memory");
+  // What this process may hold in all, minus what is held already (weights,
+  // workspace, cuBLASLt's workspace, the CUDA context, other processes).
+  const double allowed = utilization * static_cast<double>(total_bytes);
+  const double in_use = static_cast<double>(total_bytes - free_bytes);
+  return std::max<int64_t>(0, static_cast<int64_t>(allowed - in_use));
+}
+
+std::unique_ptr<KVPool> CudaLlamaModel::make_kv_pool(int64_t num_blocks, int block_size) {
+  if (block_size % 16 != 0)
+    throw Error(strformat("--block-size %d: the CUDA backend needs a multiple of 16", block_size), ExitCode::kUsage);
+  return std::make_unique<CudaKVPool>(config_, num_blocks, block_size);
+}
+
+void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len) {
+  Workspace& w = *ws_;
+  const ModelConfig& c = config_;
+  tokens = std::max<int64_t>(tokens, 1);
+  seqs = std::max(seqs, 1);
+  blocks = std::max(blocks, 1);
+  if (tokens > w.tokens || seqs > w.seqs || blocks > w.blocks) {
+    kc::check_cuda(cudaStreamSynchronize(stream_), "workspace");
+    graphs_.clear();  // they hold the old buffers' addresses
+    w.tokens = std::max(w.tokens, tokens);
+    w.seqs = std::max(w.seqs, seqs);
+    w.blocks = std::max(w.blocks, blocks);
+    const auto T = static_cast<size_t>(w.tokens);
+    w.x = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 4, "activations");
+    w.h = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 2, "activations");
+    w.qkv = kc::DeviceBuffer(T * static_cast<size_t>(qkv_rows(c)) * 2, "activations");
+    w.q = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
+    w.attn = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
+    w.gate_up = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.ffn_dim) * 2, "activations");
+    w.act = kc::DeviceBuffer(T * static_cast<size_t>(c.ffn_dim) * 2, "activations");
+    // Logits are computed in chunks of at most this many rows: enough for
+    // every sequence's verify of up to 16 drafts, without a [tokens, vocab]
+    // buffer for long prompts.
+    w.logits_rows = static_cast<int32_t>(std::min<int64_t>(w.tokens, std::max<int64_t>(256, int64_t{w.seqs} * 17)));
+    w.last = kc::DeviceBuffer(static_cast<size_t>(w.logits_rows) * static_cast<size_t>(c.dim) * 2, "activations");
+    w.logits = kc::DeviceBuffer(static_cast<size_t>(w.logits_rows) * static_cast<size_t>(c.vocab_size) * 4, "logits");
+    w.argmax = kc::DeviceBuffer(T * 4, "argmax");
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+      const size_t at = off;
+      off += (bytes + 15) / 16 * 16;
+      return at;
+    };
+    w.off_tokens = take(T * 4);
+    w.off_positions = take(T * 4);
+    w.off_slots = take(T * 8);
+    w.off_query_start = take((static_cast<size_t>(w.seqs) + 1) * 4);
+    w.off_seq_lens = take(static_cast<size_t>(w.seqs) * 4);
+    w.off_tables = take(static_cast<size_t>(w.seqs) * static_cast<size_t>(w.blocks) * 4);
+    w.off_rows = take(T * 4);
+    w.index_bytes = off;
+    w.index = kc::DeviceBuffer(off, "batch indices");
+    w.staging = kc::PinnedBuffer(off, "batch indices (host)");
+  }
+  if (max_seq_len > w.max_seq_len || seqs > w.seqs) {
+    w.max_seq_len = std::max(w.max_seq_len, max_seq_len);
+    const int64_t bytes = kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim);
+    if (static_cast<size_t>(bytes) > w.decode_bytes) {
+      kc::check_cuda(cudaStreamSynchronize(stream_), "workspace");
+      graphs_.clear();
+      w.decode = kc::DeviceBuffer(static_cast<size_t>(bytes), "split-KV decode");
+      w.decode_bytes = static_cast<size_t>(bytes);
+    }
+  }
+}
+
+// Packs the batch into the pinned staging buffer and uploads it in one copy.
+// Block tables are laid out with the workspace's fixed row stride, and a
+// decode batch is padded to `padded_seqs` sequences (token 0 at position 0,
+// no KV slot, context 1, block 0): the shapes a captured graph was made for.
+void CudaLlamaModel::upload_batch(const ForwardBatch& b, int32_t padded_seqs) {
+  Workspace& w = *ws_;
+  auto* host = w.staging.as<uint8_t>();
+  const auto n = static_cast<size_t>(b.num_tokens());
+  const auto seqs = static_cast<size_t>(b.num_seqs());
+  const auto padded = static_cast<size_t>(std::max<int32_t>(padded_seqs, b.num_seqs()));
+  auto at = [&](size_t off) { return host + off; };
+  std::memcpy(at(w.off_tokens), b.tokens.data(), n * 4);
+  std::memcpy(at(w.off_positions), b.positions.data(), n * 4);
+  std::memcpy(at(w.off_slots), b.slot_mapping.data(), n * 8);
+  std::memcpy(at(w.off_query_start), b.query_start.data(), (seqs + 1) * 4);
+  std::memcpy(at(w.off_seq_lens), b.seq_lens.data(), seqs * 4);
+  auto* tables = reinterpret_cast<int32_t*>(at(w.off_tables));
+  const auto stride = static_cast<size_t>(w.blocks), given = static_cast<size_t>(b.max_blocks_per_seq);
+  for (size_t s = 0; s < seqs; ++s) {
+    std::memcpy(tables + s * stride, b.block_tables.data() + s * given, given * 4);
+    std::memset(tables + s * stride + given, 0, (stride - given) * 4);
+  }
+  for (size_t s = seqs; s < padded; ++s) {  // padding sequences of one harmless token each
+    reinterpret_cast<int32_t*>(at(w.off_tokens))[s] = 0;
+    reinterpret_cast<int32_t*>(at(w.off_positions))[s] = 0;
+    reinterpret_cast<int64_t*>(at(w.off_slots))[s] = -1;
+    reinterpret_cast<int32_t*>(at(w.off_query_start))[s + 1] = static_cast<int32_t>(s + 1);
+    reinterpret_cast<int32_t*>(at(w.off_seq_lens))[s] = 1;
+    std::memset(tables + s * stride, 0, stride * 4);
+  }
+  std::memcpy(at(w.off_rows), b.logits_rows.data(), b.logits_rows.size() * 4);
+  // Only the used part of each array travels: everything up to the end of
+  // the block tables in use, then the logits rows.
+  const size_t head = w.off_tables + padded * stride * 4;
+  kc::check_cuda(cudaMemcpyAsync(w.index.get(), host, head, cudaMemcpyHostToDevice, stream_), "batch upload");
+  kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_rows, at(w.off_rows), b.logits_rows.size() * 4,
+                                 cudaMemcpyHostToDevice, stream_),
+                 "batch upload");
+}
+
+// The decoder layers over n tokens of `attn` sequences, all on the stream.
+void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBatchDevice& attn, bool split_kv_decode,
+                                int num_layers) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  auto* idx = w.index.as<uint8_t>();
+  const auto* d_tokens = reinterpret_cast<const int32_t*>(idx + w.off_tokens);
+  const auto* d_positions = reinterpret_cast<const int32_t*>(idx + w.off_positions);
+  const auto* d_slots = reinterpret_cast<const int64_t*>(idx + w.off_slots);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  auto* x = w.x.as<float>();
+  kc::embedding_lookup(token_embd_, d_tokens, n, c.dim, c.vocab_size, x, stream_);
+  for (int l = 0; l < num_layers; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    const kc::PagedKVDevice cache = kv.layer(l);
+    // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
+    kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
+    gemm_->run(w.h.get(), L.wqkv, w.qkv.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream_);
+    kc::RopeStoreArgs rope{w.qkv.get(), L.qkv_bias, d_positions, d_slots, n, c.n_heads, c.rope_dims,
+                           c.rope_freq_base, rope_layout_, w.q.get()};
+    kc::rope_and_store(rope, cache, stream_);
+    if (split_kv_decode)
+      kc::paged_decode_attention(cache, attn, w.q.get(), c.n_heads, scale, w.attn.get(), w.decode.get(),
+                                 static_cast<int64_t>(w.decode_bytes), stream_);
+    else
+      kc::flash_attention_prefill(cache, attn, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
+    gemm_->run(w.attn.get(), L.wo, x, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream_);
+    // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
+    kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
+    gemm_->run(w.h.get(), L.w_gate_up, w.gate_up.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false,
+               stream_);
+    kc::swiglu(w.gate_up.get(), n, c.ffn_dim, w.act.get(), stream_);
+    gemm_->run(w.act.get(), L.w_down, x, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream_);
+  }
+}
+
+namespace {
+
+// Decode batches are padded up to one of these sizes, each with a graph of
+// its own: 1, 2, 4, 8, then multiples of 8 up to 64 and of 32 beyond.
+int32_t graph_batch_size(int32_t n) {
+  if (n <= 8) return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8;
+  if (n <= 64) return (n + 7) / 8 * 8;
+  return (n + 31) / 32 * 32;
+}
+
+}  // namespace
+
+void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool&, int num_layers,
+                             int32_t* argmax) {
+  const ModelConfig& c = config_;
+  if (num_layers < 0) num_layers = c.n_layers;
+  EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
+  auto* kv = dynamic_cast<CudaKVPool*>(&kv_pool);
+  EXACTLY_CHECK(kv != nullptr, "the CUDA model was given a KV pool of another device");
+  const int64_t n = b.num_tokens();
+  EXACTLY_CHECK(n > 0 && static_cast<int64_t>(b.positions.size()) == n &&
+                static_cast<int64_t>(b.slot_mapping.size()) == n);
+  EXACTLY_CHECK(static_cast<int32_t>(b.query_start.size()) == b.num_seqs() + 1 && b.query_start.back() == n);
+  for (int32_t t : b.tokens)
+    if (t < 0 || t >= c.vocab_size) throw Error(strformat("token id %d is outside the vocabulary (%d)", t, c.vocab_size));
+  int32_t max_q = 0, max_len = 0;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    max_q = std::max(max_q, b.query_start[static_cast<size_t>(s) + 1] - b.query_start[static_cast<size_t>(s)]);
+    max_len = std::max(max_len, b.seq_lens[static_cast<size_t>(s)]);
+  }
+  for (int32_t r : b.logits_rows) EXACTLY_CHECK(r >= 0 && r < n, "logits row %d out of range", r);
+  ensure_workspace(n, b.num_seqs(), b.max_blocks_per_seq, max_len);
+  Workspace& w = *ws_;
+
+  // Split-KV decode when every sequence brings one token; under
+  // --deterministic the prefill kernel always, whose rows are reduced in one
+  // order whatever else is in the batch (the split decode merges partitions:
+  // another order, so a request's bits would depend on its neighbours' kind).
+  const bool decode = max_q == 1;
+  const bool split_kv = decode && !options_.deterministic;
+  auto* idx = w.index.as<uint8_t>();
+  kc::AttentionBatchDevice attn{b.num_seqs(),
+                                reinterpret_cast<const int32_t*>(idx + w.off_query_start),
+                                reinterpret_cast<const int32_t*>(idx + w.off_seq_lens),
+                                reinterpret_cast<const int32_t*>(idx + w.off_tables),
+                                w.blocks,
+                                max_q,
+                                max_len};
+  const int32_t padded = decode ? std::min(graph_batch_size(b.num_seqs()), std::min<int32_t>(w.seqs, static_cast<int32_t>(w.tokens))) : 0;
+  if (!decode || !options_.cuda_graphs || padded < b.num_seqs()) {
+    upload_batch(b, b.num_seqs());
+    run_layers(*kv, n, attn, split_kv, num_layers);
+  } else {
+    // A decode step replays the graph captured for its padded batch size and
+    // its bound on the context (whole split-KV partitions), once made.
+    upload_batch(b, padded);
+    const int32_t partitions = (max_len + kc::kDecodePartition - 1) / kc::kDecodePartition;
+    attn.n_seqs = padded;
+    attn.max_seq_len = std::min(partitions * kc::kDecodePartition, w.blocks * kv->block_size());
+    attn.max_seq_len = std::max(attn.max_seq_len, max_len);
+    const GraphKey key{padded, attn.max_seq_len, num_layers};
+    auto it = graphs_.find(key);
+    if (it == graphs_.end() && graph_shapes_seen_.insert(key).second) {
+      // The first step of a shape runs eagerly: kernels get their one-time
+      // set-up (shared-memory limits, cuBLASLt plans) outside any capture.
+      run_layers(*kv, padded, attn, split_kv, num_layers);
+    } else if (it == graphs_.end()) {
+      cudaGraph_t graph = nullptr;
+      kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
+      run_layers(*kv, padded, attn, split_kv, num_layers);
+      kc::check_cuda(cudaStreamEndCapture(stream_, &graph), "graph capture");
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      kc::check_cuda(st, "graph instantiation");
+      it = graphs_.emplace(key, GraphExec(exec)).first;
+      kc::check_cuda(cudaGraphLaunch(it->second.get(), stream_), "graph launch");
+    } else {
+      kc::check_cuda(cudaGraphLaunch(it->second.get(), stream_), "graph launch");
+    }
+  }
+  compute_logits(b, logits, argmax);
+}
+
+// Only the rows that need logits go through the final norm and the head, in
+// chunks that fit the logits buffer; rows wanted for their argmax alone stay
+// on the GPU (a 128k vocabulary is half a megabyte a row).
+void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_t* argmax) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  const auto n_out = static_cast<int64_t>(b.logits_rows.size());
+  const auto* d_rows = reinterpret_cast<const int32_t*>(w.index.as<uint8_t>() + w.off_rows);
+  for (int64_t first = 0; first < n_out; first += w.logits_rows) {
+    const int64_t rows = std::min<int64_t>(w.logits_rows, n_out - first);
+    kc::rmsnorm_bf16(w.x.as<float>(), output_norm_, d_rows + first, rows, c.dim, c.rms_eps, w.last.get(), stream_);
+    gemm_->run(w.last.get(), output_, w.logits.get(), rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream_);
+    if (argmax != nullptr) {
+      kc::row_argmax(w.logits.as<float>(), rows, c.vocab_size, w.argmax.as<int32_t>() + first, stream_);
+    }
+    // Download runs of rows that are wanted whole.
+    for (int64_t i = 0; i < rows;) {
+      auto wanted = [&](int64_t r) { return b.argmax_only.empty() || !b.argmax_only[static_cast<size_t>(first + r)]; };
+      if (!wanted(i)) {
+        ++i;
+        continue;
+      }
+      int64_t j = i + 1;
+      while (j < rows && wanted(j)) ++j;
+      kc::check_cuda(cudaMemcpyAsync(logits + (first + i) * c.vocab_size, w.logits.as<float>() + i * c.vocab_size,
+                                     static_cast<size_t>((j - i) * c.vocab_size) * 4, cudaMemcpyDeviceToHost, stream_),
+                     "logits download");
+      i = j;
+    }
+  }
+  if (argmax != nullptr && n_out > 0)
+    kc::check_cuda(cudaMemcpyAsync(argmax, w.argmax.get(), static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost,
+                                   stream_),
+                   "argmax download");
+  kc::check_cuda(cudaStreamSynchronize(stream_), "forward pass");
+}
+
+}  // namespace exactly

@@ -1,0 +1,106 @@
+// The llama architecture on an NVIDIA GPU: the same forward pass as
+// model/llama.h, with bf16 weights (GGUF tensors dequantised at load),
+// cuBLASLt products, the paged attention kernels of kernels/cuda and a bf16
+// KV cache in GPU memory. The residual stream is fp32.
+//
+// One CUDA stream carries a whole pass; the host waits only for the logits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layer_ops.h"
+#include "model/config.h"
+#include "model/model.h"
+
+namespace exactly {
+
+class GGUFFile;
+class CudaKVPool;
+
+struct CudaModelOptions {
+  // Batch-invariant products (one cuBLASLt algorithm per weight, no split-K).
+  bool deterministic = false;
+  // Decode steps replay CUDA graphs (one per padded batch size and context
+  // bound) instead of launching every kernel from the host.
+  bool cuda_graphs = true;
+};
+
+class CudaLlamaModel final : public Model {
+ public:
+  // Validates the file's tensors like the CPU model, then uploads them as bf16.
+  static std::unique_ptr<CudaLlamaModel> from_gguf(const GGUFFile& file, ModelConfig config,
+                                                   const CudaModelOptions& options);
+  // Random weights (uniform, scaled by 1/sqrt(fan-in); norms 1) of the shape
+  // `config` describes: benchmarks of models whose weights are not at hand.
+  static std::unique_ptr<CudaLlamaModel> with_random_weights(ModelConfig config, uint64_t seed,
+                                                             const CudaModelOptions& options);
+  ~CudaLlamaModel() override;
+
+  const ModelConfig& config() const override { return config_; }
+  const char* device() const override { return "cuda"; }
+  int64_t kv_bytes_per_slot() const override;
+  void reserve(const ModelLimits& limits) override;
+  int64_t default_kv_cache_memory(double gpu_memory_utilization) const override;
+  std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) override;
+  void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
+               int32_t* argmax = nullptr) override;
+
+  // Bytes of the weights a pass reads (on the GPU: all but the embedding table, unless tied).
+  int64_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  struct Layer {
+    float* attn_norm;       // [dim]
+    void* wqkv;             // bf16 [(n_heads + 2 n_kv_heads) head_dim, dim]: wq | wk | wv
+    float* qkv_bias;        // [(n_heads + 2 n_kv_heads) head_dim] or null
+    void* wo;               // bf16 [dim, n_heads head_dim]
+    float* ffn_norm;        // [dim]
+    void* w_gate_up;        // bf16 [2 ffn_dim, dim]: w_gate | w_up
+    void* w_down;           // bf16 [dim, ffn_dim]
+  };
+  // The activations and the batch's index arrays, sized for `tokens` tokens
+  // of `seqs` sequences with tables of `blocks` blocks.
+  struct Workspace;
+
+  CudaLlamaModel(ModelConfig config, const CudaModelOptions& options);
+  void allocate_weights();
+  void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
+  void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
+  void run_layers(CudaKVPool& kv, int64_t n, const kernels::cuda::AttentionBatchDevice& attn, bool split_kv_decode,
+                  int num_layers);
+  void compute_logits(const ForwardBatch& b, float* logits, int32_t* argmax);
+
+  ModelConfig config_;
+  CudaModelOptions options_;
+  cudaStream_t stream_ = nullptr;
+  kernels::cuda::RopeLayout rope_layout_ = kernels::cuda::RopeLayout::kAdjacentPairs;
+  std::unique_ptr<kernels::cuda::Gemm> gemm_;
+  kernels::cuda::DeviceBuffer weights_;  // every tensor, in one allocation
+  int64_t weight_bytes_ = 0;
+  void* token_embd_ = nullptr;           // bf16 [vocab, dim]
+  void* output_ = nullptr;               // bf16 [vocab, dim] (token_embd_ when tied)
+  float* output_norm_ = nullptr;         // [dim]
+  std::vector<Layer> layers_;
+  std::unique_ptr<Workspace> ws_;
+  // Captured decode steps: (padded sequences, context bound, layers).
+  using GraphKey = std::tuple<int32_t, int32_t, int>;
+  struct GraphExecDeleter {
+    void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
+  };
+  using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+  std::map<GraphKey, GraphExec> graphs_;
+  std::set<GraphKey> graph_shapes_seen_;
+  ModelLimits limits_;
+};
+
+}  // namespace exactly

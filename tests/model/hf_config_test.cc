@@ -1,0 +1,238 @@
+// config.json of published checkpoints (values copied from their model cards'
+// config.json) read into ModelConfig, and the errors for files we must refuse.
+#include "model/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "loader/gguf.h"
+
+namespace exactly {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kLlama3_8B = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 8192,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
+  "use_cache": true, "vocab_size": 128256})";
+
+constexpr const char* kQwen25_05B = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 24,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": true, "use_mrope": false,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
+constexpr const char* kSmolLM2_135M = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "silu", "hidden_size": 576,
+  "initializer_range": 0.041666666666666664, "intermediate_size": 1536, "is_llama_config": true,
+  "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 9,
+  "num_hidden_layers": 30, "num_key_value_heads": 3, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_interleaved": false, "rope_scaling": null, "rope_theta": 100000, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.40.1", "use_cache": true, "vocab_size": 49152})";
+
+constexpr const char* kMistral7B_v01 = R"({
+  "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+  "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})";
+
+// Writes `text` as <fresh dir>/config.json and returns the file's path.
+std::string write_config(const std::string& text) {
+  static int counter = 0;
+  const auto dir = std::filesystem::path(::testing::TempDir()) /
+                   ("hf_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << text;
+  return (dir / "config.json").string();
+}
+
+// `base` with `key` set to `value` (erased when value is "erase").
+std::string edited(const char* base, const std::string& key, const json& value) {
+  json j = json::parse(base);
+  if (value == "erase") {
+    j.erase(key);
+  } else {
+    j[key] = value;
+  }
+  return write_config(j.dump());
+}
+
+// The FileFormatError message of reading `path`, or "" when none is thrown.
+std::string error_of(const std::string& path) {
+  try {
+    read_hf_config(path);
+  } catch (const FileFormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_HAS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+TEST(HfConfig, Llama3_8B) {
+  const ModelConfig c = read_hf_config(write_config(kLlama3_8B));
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_layers, 32);
+  EXPECT_EQ(c.dim, 4096);
+  EXPECT_EQ(c.ffn_dim, 14336);
+  EXPECT_EQ(c.n_heads, 32);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rope_dims, 128);
+  EXPECT_EQ(c.rope_freq_base, 500000.0f);
+  EXPECT_EQ(c.rms_eps, 1e-5f);
+  EXPECT_EQ(c.context_length, 8192);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.rope_layout, RopeLayout::kHalfSplit);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.dtype, "bfloat16");
+}
+
+TEST(HfConfig, Qwen25_05B) {
+  const ModelConfig c = read_hf_config(write_config(kQwen25_05B));
+  EXPECT_EQ(c.architecture, "qwen2");
+  EXPECT_EQ(c.n_layers, 24);
+  EXPECT_EQ(c.dim, 896);
+  EXPECT_EQ(c.ffn_dim, 4864);
+  EXPECT_EQ(c.n_heads, 14);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.rope_freq_base, 1e6f);
+  EXPECT_EQ(c.rms_eps, 1e-6f);
+  EXPECT_EQ(c.context_length, 32768);  // use_sliding_window is false
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_TRUE(c.attention_bias);  // Qwen2's q/k/v biases are not in its config
+  EXPECT_TRUE(c.tied_embeddings);
+}
+
+TEST(HfConfig, SmolLM2_135M) {
+  const ModelConfig c = read_hf_config(write_config(kSmolLM2_135M));
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_layers, 30);
+  EXPECT_EQ(c.dim, 576);
+  EXPECT_EQ(c.n_heads, 9);
+  EXPECT_EQ(c.n_kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.rope_freq_base, 100000.0f);  // written as an integer
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+}
+
+// The GGUF of the default model was converted from this config.json: every
+// hyperparameter both formats carry must agree.
+TEST(HfConfig, SmolLM2AgreesWithItsGguf) {
+  const char* src = std::getenv("EXACTLY_SOURCE_DIR");
+  const std::string model = std::string(src ? src : ".") + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "model not found: " << model;
+  const ModelConfig g = ModelConfig::from_gguf(*GGUFFile::open(model));
+  const ModelConfig h = read_hf_config(write_config(kSmolLM2_135M));
+  EXPECT_EQ(h.architecture, g.architecture);
+  EXPECT_EQ(h.n_layers, g.n_layers);
+  EXPECT_EQ(h.dim, g.dim);
+  EXPECT_EQ(h.ffn_dim, g.ffn_dim);
+  EXPECT_EQ(h.n_heads, g.n_heads);
+  EXPECT_EQ(h.n_kv_heads, g.n_kv_heads);
+  EXPECT_EQ(h.head_dim, g.head_dim);
+  EXPECT_EQ(h.rope_dims, g.rope_dims);
+  EXPECT_EQ(h.rope_freq_base, g.rope_freq_base);
+  EXPECT_EQ(h.rms_eps, g.rms_eps);
+  EXPECT_EQ(h.context_length, g.context_length);
+  EXPECT_EQ(h.vocab_size, g.vocab_size);
+  EXPECT_EQ(g.rope_layout, RopeLayout::kAdjacentPairs);  // the GGUF converter permuted q/k
+}
+
+TEST(HfConfig, MistralSlidingWindowCapsTheContext) {
+  const ModelConfig c = read_hf_config(write_config(kMistral7B_v01));
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.context_length, 4096);
+  EXPECT_EQ(c.n_kv_heads, 8);
+  EXPECT_EQ(read_hf_config(edited(kMistral7B_v01, "sliding_window", nullptr)).context_length, 32768);
+  EXPECT_EQ(read_hf_config(edited(kQwen25_05B, "use_sliding_window", true)).context_length, 32768);
+}
+
+TEST(HfConfig, DefaultsAndDirectories) {
+  json j = json::parse(kSmolLM2_135M);
+  for (const char* key : {"num_key_value_heads", "rope_theta", "tie_word_embeddings", "torch_dtype", "rope_scaling"}) {
+    j.erase(key);
+  }
+  j["head_dim"] = 32;  // explicit head_dim wins over hidden_size / heads
+  const std::string path = write_config(j.dump());
+  const ModelConfig c = read_hf_config(std::filesystem::path(path).parent_path().string());
+  EXPECT_EQ(c.n_kv_heads, 9);
+  EXPECT_EQ(c.rope_freq_base, 10000.0f);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.dtype, "");
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_TRUE(read_hf_config(edited(kLlama3_8B, "attention_bias", true)).attention_bias);
+  EXPECT_EQ(read_hf_config(edited(kLlama3_8B, "torch_dtype", "erase")).dtype, "");
+  EXPECT_EQ(read_hf_config(edited(kLlama3_8B, "dtype", "float16")).dtype, "float16");
+  EXPECT_EQ(read_hf_config(edited(kLlama3_8B, "rope_scaling", {{"rope_type", "default"}})).rope_freq_base, 5e5f);
+}
+
+TEST(HfConfig, UnsupportedArchitectureNamesFileAndValue) {
+  const std::string path = edited(kLlama3_8B, "architectures", {"GemmaForCausalLM"});
+  const std::string e = error_of(path);
+  EXPECT_HAS(e, path);
+  EXPECT_HAS(e, "'architectures'");
+  EXPECT_HAS(e, "GemmaForCausalLM");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "architectures", "LlamaForCausalLM")), "must be a list");
+}
+
+TEST(HfConfig, MissingAndIllTypedKeysAreNamed) {
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "rms_norm_eps", "max_position_embeddings", "vocab_size", "architectures"}) {
+    const std::string path = edited(kLlama3_8B, key, "erase");
+    const std::string e = error_of(path);
+    EXPECT_HAS(e, path);
+    EXPECT_HAS(e, std::string("'") + key + "' is missing");
+  }
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "hidden_size", "4096")), "'hidden_size' must be an integer");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "num_hidden_layers", 32.5)), "'num_hidden_layers' must be an integer");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "num_hidden_layers", 0)), "'num_hidden_layers' has invalid value 0");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_theta", "big")), "'rope_theta' must be a number");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "tie_word_embeddings", 1)), "'tie_word_embeddings' must be true or false");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "torch_dtype", "int8")), "'torch_dtype' is 'int8'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "num_key_value_heads", 6)), "'num_key_value_heads' 6 does not divide");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "num_attention_heads", 24)), "24 does not divide hidden_size 4096");
+}
+
+TEST(HfConfig, RefusesWhatWouldComputeSomethingElse) {
+  const json llama31_scaling = {{"factor", 8.0},
+                                {"low_freq_factor", 1.0},
+                                {"high_freq_factor", 4.0},
+                                {"original_max_position_embeddings", 8192},
+                                {"rope_type", "llama3"}};
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", llama31_scaling)), "'rope_scaling' has type 'llama3'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", 2.0}})), "type 'linear'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", "yarn")), "'rope_scaling' is string, not an object");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "hidden_act", "gelu")), "'hidden_act' is 'gelu'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "mlp_bias", true)), "'mlp_bias'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "quantization_config", {{"quant_method", "gptq"}})), "quantized");
+}
+
+TEST(HfConfig, UnreadableFilesNameThePath) {
+  const std::string bad = write_config("{\"architectures\": [");
+  EXPECT_HAS(error_of(bad), bad + ": not valid JSON");
+  EXPECT_HAS(error_of(write_config("[1, 2]")), "the top level is array, not a JSON object");
+  EXPECT_HAS(error_of("/nonexistent/config.json"), "/nonexistent/config.json: cannot open");
+}
+
+}  // namespace
+}  // namespace exactly
