@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/error.h"
 #include "core/format.h"
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
@@ -68,6 +69,8 @@ Result measure(LoadedModel& m, int threads, int n_prompt, int n_gen, int reps) {
 
 void run(BenchOptions& o) {
   LoadedModel m = load_model(o.model.model, true, o.model.load_options());
+  if (!m.file)  // dummy weights, a Hugging Face checkpoint: no GGUF tensors to report
+    throw Error("bench model measures a GGUF file; use bench throughput for other checkpoints", ExitCode::kUsage);
   if (o.threads.empty()) o.threads = {o.model.resolved_threads()};
   uint64_t bytes = 0;
   int64_t params = 0;

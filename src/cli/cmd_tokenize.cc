@@ -12,6 +12,7 @@
 #include "cli/common.h"
 #include "core/error.h"
 #include "core/format.h"
+#include "engine/loaded_model.h"
 #include "loader/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -95,8 +96,10 @@ void run_jsonl(const Tokenizer& tok, const TokenizeOptions& o) {
 void run(TokenizeOptions& o, const CLI::App& cmd) {
   const size_t sources = cmd.count("TEXT") + cmd.count("--file") + cmd.count("--jsonl");
   if (sources != 1) throw Error("tokenize: give exactly one of TEXT, -f FILE or --jsonl FILE", ExitCode::kUsage);
-  const std::unique_ptr<GGUFFile> file = GGUFFile::open(o.model);
-  const std::unique_ptr<Tokenizer> tok = Tokenizer::from_gguf(*file);
+  // A Hugging Face checkpoint's tokenizer.json needs no weights (nor a GPU).
+  const std::unique_ptr<GGUFFile> file = is_hf_checkpoint(o.model) ? nullptr : GGUFFile::open(o.model);
+  const std::unique_ptr<Tokenizer> tok =
+      file ? Tokenizer::from_gguf(*file) : Tokenizer::from_hf(hf_checkpoint_dir(o.model));
   if (!o.jsonl.empty()) {
     run_jsonl(*tok, o);
     return;

@@ -63,13 +63,21 @@ std::unique_ptr<Tokenizer> placeholder_tokenizer(int32_t vocab_size) {
   return Tokenizer::create(spec);
 }
 
+// The checkpoint directory of `path`: itself, or the folder of a file in it.
+std::filesystem::path checkpoint_dir(const std::string& path) {
+  const std::filesystem::path p(path);
+  return std::filesystem::is_directory(p) ? p : p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+}
+
+std::unique_ptr<Tokenizer> hf_tokenizer(const std::filesystem::path& dir, const ModelConfig& config) {
+  return std::filesystem::exists(dir / "tokenizer.json") ? Tokenizer::from_hf(dir.string())
+                                                         : placeholder_tokenizer(config.vocab_size);
+}
+
 LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
   LoadedModel m;
   ModelConfig config = read_hf_config(path);
-  const std::filesystem::path dir =
-      std::filesystem::is_directory(path) ? std::filesystem::path(path) : std::filesystem::path(path).parent_path();
-  m.tokenizer = std::filesystem::exists(dir / "tokenizer.json") ? Tokenizer::from_hf(dir.string())
-                                                                  : placeholder_tokenizer(config.vocab_size);
+  m.tokenizer = hf_tokenizer(checkpoint_dir(path), config);
 #ifdef EXACTLY_WITH_CUDA
   if (options.device != Device::kCuda)
     throw Error("--load-format dummy needs --device cuda (random weights are made on the GPU)", ExitCode::kUsage);
@@ -81,6 +89,28 @@ LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
 #else
   (void)options;
   throw Error("--load-format dummy needs --device cuda, and this build of exactly has no CUDA backend",
+              ExitCode::kUsage);
+#endif
+}
+
+LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
+  const std::filesystem::path dir = checkpoint_dir(path);
+  ModelConfig config = read_hf_config(dir.string());
+  if (options.device != Device::kCuda)
+    throw Error(strformat("%s is a Hugging Face checkpoint, which runs on --device cuda; convert it to GGUF to run "
+                          "it on the CPU",
+                          path.c_str()),
+                ExitCode::kUsage);
+  LoadedModel m;
+  m.tokenizer = hf_tokenizer(dir, config);
+#ifdef EXACTLY_WITH_CUDA
+  CudaModelOptions cuda;
+  cuda.deterministic = options.deterministic;
+  cuda.cuda_graphs = options.cuda_graphs;
+  m.model = CudaLlamaModel::from_hf(dir.string(), std::move(config), cuda);
+  return m;
+#else
+  throw Error("--device cuda: this build of exactly has no CUDA backend (nvcc was not found when it was built)",
               ExitCode::kUsage);
 #endif
 }
@@ -100,8 +130,16 @@ std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, cons
 
 }  // namespace
 
+bool is_hf_checkpoint(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  return std::filesystem::is_directory(path) || ext == ".json" || ext == ".safetensors";
+}
+
+std::string hf_checkpoint_dir(const std::string& path) { return checkpoint_dir(path).string(); }
+
 LoadedModel load_model(const std::string& path, bool show_progress, const LoadOptions& options) {
   if (options.format == LoadFormat::kDummy) return load_dummy(path, options);
+  if (is_hf_checkpoint(path)) return load_hf(path, options);
   LoadedModel m;
   m.file = GGUFFile::open(path);
   ModelConfig config = ModelConfig::from_gguf(*m.file);

@@ -12,7 +12,7 @@
 namespace exactly {
 
 struct LoadedModel {
-  std::unique_ptr<GGUFFile> file;  // null for dummy weights
+  std::unique_ptr<GGUFFile> file;  // null for dummy weights and Hugging Face checkpoints
   std::unique_ptr<Model> model;  // LlamaModel on the CPU, CudaLlamaModel on a GPU
   std::unique_ptr<Tokenizer> tokenizer;
 
@@ -22,7 +22,7 @@ struct LoadedModel {
 enum class Device { kCpu, kCuda };
 
 enum class LoadFormat {
-  kAuto,   // GGUF
+  kAuto,   // GGUF; a directory, .json or .safetensors path: a Hugging Face checkpoint (GPU only)
   kDummy,  // random weights of the shape a config.json gives (benchmarks); needs a GPU
 };
 
@@ -37,6 +37,11 @@ struct LoadOptions {
 // Parse "cpu" / "cuda" and "auto" / "dummy"; throw Error(kUsage) naming anything else.
 Device parse_device(const std::string& name);
 LoadFormat parse_load_format(const std::string& name);
+
+// A path that names a Hugging Face checkpoint rather than a GGUF file: a
+// directory, or a .json / .safetensors file (its directory is the checkpoint).
+bool is_hf_checkpoint(const std::string& path);
+std::string hf_checkpoint_dir(const std::string& path);
 
 // Opens and validates `path`. With show_progress, pages the weights in while
 // drawing a progress bar on stderr (only when stderr is a terminal).

@@ -174,6 +174,7 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
     single = path;
   }
   std::unique_ptr<SafetensorsCheckpoint> c(new SafetensorsCheckpoint());
+  c->path_ = single.empty() ? index_path : single;
   if (!single.empty()) {
     c->shards_.push_back(SafetensorsFile::open(single));
     for (const SafetensorsTensor& t : c->shards_.back()->tensors()) c->by_name_.emplace(t.name, &t);
@@ -208,6 +209,15 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::st
 const SafetensorsTensor* SafetensorsCheckpoint::find(std::string_view name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
+}
+
+const std::string& SafetensorsCheckpoint::file_of(const SafetensorsTensor& t) const {
+  for (const auto& shard : shards_) {
+    const auto& all = shard->tensors();
+    const std::less<const SafetensorsTensor*> before;  // a total order, unlike < on unrelated pointers
+    if (!all.empty() && !before(&t, all.data()) && before(&t, all.data() + all.size())) return shard->path();
+  }
+  return path_;
 }
 
 std::vector<const SafetensorsTensor*> SafetensorsCheckpoint::tensors() const {

@@ -66,8 +66,13 @@ class SafetensorsCheckpoint {
   // Every tensor, in name order.
   std::vector<const SafetensorsTensor*> tensors() const;
   size_t num_shards() const { return shards_.size(); }
+  // The path it was opened from (the index or the single file), for error messages.
+  const std::string& path() const { return path_; }
+  // The file of the shard that holds `t` (one of this checkpoint's tensors).
+  const std::string& file_of(const SafetensorsTensor& t) const;
 
  private:
+  std::string path_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, const SafetensorsTensor*, std::less<>> by_name_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "core/format.h"
@@ -55,14 +56,27 @@ void reject_unsupported(const JsonObject& cfg) {
   if (cfg.get_bool("mlp_bias").value_or(false)) cfg.fail("mlp_bias", "is true; MLP biases are not supported");
   if (cfg.find("quantization_config"))
     cfg.fail("quantization_config", "is set; quantized checkpoints are not supported");
-  if (const nlohmann::json* scaling = cfg.find("rope_scaling")) {
-    const JsonObject s(cfg.path(), *scaling, cfg.key_path("rope_scaling"));
+  // transformers 5 writes rope_parameters (with rope_theta inside) where 4.x wrote rope_scaling.
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const nlohmann::json* scaling = cfg.find(key);
+    if (scaling == nullptr) continue;
+    const JsonObject s(cfg.path(), *scaling, cfg.key_path(key));
     const auto type = s.find("rope_type") ? s.get_string("rope_type") : s.get_string("type");
     if (type != "default") {
-      cfg.fail("rope_scaling", strformat("has type '%s', which is not supported (only null or \"default\")",
-                                         type ? type->c_str() : "(none)"));
+      cfg.fail(key, strformat("has type '%s', which is not supported (only null or \"default\")",
+                              type ? type->c_str() : "(none)"));
     }
   }
+}
+
+// rope_theta at the top level (transformers 4.x), else rope_parameters.rope_theta (5.x).
+float rope_theta(const JsonObject& cfg) {
+  std::optional<double> theta = cfg.get_number("rope_theta");
+  if (!theta && cfg.find("rope_parameters")) {
+    theta = JsonObject(cfg.path(), *cfg.find("rope_parameters"), cfg.key_path("rope_parameters")).get_number("rope_theta");
+  }
+  if (!(theta.value_or(10000.0) > 0)) cfg.fail("rope_theta", "must be positive");
+  return static_cast<float>(theta.value_or(10000.0));
 }
 
 std::string dtype(const JsonObject& cfg) {
@@ -102,8 +116,7 @@ ModelConfig read_hf_config(const std::string& path) {
   if (c.head_dim % 2 != 0) cfg.fail("head_dim", strformat("%d is odd; RoPE rotates pairs", c.head_dim));
   c.rope_dims = c.head_dim;
   c.rope_layout = RopeLayout::kHalfSplit;
-  c.rope_freq_base = static_cast<float>(cfg.get_number("rope_theta").value_or(10000.0));
-  if (!(c.rope_freq_base > 0)) cfg.fail("rope_theta", "must be positive");
+  c.rope_freq_base = rope_theta(cfg);
   c.rms_eps = static_cast<float>(cfg.require_number("rms_norm_eps"));
   if (!(c.rms_eps > 0)) cfg.fail("rms_norm_eps", "must be positive");
   c.context_length = positive_int(cfg, "max_position_embeddings");

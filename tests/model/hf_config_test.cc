@@ -227,6 +227,19 @@ TEST(HfConfig, RefusesWhatWouldComputeSomethingElse) {
   EXPECT_HAS(error_of(edited(kLlama3_8B, "quantization_config", {{"quant_method", "gptq"}})), "quantized");
 }
 
+// transformers 5 keeps rope_theta inside rope_parameters and writes no top-level key.
+TEST(HfConfig, Transformers5RopeParameters) {
+  json j = json::parse(kLlama3_8B);
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  EXPECT_EQ(read_hf_config(write_config(j.dump())).rope_freq_base, 5e5f);
+  j["rope_theta"] = 250000.0;  // the top-level key, when both are written, wins
+  EXPECT_EQ(read_hf_config(write_config(j.dump())).rope_freq_base, 2.5e5f);
+  j["rope_parameters"]["rope_type"] = "llama3";
+  EXPECT_HAS(error_of(write_config(j.dump())), "'rope_parameters' has type 'llama3'");
+}
+
 TEST(HfConfig, UnreadableFilesNameThePath) {
   const std::string bad = write_config("{\"architectures\": [");
   EXPECT_HAS(error_of(bad), bad + ": not valid JSON");

@@ -3,6 +3,11 @@
 #include "kernels/capi/kernels_capi.h"
 #include "kernels/capi/last_error.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layer_ops.h"
+
+#include <memory>
 
 namespace {
 using namespace exactly::kernels::cuda;
@@ -63,4 +68,41 @@ extern "C" int exactly_cuda_copy_blocks(void* const* layer_k, void* const* layer
     copy_blocks(layer_k, layer_v, n_layers, pairs, n_pairs, block_size, n_kv_heads, head_dim,
                 static_cast<DType>(dtype), stream_of(stream));
   });
+}
+
+extern "C" int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
+                                 int accumulate, int path, void* stream) {
+  return exactly::capi::guarded([&] {
+    // One Gemm per path for the process: plans are chosen once per shape.
+    static std::unique_ptr<Gemm> gemms[3];
+    EXACTLY_CUDA_REQUIRE(path >= 0 && path <= 2, "gemm: path %d (0, 1 or 2)", path);
+    if (!gemms[path]) gemms[path] = std::make_unique<Gemm>(path == 2, path == 0 ? kGemvMaxRows : 0);
+    gemms[path]->run(x, w, out, n, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0, stream_of(stream));
+  });
+}
+
+extern "C" int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim,
+                                    float eps, void* out_bf16, void* stream) {
+  return exactly::capi::guarded([&] { rmsnorm_bf16(x, weight, rows, n, dim, eps, out_bf16, stream_of(stream)); });
+}
+
+extern "C" int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* positions,
+                                       const int64_t* slot_mapping, int64_t n_tokens, int n_heads, int n_kv_heads,
+                                       int head_dim, int rope_dims, float freq_base, int layout, void* q_out,
+                                       void* k_cache, void* v_cache, int64_t num_blocks, int block_size,
+                                       void* stream) {
+  return exactly::capi::guarded([&] {
+    const RopeStoreArgs args{qkv, bias, positions, slot_mapping, n_tokens, n_heads, rope_dims, freq_base,
+                             static_cast<RopeLayout>(layout), q_out};
+    rope_and_store(args, cache_of(k_cache, v_cache, num_blocks, block_size, n_kv_heads, head_dim, 0),
+                   stream_of(stream));
+  });
+}
+
+extern "C" int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream) {
+  return exactly::capi::guarded([&] { swiglu(gate_up, n_tokens, ffn_dim, out, stream_of(stream)); });
+}
+
+extern "C" int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream) {
+  return exactly::capi::guarded([&] { row_argmax(logits, rows, vocab, out, stream_of(stream)); });
 }

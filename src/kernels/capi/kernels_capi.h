@@ -41,6 +41,23 @@ int exactly_cuda_copy_blocks(void* const* layer_k, void* const* layer_v, int n_l
                              int64_t n_pairs, int block_size, int n_kv_heads, int head_dim, int dtype,
                              void* stream);
 
+/* The layer operations of the CUDA model (kernels/cuda/layer_ops.h, gemm.h).
+   gemm: out[n, m] = x[n, k] . w[m, k]^T (+ out when accumulate); x, w bf16;
+   out_f32: 0 bf16 out, 1 fp32 out. path: 0 the streaming kernel up to 8 rows
+   and cuBLASLt beyond, 1 cuBLASLt only, 2 cuBLASLt only with the
+   deterministic algorithm. */
+int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
+                      int accumulate, int path, void* stream);
+int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
+                         void* out_bf16, void* stream);
+/* layout: 0 adjacent pairs, 1 half split; bias may be NULL; the cache is bf16. */
+int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* positions, const int64_t* slot_mapping,
+                            int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim, int rope_dims,
+                            float freq_base, int layout, void* q_out, void* k_cache, void* v_cache,
+                            int64_t num_blocks, int block_size, void* stream);
+int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream);
+int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,9 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "kernels/cuda/cuda_check.h"
 
 namespace exactly::kernels::cuda {
@@ -34,8 +37,13 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(bool deterministic, size_t workspace_bytes)
-    : deterministic_(deterministic), workspace_bytes_(workspace_bytes) {
+Gemm::Gemm(bool deterministic, int gemv_max_rows, size_t workspace_bytes)
+    : deterministic_(deterministic), gemv_max_rows_(deterministic ? 0 : gemv_max_rows),
+      workspace_bytes_(workspace_bytes) {
+  // EXACTLY_CUDA_GEMV_ROWS=N overrides where the streaming kernel takes over
+  // (0: cuBLASLt only), to compare the paths in place.
+  if (const char* e = std::getenv("EXACTLY_CUDA_GEMV_ROWS"); e != nullptr && !deterministic)
+    gemv_max_rows_ = std::min(std::atoi(e), kGemvMaxRows);
   cublasLtHandle_t h = nullptr;
   check_lt(cublasLtCreate(&h), "create");
   handle_ = h;
@@ -108,6 +116,7 @@ void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, in
                bool accumulate, cudaStream_t stream) {
   if (n == 0) return;
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm: accumulating needs an fp32 output");
+  if (n <= gemv_max_rows_ && gemv_applies(n, k, x, w)) return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
   const Plan& plan = plan_for(n, m, k, out_type, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   auto lt = static_cast<cublasLtHandle_t>(handle_);

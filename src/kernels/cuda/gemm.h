@@ -17,9 +17,21 @@ namespace exactly::kernels::cuda {
 
 enum class GemmOut : int { bf16 = 0, f32 = 1 };
 
+// The few-row path (decode of a few sequences): a streaming matrix-vector
+// kernel for up to kGemvMaxRows rows. Gemm sends products of at most
+// `gemv_max_rows` rows to it (never in deterministic mode: its rows' bits
+// differ from cuBLASLt's); kGemvDefaultRows is where it beats cuBLASLt on
+// the H200 (BENCHMARKS.md).
+inline constexpr int kGemvMaxRows = 8;
+inline constexpr int kGemvDefaultRows = 2;
+bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w);
+void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
+               bool accumulate, cudaStream_t stream);
+
 class Gemm {
  public:
-  explicit Gemm(bool deterministic = false, size_t workspace_bytes = size_t{32} << 20);
+  explicit Gemm(bool deterministic = false, int gemv_max_rows = kGemvDefaultRows,
+                size_t workspace_bytes = size_t{32} << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -36,6 +48,7 @@ class Gemm {
   const Plan& plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate);
 
   bool deterministic_;
+  int gemv_max_rows_;
   size_t workspace_bytes_;
   void* workspace_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t

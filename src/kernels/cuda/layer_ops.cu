@@ -63,15 +63,25 @@ __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
   bf16* q_dst = static_cast<bf16*>(a.q_out) + t * a.n_heads * hd;
   auto load = [&](int e) { return __bfloat162float(in[e]) + (a.bias != nullptr ? a.bias[e] : 0.0f); };
 
-  // q and k heads: one work item per pair of elements of a head.
+  // The angles of this token, once: float64 like the CPU kernel, then
+  // rounded to fp32 and shared by every head.
+  __shared__ float cos_s[256], sin_s[256];
   const int half = hd / 2, rope_half = a.rope_dims / 2;
+  for (int i = threadIdx.x; i < rope_half; i += blockDim.x) {
+    const double freq = pow(static_cast<double>(a.freq_base), -2.0 * i / a.rope_dims);
+    double s, c;
+    sincos(static_cast<double>(a.positions[t]) * freq, &s, &c);
+    cos_s[i] = static_cast<float>(c), sin_s[i] = static_cast<float>(s);
+  }
+  __syncthreads();
+  // q and k heads: one work item per pair of elements of a head.
   const int pair_items = (a.n_heads + n_kv) * half;
   for (int item = threadIdx.x; item < pair_items; item += blockDim.x) {
     const int head = item / half, i = item % half;
     int e0, e1;
     bool rotate;
     if (a.layout == RopeLayout::kAdjacentPairs) {
-      e0 = 2 * i, e1 = 2 * i + 1, rotate = e0 < a.rope_dims;
+      e0 = 2 * i, e1 = 2 * i + 1, rotate = i < rope_half;
     } else if (i < rope_half) {
       e0 = i, e1 = i + rope_half, rotate = true;
     } else {  // dims past rope_dims are not rotated; walk them in pairs
@@ -80,10 +90,7 @@ __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
     const int base = head * hd;
     float x0 = load(base + e0), x1 = load(base + e1);
     if (rotate) {
-      const double freq = pow(static_cast<double>(a.freq_base), -2.0 * i / a.rope_dims);
-      double s, c;
-      sincos(static_cast<double>(a.positions[t]) * freq, &s, &c);
-      const float cf = static_cast<float>(c), sf = static_cast<float>(s);
+      const float cf = cos_s[i], sf = sin_s[i];
       const float r0 = x0 * cf - x1 * sf, r1 = x0 * sf + x1 * cf;
       x0 = r0, x1 = r1;
     }

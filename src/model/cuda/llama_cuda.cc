@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "kernels/cuda/attention.h"
 #include "model/cuda/kv_pool_cuda.h"
+#include "model/cuda/weight_layout.h"
 #include "model/llama.h"
 
 namespace exactly {
@@ -18,43 +19,6 @@ namespace exactly {
 namespace kc = kernels::cuda;
 
 namespace {
-
-int64_t qkv_rows(const ModelConfig& c) { return int64_t{c.n_heads + 2 * c.n_kv_heads} * c.head_dim; }
-int64_t q_width(const ModelConfig& c) { return int64_t{c.n_heads} * c.head_dim; }
-
-// Offsets of every tensor inside the one weight allocation, each 256-byte
-// aligned (cuBLASLt and the 16-byte vector loads want aligned rows).
-struct WeightLayout {
-  struct LayerOffsets {
-    size_t attn_norm, wqkv, qkv_bias, wo, ffn_norm, w_gate_up, w_down;
-  };
-  size_t token_embd = 0, output = 0, output_norm = 0;
-  std::vector<LayerOffsets> layers;
-  size_t total = 0;
-
-  WeightLayout(const ModelConfig& c, bool tied, bool bias) {
-    auto take = [&](size_t bytes) {
-      const size_t at = total;
-      total += (bytes + 255) / 256 * 256;
-      return at;
-    };
-    const size_t dim = static_cast<size_t>(c.dim), ffn = static_cast<size_t>(c.ffn_dim);
-    token_embd = take(static_cast<size_t>(c.vocab_size) * dim * 2);
-    output = tied ? token_embd : take(static_cast<size_t>(c.vocab_size) * dim * 2);
-    output_norm = take(dim * 4);
-    for (int l = 0; l < c.n_layers; ++l) {
-      LayerOffsets o{};
-      o.attn_norm = take(dim * 4);
-      o.wqkv = take(static_cast<size_t>(qkv_rows(c)) * dim * 2);
-      o.qkv_bias = bias ? take(static_cast<size_t>(qkv_rows(c)) * 4) : SIZE_MAX;
-      o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
-      o.ffn_norm = take(dim * 4);
-      o.w_gate_up = take(2 * ffn * dim * 2);
-      o.w_down = take(dim * ffn * 2);
-      layers.push_back(o);
-    }
-  }
-};
 
 // GGUF tensor (any stored type) -> bf16 rows appended to `out`.
 void append_bf16(const kernels::WeightMatrix& w, std::vector<uint16_t>& out) {
@@ -140,12 +104,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, 
     put_matrices(o.w_gate_up, {L.w_gate, L.w_up});
     put_matrices(o.w_down, {L.w_down});
   }
-  m->token_embd_ = base + layout.token_embd;
-  m->output_ = base + layout.output;
-  m->output_norm_ = reinterpret_cast<float*>(base + layout.output_norm);
-  for (const auto& o : layout.layers)
-    m->layers_.push_back({reinterpret_cast<float*>(base + o.attn_norm), base + o.wqkv, nullptr, base + o.wo,
-                          reinterpret_cast<float*>(base + o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+  m->bind_weights(layout);
   return m;
 }
 
@@ -175,13 +134,20 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig 
     random(o.w_down, c.dim, c.ffn_dim);
   }
   kc::check_cuda(cudaStreamSynchronize(m->stream_), "initialising random weights");
-  m->token_embd_ = base + layout.token_embd;
-  m->output_ = base + layout.output;
-  m->output_norm_ = reinterpret_cast<float*>(base + layout.output_norm);
-  for (const auto& o : layout.layers)
-    m->layers_.push_back({reinterpret_cast<float*>(base + o.attn_norm), base + o.wqkv, nullptr, base + o.wo,
-                          reinterpret_cast<float*>(base + o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+  m->bind_weights(layout);
   return m;
+}
+
+void CudaLlamaModel::bind_weights(const WeightLayout& layout) {
+  auto* base = weights_.as<uint8_t>();
+  auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
+  token_embd_ = base + layout.token_embd;
+  output_ = base + layout.output;
+  output_norm_ = f32(layout.output_norm);
+  layers_.clear();
+  for (const auto& o : layout.layers)
+    layers_.push_back({f32(o.attn_norm), base + o.wqkv, o.qkv_bias == SIZE_MAX ? nullptr : f32(o.qkv_bias),
+                       base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
 }
 
 int64_t CudaLlamaModel::kv_bytes_per_slot() const {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -26,6 +27,7 @@ namespace exactly {
 
 class GGUFFile;
 class CudaKVPool;
+struct WeightLayout;
 
 struct CudaModelOptions {
   // Batch-invariant products (one cuBLASLt algorithm per weight, no split-K).
@@ -44,6 +46,10 @@ class CudaLlamaModel final : public Model {
   // `config` describes: benchmarks of models whose weights are not at hand.
   static std::unique_ptr<CudaLlamaModel> with_random_weights(ModelConfig config, uint64_t seed,
                                                              const CudaModelOptions& options);
+  // A Hugging Face safetensors checkpoint (model/hf_weights.h checks it before
+  // the GPU is touched), as bf16 matrices, f32 norms and q/k/v biases.
+  static std::unique_ptr<CudaLlamaModel> from_hf(const std::string& dir, ModelConfig config,
+                                                 const CudaModelOptions& options);
   ~CudaLlamaModel() override;
 
   const ModelConfig& config() const override { return config_; }
@@ -74,6 +80,8 @@ class CudaLlamaModel final : public Model {
 
   CudaLlamaModel(ModelConfig config, const CudaModelOptions& options);
   void allocate_weights();
+  // Points token_embd_, output_, output_norm_ and layers_ into weights_.
+  void bind_weights(const WeightLayout& layout);
   void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
   void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
   void run_layers(CudaKVPool& kv, int64_t n, const kernels::cuda::AttentionBatchDevice& attn, bool split_kv_decode,

@@ -1,0 +1,64 @@
+// CudaLlamaModel from a Hugging Face safetensors checkpoint: the tensors are
+// checked on the host (model/hf_weights.h), converted to bf16 matrices and
+// f32 vectors, and uploaded into the layout every loader shares.
+#include "model/cuda/llama_cuda.h"
+
+#include <initializer_list>
+#include <vector>
+
+#include "model/cuda/weight_layout.h"
+#include "model/hf_weights.h"
+
+namespace exactly {
+
+namespace kc = kernels::cuda;
+
+std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, ModelConfig config,
+                                                        const CudaModelOptions& options) {
+  // Every tensor is checked before the GPU is touched: a bad checkpoint is a
+  // FileFormatError on any machine.
+  const HfWeights w = HfWeights::open(dir, config);
+  const bool tied = w.tied(), bias = w.qkv_bias();
+  // Hugging Face q/k rows are in the original (half-split) rotary layout; they
+  // are uploaded as stored and rotated accordingly.
+  config.rope_layout = RopeLayout::kHalfSplit;
+  std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
+  const ModelConfig& c = m->config_;
+  const WeightLayout layout(c, tied, bias);
+  m->weights_ = kc::DeviceBuffer(layout.total, "the weights");
+  m->weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{c.vocab_size} * c.dim * 2);
+  auto* base = m->weights_.as<uint8_t>();
+  auto upload = [&](size_t offset, const void* src, size_t bytes) {
+    kc::check_cuda(cudaMemcpy(base + offset, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
+  };
+  std::vector<uint16_t> matrix;  // bf16, the rows of one fused matrix
+  std::vector<float> vector;
+  auto put_matrix = [&](size_t offset, std::initializer_list<const SafetensorsTensor*> parts) {
+    matrix.clear();
+    for (const SafetensorsTensor* part : parts) append_as_bf16(*part, matrix);
+    upload(offset, matrix.data(), matrix.size() * 2);
+  };
+  auto put_vector = [&](size_t offset, std::initializer_list<const SafetensorsTensor*> parts) {
+    vector.clear();
+    for (const SafetensorsTensor* part : parts) append_as_f32(*part, vector);
+    upload(offset, vector.data(), vector.size() * 4);
+  };
+  put_matrix(layout.token_embd, {w.token_embd});
+  if (!tied) put_matrix(layout.output, {w.output});
+  put_vector(layout.output_norm, {w.output_norm});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const HfLayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const WeightLayout::LayerOffsets& o = layout.layers[static_cast<size_t>(l)];
+    put_vector(o.attn_norm, {L.attn_norm});
+    put_matrix(o.wqkv, {L.wq, L.wk, L.wv});
+    if (bias) put_vector(o.qkv_bias, {L.q_bias, L.k_bias, L.v_bias});
+    put_matrix(o.wo, {L.wo});
+    put_vector(o.ffn_norm, {L.ffn_norm});
+    put_matrix(o.w_gate_up, {L.w_gate, L.w_up});
+    put_matrix(o.w_down, {L.w_down});
+  }
+  m->bind_weights(layout);
+  return m;
+}
+
+}  // namespace exactly

@@ -1,0 +1,50 @@
+// Internal to model/cuda: where each weight of CudaLlamaModel lives inside its
+// one device allocation. Shared by the loaders (GGUF, Hugging Face, random).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace exactly {
+
+inline int64_t qkv_rows(const ModelConfig& c) { return int64_t{c.n_heads + 2 * c.n_kv_heads} * c.head_dim; }
+inline int64_t q_width(const ModelConfig& c) { return int64_t{c.n_heads} * c.head_dim; }
+
+// Offsets of every tensor inside the one weight allocation, each 256-byte
+// aligned (cuBLASLt and the 16-byte vector loads want aligned rows).
+struct WeightLayout {
+  struct LayerOffsets {
+    size_t attn_norm, wqkv, qkv_bias, wo, ffn_norm, w_gate_up, w_down;  // qkv_bias: SIZE_MAX when absent
+  };
+  size_t token_embd = 0, output = 0, output_norm = 0;
+  std::vector<LayerOffsets> layers;
+  size_t total = 0;
+
+  WeightLayout(const ModelConfig& c, bool tied, bool bias) {
+    auto take = [&](size_t bytes) {
+      const size_t at = total;
+      total += (bytes + 255) / 256 * 256;
+      return at;
+    };
+    const size_t dim = static_cast<size_t>(c.dim), ffn = static_cast<size_t>(c.ffn_dim);
+    token_embd = take(static_cast<size_t>(c.vocab_size) * dim * 2);
+    output = tied ? token_embd : take(static_cast<size_t>(c.vocab_size) * dim * 2);
+    output_norm = take(dim * 4);
+    for (int l = 0; l < c.n_layers; ++l) {
+      LayerOffsets o{};
+      o.attn_norm = take(dim * 4);
+      o.wqkv = take(static_cast<size_t>(qkv_rows(c)) * dim * 2);
+      o.qkv_bias = bias ? take(static_cast<size_t>(qkv_rows(c)) * 4) : SIZE_MAX;
+      o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
+      o.ffn_norm = take(dim * 4);
+      o.w_gate_up = take(2 * ffn * dim * 2);
+      o.w_down = take(dim * ffn * 2);
+      layers.push_back(o);
+    }
+  }
+};
+
+}  // namespace exactly

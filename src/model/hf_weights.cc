@@ -1,0 +1,156 @@
+#include "model/hf_weights.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/format.h"
+#include "core/half.h"
+
+namespace exactly {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t num_elements(const SafetensorsTensor& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+class Reader {
+ public:
+  Reader(const SafetensorsCheckpoint& c, const ModelConfig& config) : c_(c), config_(config) {}
+
+  [[noreturn]] void fail(const SafetensorsTensor& t, const std::string& problem) const {
+    throw FileFormatError(strformat("%s: tensor '%s' %s", c_.file_of(t).c_str(), t.name.c_str(), problem.c_str()));
+  }
+
+  // The tensor `name`, checked for a float dtype and `shape`; null when absent and optional.
+  const SafetensorsTensor* get(const std::string& name, const std::vector<int64_t>& shape, bool optional = false) const {
+    const SafetensorsTensor* t = c_.find(name);
+    if (t == nullptr) {
+      if (optional) return nullptr;
+      throw FileFormatError(strformat("%s: tensor '%s' is missing (%s with %d layers)", c_.path().c_str(), name.c_str(),
+                                      config_.architecture.c_str(), config_.n_layers));
+    }
+    if (t->dtype != SafetensorsDType::BF16 && t->dtype != SafetensorsDType::F16 && t->dtype != SafetensorsDType::F32)
+      fail(*t, strformat("has dtype %s (supported: BF16, F16, F32)", safetensors_dtype_name(t->dtype)));
+    if (t->shape != shape)
+      fail(*t, strformat("has shape %s; the config implies %s", shape_string(t->shape).c_str(),
+                         shape_string(shape).c_str()));
+    return t;
+  }
+
+  const SafetensorsTensor* find(const std::string& name) const { return c_.find(name); }
+
+ private:
+  const SafetensorsCheckpoint& c_;
+  const ModelConfig& config_;
+};
+
+}  // namespace
+
+HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
+  HfWeights w;
+  w.checkpoint = SafetensorsCheckpoint::open(path);
+  const Reader r(*w.checkpoint, c);
+  const int64_t dim = c.dim, ffn = c.ffn_dim, vocab = c.vocab_size;
+  const int64_t q_rows = int64_t{c.n_heads} * c.head_dim, kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
+  w.token_embd = r.get("model.embed_tokens.weight", {vocab, dim});
+  if (c.tied_embeddings) {
+    w.output = w.token_embd;
+  } else if (r.find("lm_head.weight") == nullptr) {
+    throw FileFormatError(strformat("%s: tensor 'lm_head.weight' is missing (tie_word_embeddings is false)",
+                                    w.checkpoint->path().c_str()));
+  } else {
+    w.output = r.get("lm_head.weight", {vocab, dim});
+  }
+  w.output_norm = r.get("model.norm.weight", {dim});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = strformat("model.layers.%d.", l);
+    HfLayerWeights L{};
+    L.attn_norm = r.get(p + "input_layernorm.weight", {dim});
+    L.wq = r.get(p + "self_attn.q_proj.weight", {q_rows, dim});
+    L.wk = r.get(p + "self_attn.k_proj.weight", {kv_rows, dim});
+    L.wv = r.get(p + "self_attn.v_proj.weight", {kv_rows, dim});
+    // Biases must be there exactly when the config says: ignoring one, or
+    // inventing zeros for a missing one, would compute another model.
+    L.q_bias = r.get(p + "self_attn.q_proj.bias", {q_rows}, !c.attention_bias);
+    L.k_bias = r.get(p + "self_attn.k_proj.bias", {kv_rows}, !c.attention_bias);
+    L.v_bias = r.get(p + "self_attn.v_proj.bias", {kv_rows}, !c.attention_bias);
+    for (const SafetensorsTensor* b : {L.q_bias, L.k_bias, L.v_bias})
+      if (b != nullptr && !c.attention_bias) r.fail(*b, "is present, but config.json asks for no attention bias");
+    if (const SafetensorsTensor* b = r.find(p + "self_attn.o_proj.bias"))
+      r.fail(*b, "is an o_proj bias (Llama's attention_bias: true), which is not supported");
+    L.wo = r.get(p + "self_attn.o_proj.weight", {dim, q_rows});
+    L.ffn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
+    L.w_gate = r.get(p + "mlp.gate_proj.weight", {ffn, dim});
+    L.w_up = r.get(p + "mlp.up_proj.weight", {ffn, dim});
+    L.w_down = r.get(p + "mlp.down_proj.weight", {dim, ffn});
+    w.layers.push_back(L);
+  }
+  if (const SafetensorsTensor* extra = r.find(strformat("model.layers.%d.input_layernorm.weight", c.n_layers)))
+    r.fail(*extra, strformat("belongs to a layer beyond num_hidden_layers (%d)", c.n_layers));
+  return w;
+}
+
+void append_as_bf16(const SafetensorsTensor& t, std::vector<uint16_t>& out) {
+  const auto n = static_cast<size_t>(num_elements(t));
+  const size_t at = out.size();
+  out.resize(at + n);
+  uint16_t* dst = out.data() + at;
+  switch (t.dtype) {
+    case SafetensorsDType::BF16:
+      std::memcpy(dst, t.data, n * 2);  // little-endian on disk and here
+      return;
+    case SafetensorsDType::F16:
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.data + i * 2, 2);
+        dst[i] = float_to_bf16(half_to_float(h));
+      }
+      return;
+    case SafetensorsDType::F32:
+      for (size_t i = 0; i < n; ++i) {
+        float f;
+        std::memcpy(&f, t.data + i * 4, 4);
+        dst[i] = float_to_bf16(f);
+      }
+      return;
+    default:
+      throw FileFormatError(strformat("tensor '%s': dtype %s is not a float type", t.name.c_str(),
+                                      safetensors_dtype_name(t.dtype)));
+  }
+}
+
+void append_as_f32(const SafetensorsTensor& t, std::vector<float>& out) {
+  const auto n = static_cast<size_t>(num_elements(t));
+  const size_t at = out.size();
+  out.resize(at + n);
+  float* dst = out.data() + at;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    switch (t.dtype) {
+      case SafetensorsDType::BF16:
+        std::memcpy(&h, t.data + i * 2, 2);
+        dst[i] = bf16_to_float(h);
+        break;
+      case SafetensorsDType::F16:
+        std::memcpy(&h, t.data + i * 2, 2);
+        dst[i] = half_to_float(h);
+        break;
+      case SafetensorsDType::F32:
+        std::memcpy(dst + i, t.data + i * 4, 4);
+        break;
+      default:
+        throw FileFormatError(strformat("tensor '%s': dtype %s is not a float type", t.name.c_str(),
+                                        safetensors_dtype_name(t.dtype)));
+    }
+  }
+}
+
+}  // namespace exactly

@@ -1,0 +1,60 @@
+// The llama-family weights of a Hugging Face safetensors checkpoint, checked
+// against the config before anything is allocated on a device: every tensor
+// present, of a float type and of the shape the config implies. Host-side
+// conversion to the types the GPU model stores (bf16 matrices, f32 vectors).
+//
+// Hugging Face q/k rows keep the half-split RoPE layout (dims i and
+// i + rope_dims/2 rotate together); they are used as stored, with
+// RopeLayout::kHalfSplit, never permuted as GGUF converters do.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "loader/safetensors.h"
+#include "model/config.h"
+
+namespace exactly {
+
+struct HfLayerWeights {
+  const SafetensorsTensor* attn_norm;  // [dim]
+  const SafetensorsTensor* wq;         // [n_heads head_dim, dim]
+  const SafetensorsTensor* wk;         // [n_kv_heads head_dim, dim]
+  const SafetensorsTensor* wv;         // [n_kv_heads head_dim, dim]
+  const SafetensorsTensor* q_bias;     // [n_heads head_dim], null without attention_bias
+  const SafetensorsTensor* k_bias;     // [n_kv_heads head_dim], null without attention_bias
+  const SafetensorsTensor* v_bias;     // [n_kv_heads head_dim], null without attention_bias
+  const SafetensorsTensor* wo;         // [dim, n_heads head_dim]
+  const SafetensorsTensor* ffn_norm;   // [dim]
+  const SafetensorsTensor* w_gate;     // [ffn_dim, dim]
+  const SafetensorsTensor* w_up;       // [ffn_dim, dim]
+  const SafetensorsTensor* w_down;     // [dim, ffn_dim]
+};
+
+// Views into the checkpoint's mapping (which this object owns).
+struct HfWeights {
+  std::unique_ptr<SafetensorsCheckpoint> checkpoint;
+  const SafetensorsTensor* token_embd;   // [vocab, dim]
+  const SafetensorsTensor* output;       // [vocab, dim]; token_embd when tied
+  const SafetensorsTensor* output_norm;  // [dim]
+  std::vector<HfLayerWeights> layers;
+
+  bool tied() const { return output == token_embd; }
+  bool qkv_bias() const { return !layers.empty() && layers[0].q_bias != nullptr; }
+
+  // Opens `path` (a checkpoint directory, an index file or a .safetensors
+  // file) and checks it against `config`: a FileFormatError naming the tensor
+  // and its file for a missing tensor, a dtype other than BF16/F16/F32, a
+  // shape other than the config's, or an o_proj bias (not supported).
+  // lm_head.weight is ignored when config.tied_embeddings.
+  static HfWeights open(const std::string& path, const ModelConfig& config);
+};
+
+// The tensor's values rounded to bf16 (nearest even), appended to `out`.
+void append_as_bf16(const SafetensorsTensor& t, std::vector<uint16_t>& out);
+// The tensor's values as f32 (exact for every accepted dtype), appended to `out`.
+void append_as_f32(const SafetensorsTensor& t, std::vector<float>& out);
+
+}  // namespace exactly

@@ -1,0 +1,253 @@
+"""Hugging Face checkpoints on the GPU (run by scripts/gpu-check): `exactly
+logits -m DIR --device cuda` against transformers' float32 forward pass on
+the GPU, from the same safetensors files.
+
+Tiny models are built here with transformers from a config and random
+weights (torch.manual_seed), saved with save_pretrained and loaded back by
+both sides:
+
+  a. Llama, bf16, one model.safetensors, separate lm_head;
+  b. Qwen2 (q/k/v biases, tied embeddings), fp16, saved in shards behind
+     model.safetensors.index.json;
+  c. Llama, float32, rope_theta 500000, head_dim 128, with a byte-level BPE
+     tokenizer.json written by `tokenizers` (the config's vocab_size is the
+     tokenizer's); `exactly tokenize` must give the `tokenizers` ids.
+
+Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
+7 over a cached prefix, and one token at a time (the split-KV decode kernel
+and CUDA graphs). Per position, the relative L2 error of the logits must be
+at most TOL = max(MAX_REL, 2 x the error of transformers itself run in bf16
+from the same files) -- the "twice a same-precision reference" rule -- and the
+argmax must equal float32's wherever float32's top-2 gap exceeds GAP.
+
+Why the tolerance separates right from wrong: exactly holds weights, the
+activations between products and the KV cache in bf16 (8 significant bits,
+a relative rounding of at most 2^-9 each), so its logits differ from float32
+by about 0.5-1.5% of their norm, as do transformers' own bf16 logits. A wrong
+RoPE pairing, a bias dropped or added to the wrong rows, a shard read from
+the wrong offset or transposed weights change them by 30-100%. The negative
+control checks that: the checkpoint of (a) with its q/k rows permuted into
+the adjacent-pair layout GGUF converters write (a loader that permutes
+Hugging Face weights, or a kernel that pairs dims (2i, 2i+1)) must miss TOL
+by a wide margin.
+
+The random weights are scaled so that the checks have teeth: initializer
+range 0.05 (attention neither uniform nor one-hot, so RoPE matters), norms
+drawn from [0.5, 1.5] (a norm loaded as ones shows), q/k/v biases drawn with
+std 0.5 (transformers initialises them to zero, which would test nothing),
+and a final norm 4x larger so that logits spread and enough positions have a
+top-2 gap above GAP.
+
+    python3 tests/cuda/check_hf.py --exactly BIN [--json FILE] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+MAX_REL = 0.03     # relative L2 error of a position's logits against float32 (at least)
+GAP = 0.5          # float32 top-2 logit gap above which the argmax must agree
+MIN_DECIDED = 10   # positions (of N_TOKENS) that must have such a gap, or the model tests too little
+N_TOKENS = 40
+CHUNKS = [512, 7, 1]
+INIT_RANGE = 0.05
+TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
+
+CASES = [
+    dict(name="llama-bf16", arch="llama", dtype=torch.bfloat16, vocab=1000, hidden=512, ffn=1024, layers=4, heads=8,
+         kv_heads=2, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=1),
+    dict(name="qwen2-fp16-sharded", arch="qwen2", dtype=torch.float16, vocab=1536, hidden=256, ffn=512, layers=4,
+         heads=4, kv_heads=2, tied=True, theta=1000000.0, shard="1MB", tokenizer=False, seed=2),
+    dict(name="llama-f32-theta5e5", arch="llama", dtype=torch.float32, vocab=None, hidden=256, ffn=768, layers=3,
+         heads=2, kv_heads=1, tied=False, theta=500000.0, shard=None, tokenizer=True, seed=3),
+]
+
+TOKENIZER_TEXT = ("The quick brown fox jumps over the lazy dog. Paged attention keeps the KV cache in blocks; "
+                  "prefix caching shares them between requests. 0123456789 café naïve — ünïcödé. ") * 20
+TOKENIZE_PROBE = "The lazy fox caches 42 blocks, naïvely — then jumps!"
+
+RESULTS: list[dict] = []
+failures = 0
+
+
+def record(name: str, ok: bool, **info):
+    global failures
+    RESULTS.append({"check": name, "ok": ok, **info})
+    print(f"{'ok  ' if ok else 'FAIL'} {name} " + " ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    failures += 0 if ok else 1
+
+
+def run(args: list[str]) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    return p
+
+
+def write_tokenizer(directory: Path) -> int:
+    """A byte-level BPE tokenizer.json (GPT-2 pre-tokenizer); returns its vocabulary size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator([TOKENIZER_TEXT], trainer)
+    tok.save(str(directory / "tokenizer.json"))
+    return tok.get_vocab_size()
+
+
+def build(case: dict, directory: Path) -> int:
+    """Saves the case's checkpoint into `directory`; returns its vocabulary size."""
+    directory.mkdir(parents=True)
+    vocab = write_tokenizer(directory) if case["tokenizer"] else case["vocab"]
+    rope = ({"rope_parameters": {"rope_type": "default", "rope_theta": case["theta"]}} if TRANSFORMERS_5
+            else {"rope_theta": case["theta"]})
+    common = dict(vocab_size=vocab, hidden_size=case["hidden"], intermediate_size=case["ffn"],
+                  num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
+                  num_key_value_heads=case["kv_heads"], max_position_embeddings=256, rms_norm_eps=1e-5,
+                  initializer_range=INIT_RANGE, tie_word_embeddings=case["tied"], **rope)
+    if case["arch"] == "qwen2":
+        config, cls = Qwen2Config(use_sliding_window=False, **common), Qwen2ForCausalLM
+    else:
+        config, cls = LlamaConfig(**common), LlamaForCausalLM
+    torch.manual_seed(case["seed"])
+    model = cls(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+            elif name.endswith(".bias"):
+                p.normal_(0.0, 0.5)
+        model.model.norm.weight.mul_(4.0)
+    model = model.to(case["dtype"])
+    kwargs = {"max_shard_size": case["shard"]} if case["shard"] else {}
+    try:
+        model.save_pretrained(directory, safe_serialization=True, **kwargs)
+    except TypeError:  # transformers without the keyword: safetensors is all it writes
+        model.save_pretrained(directory, **kwargs)
+    sharded = (directory / "model.safetensors.index.json").exists()
+    if bool(case["shard"]) != sharded:
+        raise RuntimeError(f"{case['name']}: expected {'a sharded' if case['shard'] else 'a single-file'} checkpoint")
+    return vocab
+
+
+def hf_logits(directory: Path, ids: list[int], dtype: torch.dtype) -> np.ndarray:
+    kw = {"dtype": dtype} if TRANSFORMERS_5 else {"torch_dtype": dtype}
+    model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager", **kw).cuda().eval()
+    with torch.no_grad():
+        out = model(torch.tensor([ids], device="cuda")).logits[0].float().cpu().numpy()
+    del model
+    torch.cuda.empty_cache()
+    return out.astype(np.float64)
+
+
+def exactly_logits(exe: str, directory: Path, ids: list[int], chunk: int, vocab: int, tmp: Path) -> np.ndarray:
+    out = tmp / f"logits-{chunk}.bin"
+    run([exe, "logits", "-m", directory, "--device", "cuda", "--chunk", str(chunk), "--tokens",
+         ",".join(map(str, ids)), "-o", out])
+    return np.fromfile(out, dtype=np.float32).reshape(len(ids), vocab).astype(np.float64)
+
+
+def rel_error(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
+
+
+def top2_gap(ref: np.ndarray) -> np.ndarray:
+    top = np.partition(ref, -2, axis=1)[:, -2:]
+    return top[:, 1] - top[:, 0]
+
+
+def permute_to_adjacent_pairs(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Rows of each head reordered from half-split to adjacent-pair RoPE order, as GGUF converters do."""
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+
+def check_case(exe: str, case: dict, root: Path):
+    name = case["name"]
+    directory = root / name
+    vocab = build(case, directory)
+    rng = np.random.default_rng(case["seed"])
+    ids = [int(i) for i in rng.integers(0, vocab, N_TOKENS)]
+    ref = hf_logits(directory, ids, torch.float32)
+    ref_bf16 = rel_error(hf_logits(directory, ids, torch.bfloat16), ref)
+    tol = max(MAX_REL, 2.0 * float(ref_bf16.max()))
+    gaps = top2_gap(ref)
+    decided = gaps > GAP
+    if case["tokenizer"]:
+        from tokenizers import Tokenizer
+        want = Tokenizer.from_file(str(directory / "tokenizer.json")).encode(TOKENIZE_PROBE).ids
+        got = json.loads(run([exe, "tokenize", "-m", directory, "--json", TOKENIZE_PROBE]).stdout)
+        record(f"{name}: tokenize == tokenizers", got == want, tokens=len(want))
+    for chunk in CHUNKS:
+        got = exactly_logits(exe, directory, ids, chunk, vocab, root)
+        finite = bool(np.isfinite(got).all())
+        rel = rel_error(got, ref)
+        agree = (got.argmax(1) == ref.argmax(1))[decided]
+        ok = (finite and float(rel.max()) <= tol and bool(agree.all()) and int(decided.sum()) >= MIN_DECIDED)
+        record(f"{name}: logits chunk {min(chunk, N_TOKENS)}", ok, max_rel=f"{rel.max():.4f}",
+               mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}", hf_bf16_max_rel=f"{ref_bf16.max():.4f}",
+               worst_position=int(rel.argmax()), argmax_checked=int(decided.sum()),
+               argmax_disagree=int((~agree).sum()))
+    return directory, ids, ref, tol, vocab
+
+
+def check_negative_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
+                           vocab: int, root: Path):
+    """q/k rows permuted into the adjacent-pair layout: what a wrong RoPE pairing computes."""
+    from safetensors.torch import load_file, save_file
+    wrong = root / f"{case['name']}-adjacent-pairs"
+    wrong.mkdir()
+    shutil.copy(directory / "config.json", wrong / "config.json")
+    state = load_file(str(directory / "model.safetensors"))
+    for key in list(state):
+        if key.endswith("q_proj.weight"):
+            state[key] = permute_to_adjacent_pairs(state[key], case["heads"]).contiguous()
+        elif key.endswith("k_proj.weight"):
+            state[key] = permute_to_adjacent_pairs(state[key], case["kv_heads"]).contiguous()
+    save_file(state, str(wrong / "model.safetensors"), metadata={"format": "pt"})
+    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
+    # Fails the tolerance by a wide margin: the checks above would catch it.
+    record(f"{case['name']}: negative control (q/k in adjacent-pair layout) misses the tolerance",
+           float(rel.max()) > 3 * tol, max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--exactly", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--keep", help="build the checkpoints in this directory and keep them")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}",
+          flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        root = Path(a.keep) if a.keep else Path(d)
+        root.mkdir(parents=True, exist_ok=True)
+        for case in CASES:
+            try:
+                directory, ids, ref, tol, vocab = check_case(a.exactly, case, root)
+                if case["name"] == "llama-bf16":
+                    check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+            except Exception as e:  # one broken case must not hide the others
+                record(f"{case['name']}: ran", False, error=repr(e)[:2000])
+    if a.json:
+        Path(a.json).write_text(json.dumps(RESULTS, indent=1))
+    print(f"{len(RESULTS) - failures}/{len(RESULTS)} hf checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Exactness checks of the CUDA model's layer operations on the GPU (run by
+scripts/gpu-check), against float64 references computed by PyTorch:
+
+- products (the few-row streaming kernel, cuBLASLt, cuBLASLt in deterministic
+  mode; bf16 and fp32 outputs, fp32 accumulated into the output): bf16
+  outputs' max error at most twice PyTorch's own bf16 product's against the
+  same reference (plus 2^-20 of the output's scale); fp32 outputs within the
+  CPU kernels' bound for fp32 accumulation, (k/8 + 3) 2^-24 sum|x w| per
+  element (Hopper's tensor cores accumulate less precisely than a sequential
+  fp32 sum: cuBLASLt's error is 10-20x PyTorch's fp32 product, which runs
+  without tensor cores); and batch invariance where it is promised — a
+  row's bits equal with 1 or 8 rows on the streaming path, with 1, 8, 64 or
+  256 rows on the deterministic path;
+- RMSNorm (also through a row gather), SwiGLU: within one bf16 rounding of
+  the float64 value (2^-8 relative) plus the fp32 arithmetic's share;
+- RoPE + KV store in both layouts (adjacent pairs, half split), with and
+  without biases, rotating only the leading dims: q, k within a bf16
+  rounding, v bit-exact without bias, nothing written for a negative slot;
+- argmax: the lowest index among equal maxima, as the host's scan.
+
+With --bench, also times the decode-shaped products of a Llama-3-8B layer
+(streaming kernel vs cuBLASLt, 1-8 rows; weights rotated through more memory
+than L2 holds) and the small operations, and prints achieved GB/s.
+
+    python3 tests/cuda/check_layer_ops.py [--json FILE] [--bench]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import sys
+
+import torch
+
+from kernels_lib import load_library, ptr
+
+RESULTS: list[dict] = []
+failures = 0
+
+
+def record(name: str, ok: bool, **info):
+    global failures
+    RESULTS.append({"check": name, "ok": bool(ok), **info})
+    print(f"{'ok  ' if ok else 'FAIL'} {name} " + " ".join(f"{k}={v}" for k, v in info.items()), flush=True)
+    failures += 0 if ok else 1
+
+
+def bind(lib):
+    c_int, c_i64, c_f, c_p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+    lib.exactly_cuda_gemm.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_int, c_p]
+    lib.exactly_cuda_rmsnorm.argtypes = [c_p, c_p, c_p, c_i64, c_int, c_f, c_p, c_p]
+    lib.exactly_cuda_rope_store.argtypes = [c_p, c_p, c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_f, c_int, c_p,
+                                            c_p, c_p, c_i64, c_int, c_p]
+    lib.exactly_cuda_swiglu.argtypes = [c_p, c_i64, c_int, c_p, c_p]
+    lib.exactly_cuda_argmax.argtypes = [c_p, c_i64, c_int, c_p, c_p]
+
+
+def call(lib, name, *args):
+    if getattr(lib, name)(*args) != 0:
+        raise RuntimeError(f"{name}: {lib.exactly_last_error().decode()}")
+    torch.cuda.synchronize()
+
+
+def gemm(lib, x, w, out, accumulate=False, path=0):
+    n, k = x.shape
+    m = w.shape[0]
+    call(lib, "exactly_cuda_gemm", ptr(x), ptr(w), ptr(out), n, m, k, int(out.dtype == torch.float32),
+         int(accumulate), path, None)
+
+
+def check_gemm(lib):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    shapes = [(1, 4096, 4096), (3, 1000, 576), (8, 6144, 4096), (9, 512, 1536), (32, 4096, 14336),
+              (128, 1024, 4096), (5, 49152, 576)]
+    for n, m, k in shapes:
+        x = torch.randn(n, k, device="cuda").bfloat16()
+        w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
+        ref = x.double() @ w.double().T
+        scale = ref.abs().max().item()
+        torch_err = (torch.matmul(x, w.T).double() - ref).abs().max().item()
+        for path in (0, 1, 2):
+            out = torch.full((n, m), float("nan"), device="cuda", dtype=torch.bfloat16)
+            gemm(lib, x, w, out, path=path)
+            err = (out.double() - ref).abs().max().item()
+            ok = bool(torch.isfinite(out).all()) and err <= 2 * torch_err + scale * 2**-20
+            record(f"gemm bf16 {n}x{m}x{k} path {path}", ok, max_err=f"{err:.3e}", torch_err=f"{torch_err:.3e}")
+            init = torch.randn(n, m, device="cuda")
+            acc = init.clone()
+            gemm(lib, x, w, acc, accumulate=True, path=path)
+            ref_acc = ref + init.double()
+            bound = (k / 8 + 3) * 2**-24 * (x.double().abs() @ w.double().abs().T) + 2**-24 * ref_acc.abs()
+            excess = ((acc.double() - ref_acc).abs() - bound).max().item()
+            err = (acc.double() - ref_acc).abs().max().item()
+            ok = bool(torch.isfinite(acc).all()) and excess <= 0
+            record(f"gemm f32 += {n}x{m}x{k} path {path}", ok, max_err=f"{err:.3e}",
+                   bound_at_worst=f"{(bound.max().item()):.3e}")
+
+
+def check_gemm_invariance(lib):
+    m, k = 2048, 4096
+    w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
+    x = torch.randn(256, k, device="cuda").bfloat16()
+    for path, sizes in ((0, (1, 3, 8)), (2, (1, 8, 64, 256))):
+        outs = {}
+        for n in sizes:
+            out = torch.empty(n, m, device="cuda", dtype=torch.float32)
+            gemm(lib, x[:n].contiguous(), w, out, path=path)
+            outs[n] = out
+        same = all(torch.equal(outs[n][:1], outs[sizes[0]][:1]) for n in sizes)
+        record(f"gemm row 0 bit-identical with {sizes} rows (path {path})", same)
+
+
+def check_rmsnorm(lib):
+    for n, dim in ((1, 576), (7, 4096), (64, 4096)):
+        x = torch.randn(n, dim, device="cuda") * 3
+        wt = torch.rand(dim, device="cuda") + 0.5
+        eps = 1e-5
+        ref = x.double() / torch.sqrt((x.double() ** 2).mean(1, keepdim=True) + eps) * wt.double()
+        out = torch.full((n, dim), float("nan"), device="cuda", dtype=torch.bfloat16)
+        call(lib, "exactly_cuda_rmsnorm", ptr(x), ptr(wt), None, n, dim, eps, ptr(out), None)
+        rel = ((out.double() - ref).abs() / ref.abs().clamp_min(1e-30)).max().item()
+        record(f"rmsnorm {n}x{dim}", rel <= 2**-8 + 1e-5, max_rel=f"{rel:.2e}")
+    rows = torch.tensor([5, 0, 3], device="cuda", dtype=torch.int32)
+    out = torch.full((3, 4096), float("nan"), device="cuda", dtype=torch.bfloat16)
+    call(lib, "exactly_cuda_rmsnorm", ptr(x), ptr(wt), ptr(rows), 3, 4096, eps, ptr(out), None)
+    full = torch.empty(64, 4096, device="cuda", dtype=torch.bfloat16)
+    call(lib, "exactly_cuda_rmsnorm", ptr(x), ptr(wt), None, 64, 4096, eps, ptr(full), None)
+    record("rmsnorm gathered rows == same rows of the full pass", torch.equal(out, full[rows.long()]))
+
+
+def rope_reference(x, pos, rope_dims, base, layout):
+    """x: [n, heads, hd] float64; rotate the leading rope_dims of each head."""
+    out = x.clone()
+    half = rope_dims // 2
+    i = torch.arange(half, device=x.device, dtype=torch.float64)
+    theta = pos.double()[:, None] * base ** (-2 * i / rope_dims)  # [n, half]
+    c, s = torch.cos(theta)[:, None, :], torch.sin(theta)[:, None, :]
+    if layout == 0:
+        a, b = x[..., 0:rope_dims:2], x[..., 1:rope_dims:2]
+        out[..., 0:rope_dims:2], out[..., 1:rope_dims:2] = a * c - b * s, a * s + b * c
+    else:
+        a, b = x[..., :half], x[..., half:rope_dims]
+        out[..., :half], out[..., half:rope_dims] = a * c - b * s, a * s + b * c
+    return out
+
+
+def check_rope(lib):
+    for layout in (0, 1):
+        for bias_on in (False, True):
+            for hd, rope_dims in ((64, 64), (128, 128), (128, 64)):
+                n, nh, nkv, bs, nb = 37, 8, 2, 16, 16
+                base = 500000.0
+                width = (nh + 2 * nkv) * hd
+                qkv = torch.randn(n, width, device="cuda").bfloat16()
+                bias = torch.randn(width, device="cuda") if bias_on else None
+                pos = torch.randint(0, 8000, (n,), device="cuda", dtype=torch.int32)
+                slots = torch.randperm(nb * bs, device="cuda")[:n].long()
+                slots[3] = -1
+                kc = torch.full((nb, bs, nkv, hd), 7.0, device="cuda", dtype=torch.bfloat16)
+                vc = kc.clone()
+                q = torch.full((n, nh, hd), float("nan"), device="cuda", dtype=torch.bfloat16)
+                call(lib, "exactly_cuda_rope_store", ptr(qkv), ptr(bias) if bias_on else None, ptr(pos), ptr(slots),
+                     n, nh, nkv, hd, rope_dims, base, layout, ptr(q), ptr(kc), ptr(vc), nb, bs, None)
+                x = qkv.double() + (bias.double() if bias_on else 0)
+                qr = rope_reference(x[:, :nh * hd].view(n, nh, hd), pos, rope_dims, base, layout)
+                kr = rope_reference(x[:, nh * hd:(nh + nkv) * hd].view(n, nkv, hd), pos, rope_dims, base, layout)
+                vr = x[:, (nh + nkv) * hd:].view(n, nkv, hd)
+                live = slots >= 0
+                kflat, vflat = kc.view(nb * bs, nkv, hd), vc.view(nb * bs, nkv, hd)
+                tol = lambda ref: 2**-8 * ref.abs() + 1e-5 * ref.abs().max()  # noqa: E731
+                q_ok = bool(((q.double() - qr).abs() <= tol(qr)).all())
+                k_ok = bool(((kflat[slots[live]].double() - kr[live]).abs() <= tol(kr[live])).all())
+                if bias_on:
+                    v_ok = bool(((vflat[slots[live]].double() - vr[live]).abs() <= tol(vr[live])).all())
+                else:
+                    v_ok = torch.equal(vflat[slots[live]], qkv[live][:, (nh + nkv) * hd:].view(-1, nkv, hd))
+                untouched = torch.ones(nb * bs, dtype=torch.bool, device="cuda")
+                untouched[slots[live]] = False
+                rest_ok = bool((kflat[untouched] == 7).all() and (vflat[untouched] == 7).all())
+                record(f"rope+store layout {layout} bias {int(bias_on)} hd {hd} rope_dims {rope_dims}",
+                       q_ok and k_ok and v_ok and rest_ok, q=q_ok, k=k_ok, v=v_ok, other_slots_untouched=rest_ok)
+
+
+def check_swiglu(lib):
+    n, ffn = 33, 14336
+    gu = (torch.randn(n, 2 * ffn, device="cuda") * 3).bfloat16()
+    out = torch.full((n, ffn), float("nan"), device="cuda", dtype=torch.bfloat16)
+    call(lib, "exactly_cuda_swiglu", ptr(gu), n, ffn, ptr(out), None)
+    g, u = gu[:, :ffn].double(), gu[:, ffn:].double()
+    ref = g / (1 + torch.exp(-g)) * u
+    err = ((out.double() - ref).abs() - (2**-8 * ref.abs() + 1e-6)).max().item()
+    record("swiglu", err <= 0, worst_excess=f"{err:.2e}")
+
+
+def check_argmax(lib):
+    rows, vocab = 64, 128256
+    logits = torch.randn(rows, vocab, device="cuda")
+    for r in range(0, rows, 4):  # plant ties: the lower index must win
+        a, b = sorted(torch.randint(0, vocab, (2,)).tolist())
+        logits[r, a] = logits[r, b] = 100.0
+    logits[1] = float("-inf")
+    out = torch.full((rows,), -1, device="cuda", dtype=torch.int32)
+    call(lib, "exactly_cuda_argmax", ptr(logits), rows, vocab, ptr(out), None)
+    ref = torch.tensor(logits.cpu().numpy().argmax(1), dtype=torch.int32)  # numpy: first index of the max
+    record("argmax (ties to the lowest index)", torch.equal(out.cpu(), ref))
+
+
+def timed(fn, reps=30) -> float:
+    """Median seconds of fn() over reps, after a warm-up."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3)
+    return sorted(times)[len(times) // 2]
+
+
+def bench(lib):
+    shapes = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
+              "lm_head": (128256, 4096)}
+    print("product      rows   streaming us (GB/s)   cuBLASLt us (GB/s)")
+    for name, (m, k) in shapes.items():
+        copies = max(1, (512 << 20) // (m * k * 2))  # rotate through > L2
+        ws = [torch.randn(m, k, device="cuda").bfloat16() for _ in range(copies)]
+        for n in (1, 2, 4, 8):
+            x = torch.randn(n, k, device="cuda").bfloat16()
+            out = torch.empty(n, m, device="cuda", dtype=torch.bfloat16)
+            row = []
+            for path in (0, 1):
+                i = [0]
+
+                def run():
+                    i[0] = (i[0] + 1) % copies
+                    lib.exactly_cuda_gemm(ptr(x), ptr(ws[i[0]]), ptr(out), n, m, k, 0, 0, path, None)
+                t = timed(run)
+                row.append(f"{t * 1e6:9.1f} ({m * k * 2 / t / 1e9:6.0f})")
+            print(f"{name:10s} {n:5d}   {row[0]}      {row[1]}", flush=True)
+            RESULTS.append({"bench": name, "rows": n, "streaming_us_gbs": row[0], "cublaslt_us_gbs": row[1]})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--bench", action="store_true")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    lib = load_library()
+    bind(lib)
+    for check in (check_gemm, check_gemm_invariance, check_rmsnorm, check_rope, check_swiglu, check_argmax):
+        check(lib)
+    if a.bench:
+        bench(lib)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(RESULTS, f, indent=1)
+    print(f"{len(RESULTS) - failures}/{len(RESULTS)} layer-op checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
