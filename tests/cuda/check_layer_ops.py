@@ -51,6 +51,7 @@ def record(name: str, ok: bool, **info):
 def bind(lib):
     c_int, c_i64, c_f, c_p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
     lib.exactly_cuda_gemm.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_int, c_p]
+    lib.exactly_cuda_gemv.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_p]
     lib.exactly_cuda_rmsnorm.argtypes = [c_p, c_p, c_p, c_i64, c_int, c_f, c_p, c_p]
     lib.exactly_cuda_rope_store.argtypes = [c_p, c_p, c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_f, c_int, c_p,
                                             c_p, c_p, c_i64, c_int, c_p]
@@ -111,6 +112,7 @@ def check_gemm_invariance(lib):
             outs[n] = out
         same = all(torch.equal(outs[n][:1], outs[sizes[0]][:1]) for n in sizes)
         record(f"gemm row 0 bit-identical with {sizes} rows (path {path})", same)
+
 
 
 def check_rmsnorm(lib):
@@ -233,12 +235,15 @@ def bench(lib):
             x = torch.randn(n, k, device="cuda").bfloat16()
             out = torch.empty(n, m, device="cuda", dtype=torch.bfloat16)
             row = []
-            for path in (0, 1):
+            for variant in ("streaming", "cublaslt"):
                 i = [0]
 
                 def run():
                     i[0] = (i[0] + 1) % copies
-                    lib.exactly_cuda_gemm(ptr(x), ptr(ws[i[0]]), ptr(out), n, m, k, 0, 0, path, None)
+                    if variant == "cublaslt":
+                        lib.exactly_cuda_gemm(ptr(x), ptr(ws[i[0]]), ptr(out), n, m, k, 0, 0, 1, None)
+                    else:
+                        lib.exactly_cuda_gemv(ptr(x), ptr(ws[i[0]]), ptr(out), n, m, k, 0, 0, None)
                 t = timed(run)
                 row.append(f"{t * 1e6:9.1f} ({m * k * 2 / t / 1e9:6.0f})")
             print(f"{name:10s} {n:5d}   {row[0]}      {row[1]}", flush=True)

@@ -81,6 +81,13 @@ extern "C" int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_
   });
 }
 
+extern "C" int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
+                                 int accumulate, void* stream) {
+  return exactly::capi::guarded([&] {
+    gemv_bf16(x, w, out, n, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0, stream_of(stream));
+  });
+}
+
 extern "C" int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim,
                                     float eps, void* out_bf16, void* stream) {
   return exactly::capi::guarded([&] { rmsnorm_bf16(x, weight, rows, n, dim, eps, out_bf16, stream_of(stream)); });

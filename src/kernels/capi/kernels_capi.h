@@ -48,6 +48,9 @@ int exactly_cuda_copy_blocks(void* const* layer_k, void* const* layer_v, int n_l
    deterministic algorithm. */
 int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
                       int accumulate, int path, void* stream);
+/* The streaming few-row kernel alone (n <= 8). */
+int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
+                      int accumulate, void* stream);
 int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
                          void* out_bf16, void* stream);
 /* layout: 0 adjacent pairs, 1 half split; bias may be NULL; the cache is bf16. */

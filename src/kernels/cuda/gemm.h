@@ -23,7 +23,7 @@ enum class GemmOut : int { bf16 = 0, f32 = 1 };
 // differ from cuBLASLt's); kGemvDefaultRows is where it beats cuBLASLt on
 // the H200 (BENCHMARKS.md).
 inline constexpr int kGemvMaxRows = 8;
-inline constexpr int kGemvDefaultRows = 2;
+inline constexpr int kGemvDefaultRows = 1;
 bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w);
 void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
                bool accumulate, cudaStream_t stream);
