@@ -12,8 +12,10 @@ oracle, tested against float64 references in CI) on the default model.
    below GAP (a near-tie that bf16 weights may flip).
 3. --deterministic: a batch of mixed requests (greedy and seeded sampling,
    short and long prompts) gives bit-identical tokens to each request alone.
-4. Speculation: greedy tokens with --spec ngram equal those without
-   (--deterministic, so both runs compute each row in the same order).
+4. Speculation: greedy tokens with --spec ngram, layerskip:8 and
+   draft:PATH (the model's first 8 layers, written by `exactly export`, on
+   the GPU too) equal those without (--deterministic, so both runs compute
+   each row in the same order).
 5. CUDA graphs: decode steps replayed from graphs give the tokens of eager
    launches, bit for bit (--deterministic, mixed batch).
 
@@ -154,10 +156,13 @@ def check_speculation(exe: str, model: str, tmp: Path):
             {"prompt": PROMPTS[1], "max_tokens": 40, "temperature": 0, "ignore_eos": True}]
     det = ["--device", "cuda", "--deterministic"]
     plain = batch(exe, model, reqs, det, tmp, "spec-off")
-    spec = batch(exe, model, reqs, det + ["--spec", "ngram", "--num-speculative-tokens", "4",
-                                          "--no-adaptive-speculation"], tmp, "spec-on")
-    record("speculation (ngram) greedy == plain greedy", plain == spec,
-           identical=sum(a == b for a, b in zip(plain, spec)), requests=len(reqs))
+    draft = tmp / "draft.gguf"
+    run([exe, "export", "-m", model, "--layers", "8", "-o", str(draft)])
+    for method in ("ngram", "layerskip:8", f"draft:{draft}"):
+        spec = batch(exe, model, reqs, det + ["--spec", method, "--num-speculative-tokens", "4",
+                                              "--no-adaptive-speculation"], tmp, "spec-on")
+        record(f"speculation ({method.split(':')[0]}) greedy == plain greedy", plain == spec,
+               identical=sum(a == b for a, b in zip(plain, spec)), requests=len(reqs))
 
 
 def check_graphs(exe: str, model: str, tmp: Path):
