@@ -51,9 +51,10 @@ void check_same_vocabulary(const LoadedModel& target, const LoadedModel& draft, 
 std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const LoadedModel& target) {
   std::unique_ptr<LoadedModel> draft;
   try {
-    // The draft runs where the target runs.
-    LoadOptions options;
-    options.device = std::string_view(target.model->device()) == "cuda" ? Device::kCuda : Device::kCpu;
+    // The draft runs where and as the target runs (device, --deterministic,
+    // --enforce-eager); it is always a file, never random weights.
+    LoadOptions options = target.options;
+    options.format = LoadFormat::kAuto;
     draft = std::make_unique<LoadedModel>(load_model(path, false, options));
   } catch (const FileFormatError& e) {
     throw FileFormatError(strformat("--spec draft:%s: %s", path.c_str(), e.what()));

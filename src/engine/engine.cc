@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -94,17 +95,25 @@ KVMemory split_kv_memory(const LoadedModel& target, const LoadedModel* draft, co
 // The target's KV pool: the model first reserves its activation workspace
 // for this engine's limits, so that what a GPU has left for the cache is
 // measured after every other allocation.
-std::unique_ptr<KVPool> make_target_pool(LoadedModel& m, const LoadedModel* draft, EngineConfig& c) {
+std::unique_ptr<KVPool> make_target_pool(LoadedModel& m, LoadedModel* draft, EngineConfig& c) {
   ModelLimits limits;
   limits.max_batch_tokens = c.max_num_batched_tokens;
   limits.max_seqs = c.max_num_seqs;
   limits.max_model_len = c.max_model_len;
   limits.block_size = c.block_size;
   m.model->reserve(limits);
-  if (c.kv_cache_memory <= 0) c.kv_cache_memory = m.model->default_kv_cache_memory(c.gpu_memory_utilization);
+  if (draft != nullptr) draft->model->reserve(limits);  // its passes are bounded by the same limits
+  const bool automatic = c.kv_cache_memory <= 0;
+  if (automatic) c.kv_cache_memory = m.model->default_kv_cache_memory(c.gpu_memory_utilization);
   const int64_t memory = split_kv_memory(m, draft, c).target;
   const int64_t per_slot = m.model->kv_bytes_per_slot();
   const int32_t blocks = num_blocks_for_memory(memory, per_slot, c.block_size);
+  if (blocks < 1 && automatic && std::string_view(m.model->device()) != "cpu")
+    throw Error(strformat("--gpu-memory-utilization %.2f leaves %s for the KV cache after the weights and the "
+                          "workspace, not one block of %d tokens (%s per token): raise it, or set --kv-cache-memory",
+                          c.gpu_memory_utilization, human_bytes(static_cast<double>(memory)).c_str(), c.block_size,
+                          human_bytes(static_cast<double>(per_slot)).c_str()),
+                ExitCode::kUsage);
   if (blocks < 1)
     throw Error(strformat("--kv-cache-memory %s holds no KV block of %d tokens (%s per token)",
                           human_bytes(static_cast<double>(memory)).c_str(), c.block_size,

@@ -138,14 +138,19 @@ bool is_hf_checkpoint(const std::string& path) {
 std::string hf_checkpoint_dir(const std::string& path) { return checkpoint_dir(path).string(); }
 
 LoadedModel load_model(const std::string& path, bool show_progress, const LoadOptions& options) {
-  if (options.format == LoadFormat::kDummy) return load_dummy(path, options);
-  if (is_hf_checkpoint(path)) return load_hf(path, options);
   LoadedModel m;
-  m.file = GGUFFile::open(path);
-  ModelConfig config = ModelConfig::from_gguf(*m.file);
-  m.tokenizer = Tokenizer::from_gguf(*m.file);
-  page_in(*m.file, show_progress && isatty(STDERR_FILENO));
-  m.model = make_model(*m.file, std::move(config), options);
+  if (options.format == LoadFormat::kDummy) {
+    m = load_dummy(path, options);
+  } else if (is_hf_checkpoint(path)) {
+    m = load_hf(path, options);
+  } else {
+    m.file = GGUFFile::open(path);
+    ModelConfig config = ModelConfig::from_gguf(*m.file);
+    m.tokenizer = Tokenizer::from_gguf(*m.file);
+    page_in(*m.file, show_progress && isatty(STDERR_FILENO));
+    m.model = make_model(*m.file, std::move(config), options);
+  }
+  m.options = options;
   return m;
 }
 

@@ -11,13 +11,6 @@
 
 namespace exactly {
 
-struct LoadedModel {
-  std::unique_ptr<GGUFFile> file;  // null for dummy weights and Hugging Face checkpoints
-  std::unique_ptr<Model> model;  // LlamaModel on the CPU, CudaLlamaModel on a GPU
-  std::unique_ptr<Tokenizer> tokenizer;
-
-  const ModelConfig& config() const { return model->config(); }
-};
 
 enum class Device { kCpu, kCuda };
 
@@ -32,6 +25,15 @@ struct LoadOptions {
   bool deterministic = false;  // GPU: batch-invariant matrix products
   bool cuda_graphs = true;     // GPU: replay decode steps as CUDA graphs
   uint64_t seed = 0;           // of dummy weights
+};
+
+struct LoadedModel {
+  std::unique_ptr<GGUFFile> file;  // null for dummy weights and Hugging Face checkpoints
+  std::unique_ptr<Model> model;  // LlamaModel on the CPU, CudaLlamaModel on a GPU
+  std::unique_ptr<Tokenizer> tokenizer;
+  LoadOptions options;  // how it was loaded (a draft model is loaded the same way)
+
+  const ModelConfig& config() const { return model->config(); }
 };
 
 // Parse "cpu" / "cuda" and "auto" / "dummy"; throw Error(kUsage) naming anything else.

@@ -47,7 +47,10 @@ Gemm::Gemm(bool deterministic, int gemv_max_rows, size_t workspace_bytes)
   cublasLtHandle_t h = nullptr;
   check_lt(cublasLtCreate(&h), "create");
   handle_ = h;
-  check_cuda(cudaMalloc(&workspace_, workspace_bytes_), "cuBLASLt workspace");
+  if (const cudaError_t st = cudaMalloc(&workspace_, workspace_bytes_); st != cudaSuccess) {
+    cublasLtDestroy(h);  // the destructor does not run for a throwing constructor
+    check_cuda(st, "cuBLASLt workspace");
+  }
 }
 
 Gemm::~Gemm() {

@@ -59,10 +59,12 @@ CudaLlamaModel::CudaLlamaModel(ModelConfig config, const CudaModelOptions& optio
   if (c.n_heads % c.n_kv_heads != 0)
     throw Error(strformat("%d query heads over %d KV heads", c.n_heads, c.n_kv_heads), ExitCode::kUsage);
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
-    throw Error("--device cuda: no CUDA device is visible", ExitCode::kUsage);
+  if (const cudaError_t st = cudaGetDeviceCount(&devices); st != cudaSuccess || devices == 0)
+    throw Error(strformat("--device cuda: no CUDA device is visible (%s)",
+                          st != cudaSuccess ? cudaGetErrorString(st) : "the driver reports none"),
+                ExitCode::kUsage);
+  gemm_ = std::make_unique<kc::Gemm>(options_.deterministic);  // before the stream: a throw here leaks nothing
   kc::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
-  gemm_ = std::make_unique<kc::Gemm>(options_.deterministic);
   rope_layout_ = c.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit : kc::RopeLayout::kAdjacentPairs;
   ws_ = std::make_unique<Workspace>();
 }
@@ -220,8 +222,10 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
     w.index = kc::DeviceBuffer(off, "batch indices");
     w.staging = kc::PinnedBuffer(off, "batch indices (host)");
   }
-  if (max_seq_len > w.max_seq_len || seqs > w.seqs) {
-    w.max_seq_len = std::max(w.max_seq_len, max_seq_len);
+  // The split-KV workspace follows the largest batch and context seen (the
+  // sequence count may have grown above without the context growing).
+  w.max_seq_len = std::max(w.max_seq_len, max_seq_len);
+  {
     const int64_t bytes = kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim);
     if (static_cast<size_t>(bytes) > w.decode_bytes) {
       kc::check_cuda(cudaStreamSynchronize(stream_), "workspace");
@@ -341,12 +345,16 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   for (int32_t r : b.logits_rows) EXACTLY_CHECK(r >= 0 && r < n, "logits row %d out of range", r);
   ensure_workspace(n, b.num_seqs(), b.max_blocks_per_seq, max_len);
   Workspace& w = *ws_;
+  EXACTLY_CHECK(static_cast<int64_t>(b.logits_rows.size()) <= w.tokens, "%zu logits rows for %lld tokens",
+                b.logits_rows.size(), static_cast<long long>(w.tokens));
+  EXACTLY_CHECK(b.argmax_only.empty() || b.argmax_only.size() == b.logits_rows.size(), "argmax_only has %zu of %zu rows",
+                b.argmax_only.size(), b.logits_rows.size());
 
   // Split-KV decode when every sequence brings one token; under
   // --deterministic the prefill kernel always, whose rows are reduced in one
   // order whatever else is in the batch (the split decode merges partitions:
   // another order, so a request's bits would depend on its neighbours' kind).
-  const bool decode = max_q == 1;
+  const bool decode = max_q == 1 && n == b.num_seqs();
   const bool split_kv = decode && !options_.deterministic;
   auto* idx = w.index.as<uint8_t>();
   kc::AttentionBatchDevice attn{b.num_seqs(),
@@ -368,7 +376,8 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
     attn.n_seqs = padded;
     attn.max_seq_len = std::min(partitions * kc::kDecodePartition, w.blocks * kv->block_size());
     attn.max_seq_len = std::max(attn.max_seq_len, max_len);
-    const GraphKey key{padded, attn.max_seq_len, num_layers};
+    // The pool's address and size are baked into the graph with everything else.
+    const GraphKey key{padded, attn.max_seq_len, num_layers, kv->layer(0).k, kv->num_blocks()};
     auto it = graphs_.find(key);
     if (it == graphs_.end() && graph_shapes_seen_.insert(key).second) {
       // The first step of a shape runs eagerly: kernels get their one-time
@@ -377,7 +386,12 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
     } else if (it == graphs_.end()) {
       cudaGraph_t graph = nullptr;
       kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
-      run_layers(*kv, padded, attn, split_kv, num_layers);
+      try {
+        run_layers(*kv, padded, attn, split_kv, num_layers);
+      } catch (...) {  // leave the stream usable: end the capture, drop its graph
+        if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+        throw;
+      }
       kc::check_cuda(cudaStreamEndCapture(stream_, &graph), "graph capture");
       cudaGraphExec_t exec = nullptr;
       const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
@@ -409,7 +423,9 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     }
     // Download runs of rows that are wanted whole.
     for (int64_t i = 0; i < rows;) {
-      auto wanted = [&](int64_t r) { return b.argmax_only.empty() || !b.argmax_only[static_cast<size_t>(first + r)]; };
+      auto wanted = [&](int64_t r) {
+        return argmax == nullptr || b.argmax_only.empty() || !b.argmax_only[static_cast<size_t>(first + r)];
+      };
       if (!wanted(i)) {
         ++i;
         continue;

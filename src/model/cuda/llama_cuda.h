@@ -100,8 +100,9 @@ class CudaLlamaModel final : public Model {
   float* output_norm_ = nullptr;         // [dim]
   std::vector<Layer> layers_;
   std::unique_ptr<Workspace> ws_;
-  // Captured decode steps: (padded sequences, context bound, layers).
-  using GraphKey = std::tuple<int32_t, int32_t, int>;
+  // Captured decode steps: (padded sequences, context bound, layers, KV pool
+  // base address, its blocks).
+  using GraphKey = std::tuple<int32_t, int32_t, int, const void*, int64_t>;
   struct GraphExecDeleter {
     void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
   };
