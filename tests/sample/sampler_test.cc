@@ -56,6 +56,43 @@ TEST(Sampler, GreedyIsArgmaxWithLowestIndexOnTies) {
   EXPECT_EQ(argmax(logits), 1);
 }
 
+// plain_greedy() says when sample() is the raw argmax, so that a GPU model may
+// return the argmax alone: it must be false whenever a penalty could move the
+// argmax, and sample() must equal argmax() whenever it is true.
+TEST(Sampler, PlainGreedyExactlyWhenNoPenaltyCanMoveTheArgmax) {
+  SamplingParams sp;
+  sp.temperature = 0;
+  sp.repetition_penalty = 1.0f;
+  EXPECT_TRUE(Sampler(sp).plain_greedy(10, 4));
+  sp.temperature = 0.7f;
+  EXPECT_FALSE(Sampler(sp).plain_greedy(10, 4));  // sampled, not greedy
+  sp.temperature = 0;
+  sp.repetition_penalty = 1.3f;
+  EXPECT_FALSE(Sampler(sp).plain_greedy(10, 4));
+  EXPECT_TRUE(Sampler(sp).plain_greedy(0, 0));    // nothing to penalise yet
+  sp.repetition_penalty = 1.0f;
+  sp.frequency_penalty = 0.5f;
+  EXPECT_FALSE(Sampler(sp).plain_greedy(10, 4));  // output tokens exist
+  EXPECT_TRUE(Sampler(sp).plain_greedy(4, 4));    // only the prompt so far
+  sp.frequency_penalty = 0;
+  sp.presence_penalty = 0.5f;
+  EXPECT_FALSE(Sampler(sp).plain_greedy(10, 4));
+
+  // A repetition penalty that moves the argmax: token 1 leads, but it is in
+  // the context and the penalty sends the choice to token 3.
+  const std::vector<float> logits = {0.0f, 2.0f, -1.0f, 1.9f};
+  const std::vector<int32_t> context = {1};
+  sp.presence_penalty = 0;
+  sp.repetition_penalty = 1.5f;
+  Sampler penalised(sp);
+  ASSERT_FALSE(penalised.plain_greedy(context.size(), 0));
+  EXPECT_EQ(penalised.sample(logits, context), 3);
+  sp.repetition_penalty = 1.0f;
+  Sampler plain(sp);
+  ASSERT_TRUE(plain.plain_greedy(context.size(), 0));
+  EXPECT_EQ(plain.sample(logits, context), argmax(logits));
+}
+
 TEST(Sampler, FilteredDistributionMatchesIndependentComputation) {
   for (int trial = 0; trial < 50; ++trial) {
     auto logits = random_logits(200, static_cast<uint64_t>(trial));
