@@ -38,7 +38,11 @@ TokenizerSpec Tokenizer::spec_from_gguf(const GGUFFile& file) {
     }
   }
   if (auto scores = file.get_float_array("tokenizer.ggml.scores")) spec.scores = std::move(*scores);
-  if (auto merges = file.get_string_array("tokenizer.ggml.merges")) spec.merges = std::move(*merges);
+  // A "llama" tokenizer merges by score; merges there would restrict it to the
+  // listed pairs (TokenizerSpec::merges), which SentencePiece does not do.
+  if (spec.model != "llama") {
+    if (auto merges = file.get_string_array("tokenizer.ggml.merges")) spec.merges = std::move(*merges);
+  }
   if (auto pre = file.get_string("tokenizer.ggml.pre")) spec.pre = *pre;
   spec.bos = optional_id(file, "tokenizer.ggml.bos_token_id");
   spec.eos = optional_id(file, "tokenizer.ggml.eos_token_id");

@@ -1,9 +1,14 @@
 // Reading TokenizerSpec from a Hugging Face checkpoint: tokenizer.json holds
-// the vocabulary, merges, added tokens and pre-tokenizer; tokenizer_config.json
+// the vocabulary, merges, added tokens and pre-tokenizer (byte-level BPE as
+// "gpt2", SentencePiece-style BPE with byte_fallback as "llama"); tokenizer_config.json
 // the chat template and the BOS/EOS texts.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/format.h"
@@ -16,22 +21,104 @@ namespace {
 
 using nlohmann::json;
 
-// Options of the BPE model that would change the ids of a byte-level vocabulary.
-void check_bpe_model(const JsonObject& model) {
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+// Options of the BPE model that would change the ids. Returns whether it is
+// SentencePiece-style (byte_fallback: characters the vocabulary lacks become
+// <0xNN> tokens) rather than byte-level.
+bool check_bpe_model(const JsonObject& model) {
   const std::string type = model.require_string("type");
   if (type != "BPE") {
-    model.fail("type", strformat("is '%s'; only byte-level BPE tokenizers are supported", type.c_str()));
+    model.fail("type", strformat("is '%s'; only BPE tokenizers (byte-level, or SentencePiece-style with "
+                                 "byte_fallback) are supported",
+                                 type.c_str()));
   }
-  if (model.get_bool("byte_fallback").value_or(false)) {
-    model.fail("byte_fallback", "is true (a SentencePiece-style BPE); only byte-level BPE is supported");
-  }
+  const bool byte_fallback = model.get_bool("byte_fallback").value_or(false);
   if (!model.get_string("continuing_subword_prefix").value_or("").empty()) {
-    model.fail("continuing_subword_prefix", "is set; byte-level BPE has none");
+    model.fail("continuing_subword_prefix", "is set, which is not supported");
   }
   if (!model.get_string("end_of_word_suffix").value_or("").empty()) {
-    model.fail("end_of_word_suffix", "is set; byte-level BPE has none");
+    model.fail("end_of_word_suffix", "is set, which is not supported");
   }
   if (model.get_number("dropout").value_or(0.0) != 0.0) model.fail("dropout", "is set; encoding must be deterministic");
+  if (byte_fallback && model.get_bool("ignore_merges").value_or(false)) {
+    model.fail("ignore_merges", "is true with byte_fallback, which is not supported");
+  }
+  return byte_fallback;
+}
+
+// The steps of a normalizer or pre-tokenizer: a Sequence's list, a single
+// step, or none (absent or null).
+std::vector<JsonObject> steps(const JsonObject& root, std::string_view key, const char* list_key) {
+  const json* v = root.find(key);
+  if (!v || v->is_null()) return {};
+  JsonObject step(root.path(), *v, std::string(key));
+  if (step.require_string("type") != "Sequence") return {step};
+  const json& list = step.require(list_key);
+  if (!list.is_array()) step.fail(list_key, "must be a list");
+  std::vector<JsonObject> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    out.emplace_back(root.path(), list[i], step.key_path(strformat("%s[%zu]", list_key, i)));
+  }
+  return out;
+}
+
+// Where a SentencePiece-style tokenizer.json puts "▁": either the normalizer
+// Sequence[Prepend("▁"), Replace(" ", "▁")] with no pre-tokenizer (Llama 2,
+// Mistral 7B v0.1: every piece of text between special tokens gets the
+// prefix), or a Metaspace pre-tokenizer without splitting (newer files; its
+// prepend_scheme says where the prefix goes, and text that starts with a space
+// or "▁" gets none).
+void read_space_handling(const JsonObject& root, TokenizerSpec& spec) {
+  const std::vector<JsonObject> norm = steps(root, "normalizer", "normalizers");
+  const std::vector<JsonObject> pre = steps(root, "pre_tokenizer", "pretokenizers");
+  if (!norm.empty() && pre.empty()) {
+    size_t i = 0;
+    spec.add_space_prefix = false;
+    if (norm[0].require_string("type") == "Prepend") {
+      if (norm[0].require_string("prepend") != kSpaceMark) norm[0].fail("prepend", "must be \"\u2581\"");
+      spec.add_space_prefix = true;
+      i = 1;
+    }
+    if (norm.size() != i + 1 || norm[i].require_string("type") != "Replace") {
+      const JsonObject& bad = norm[std::min(i, norm.size() - 1)];
+      bad.fail("type", strformat("is the normalizer '%s'; a SentencePiece-style tokenizer must normalize by "
+                                 "[Prepend(\"\u2581\"),] Replace(\" \", \"\u2581\") and nothing else",
+                                 bad.require_string("type").c_str()));
+    }
+    const JsonObject& rep = norm[i];
+    if (rep.object("pattern").get_string("String") != " " || rep.require_string("content") != kSpaceMark) {
+      rep.fail("pattern", "must replace {\"String\": \" \"} by \"\u2581\"");
+    }
+    spec.space_prefix_after_special = true;  // normalizers run on each text between special tokens
+    return;
+  }
+  if (norm.empty() && pre.size() == 1 && pre[0].require_string("type") == "Metaspace") {
+    const JsonObject& meta = pre[0];
+    if (meta.require_string("replacement") != kSpaceMark) meta.fail("replacement", "must be \"\u2581\"");
+    if (meta.get_bool("split").value_or(true)) {
+      meta.fail("split", "is true (or missing): splitting into words at \"\u2581\" is not supported");
+    }
+    std::string scheme = meta.get_string("prepend_scheme").value_or("");
+    if (scheme.empty()) scheme = meta.get_bool("add_prefix_space").value_or(true) ? "always" : "never";
+    if (scheme != "first" && scheme != "always" && scheme != "never") {
+      meta.fail("prepend_scheme", strformat("is '%s', not first, always or never", scheme.c_str()));
+    }
+    spec.add_space_prefix = scheme != "never";
+    spec.space_prefix_after_special = scheme == "always";
+    spec.space_prefix_unless_space = true;
+    return;
+  }
+  auto describe = [](const std::vector<JsonObject>& list) {
+    std::string out;
+    for (const JsonObject& o : list) out += (out.empty() ? "" : ", ") + o.require_string("type");
+    return out.empty() ? std::string("none") : out;
+  };
+  root.fail("pre_tokenizer",
+            strformat("is %s with the normalizer %s; a SentencePiece-style (byte_fallback) BPE needs the "
+                      "normalizer [Prepend(\"\u2581\"),] Replace(\" \", \"\u2581\") and no pre-tokenizer, or a "
+                      "Metaspace pre-tokenizer and no normalizer",
+                      describe(pre).c_str(), describe(norm).c_str()));
 }
 
 int32_t token_id(const JsonObject& obj, std::string_view key, const json& v) {
@@ -95,7 +182,7 @@ std::vector<std::string> read_merges(const JsonObject& model) {
       const std::string left = m[0].get<std::string>(), right = m[1].get<std::string>();
       // A space would be ambiguous in the "left right" form the tokenizer reads.
       if (left.find(' ') != std::string::npos || right.find(' ') != std::string::npos) {
-        model.fail(key, "has a token containing a space, which a byte-level vocabulary cannot have");
+        model.fail(key, "has a token containing a space, which the \"left right\" form cannot express");
       }
       out.push_back(left + " " + right);
     } else {
@@ -110,6 +197,53 @@ std::optional<int32_t> find_id(const TokenizerSpec& spec, const std::string& tex
     if (spec.tokens[i] == text) return static_cast<int32_t>(i);
   }
   return std::nullopt;
+}
+
+// Token types and scores of a SentencePiece-style vocabulary, and its unk.
+// <0xNN> tokens of model.vocab are byte tokens (all 256 must be there, as
+// byte_fallback needs them); the unk token is kUnknown unless it is an added
+// special token (then it stays a control token, so its text is matched in the
+// input as Hugging Face does). The scores rank tokens by the first merge that
+// makes them: score = -rank, and -num_merges for tokens no merge makes. The
+// tokenizer itself merges by spec.merges (only listed pairs merge, lowest rank
+// first); the scores give the same order to anything that merges by score.
+void spm_types_and_scores(const JsonObject& model, TokenizerSpec& spec) {
+  const JsonObject vocab = model.object("vocab");
+  std::vector<bool> seen(256, false);
+  for (const auto& [text, id_json] : vocab.value().items()) {
+    const size_t id = static_cast<size_t>(id_json.get<int64_t>());
+    unsigned byte = 0;
+    char tail = 0;
+    if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 && tail == '>' &&
+        std::isxdigit(static_cast<unsigned char>(text[3])) && std::isxdigit(static_cast<unsigned char>(text[4])) &&
+        spec.types[id] == TokenType::kNormal) {
+      spec.types[id] = TokenType::kByte;
+      seen[byte] = true;
+    }
+  }
+  for (unsigned b = 0; b < 256; ++b) {
+    if (!seen[b]) model.fail("vocab", strformat("lacks the byte token <0x%02X>, which byte_fallback needs", b));
+  }
+  if (const std::optional<std::string> unk = model.get_string("unk_token")) {
+    const auto id = find_id(spec, *unk);
+    if (!id) model.fail("unk_token", strformat("is '%s', which is not in the vocabulary", unk->c_str()));
+    spec.unk = id;
+    if (spec.types[static_cast<size_t>(*id)] == TokenType::kNormal) spec.types[static_cast<size_t>(*id)] = TokenType::kUnknown;
+  }
+  std::unordered_map<std::string, int32_t> ids;
+  for (size_t i = 0; i < spec.tokens.size(); ++i) ids.emplace(spec.tokens[i], static_cast<int32_t>(i));
+  spec.scores.assign(spec.tokens.size(), -static_cast<float>(spec.merges.size()));
+  std::vector<bool> made(spec.tokens.size(), false);
+  for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
+    std::string joined = spec.merges[rank];
+    const size_t space = joined.find(' ', 1);
+    if (space == std::string::npos) continue;  // reported by the tokenizer
+    joined.erase(space, 1);
+    const auto it = ids.find(joined);
+    if (it == ids.end() || made[static_cast<size_t>(it->second)]) continue;
+    made[static_cast<size_t>(it->second)] = true;
+    spec.scores[static_cast<size_t>(it->second)] = -static_cast<float>(rank);
+  }
 }
 
 // BOS/EOS that encoding adds, as the post-processor's template says (Llama 3:
@@ -199,13 +333,19 @@ TokenizerSpec Tokenizer::spec_from_hf(const std::string& dir) {
   const JsonFile file = JsonFile::read(dir + "/tokenizer.json");
   const JsonObject root(file.path, file.root, "");
   const JsonObject model = root.object("model");
-  check_bpe_model(model);
+  const bool sentencepiece = check_bpe_model(model);
   TokenizerSpec spec;
-  spec.model = "gpt2";
-  spec.pre = hf_pre_tokenizer_name(root);
-  spec.ignore_merges = model.get_bool("ignore_merges").value_or(false);
+  if (sentencepiece) {
+    spec.model = "llama";
+    read_space_handling(root, spec);
+  } else {
+    spec.model = "gpt2";
+    spec.pre = hf_pre_tokenizer_name(root);
+    spec.ignore_merges = model.get_bool("ignore_merges").value_or(false);
+  }
   read_vocab(root, model, spec);
   spec.merges = read_merges(model);
+  if (sentencepiece) spm_types_and_scores(model, spec);
   bool add_bos = false, add_eos = false;
   if (const json* proc = root.find("post_processor")) {
     spec.bos = read_post_processor(JsonObject(file.path, *proc, "post_processor"), spec, add_bos, add_eos);

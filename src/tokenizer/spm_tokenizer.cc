@@ -41,7 +41,9 @@ std::string replace_all(std::string_view s, std::string_view from, std::string_v
 
 SpmTokenizer::SpmTokenizer(const TokenizerSpec& spec)
     : Tokenizer(spec), specials_(tokens_, types_), scores_(spec.scores), unk_(spec.unk),
-      add_space_prefix_(spec.add_space_prefix.value_or(true)) {
+      add_space_prefix_(spec.add_space_prefix.value_or(true)),
+      prefix_after_special_(spec.space_prefix_after_special),
+      prefix_unless_space_(spec.space_prefix_unless_space) {
   if (scores_.empty()) scores_.assign(tokens_.size(), 0.0f);
   if (scores_.size() != tokens_.size()) {
     throw FileFormatError(strformat("tokenizer.ggml.scores: %zu entries for %zu tokens", scores_.size(), tokens_.size()));
@@ -59,6 +61,19 @@ SpmTokenizer::SpmTokenizer(const TokenizerSpec& spec)
     }
   }
   if (!unk_) unk_ = find_token("<unk>");
+  merge_rank_.reserve(spec.merges.size());
+  for (size_t i = 0; i < spec.merges.size(); ++i) {
+    const std::string& m = spec.merges[i];
+    const size_t space = m.find(' ', 1);
+    const bool known = space != std::string::npos && pieces_.count(std::string_view(m).substr(0, space)) &&
+                       pieces_.count(std::string_view(m).substr(space + 1)) &&
+                       piece_id(m.substr(0, space) + m.substr(space + 1));
+    if (!known) {
+      throw FileFormatError(strformat("tokenizer.ggml.merges[%zu]: '%s' is not two tokens whose concatenation is a token",
+                                      i, m.c_str()));
+    }
+    merge_rank_.emplace(m, static_cast<int32_t>(i));  // the first (lowest) rank of a repeated merge wins
+  }
 }
 
 std::optional<int32_t> SpmTokenizer::piece_id(std::string_view piece) const {
@@ -77,7 +92,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool parse_spec
     if (f.token >= 0) {
       out.push_back(f.token);
     } else {
-      encode_fragment(f.text, f.offset == 0, out);
+      encode_fragment(f.text, f.offset == 0 || prefix_after_special_, out);
     }
   }
   return out;
@@ -87,15 +102,16 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool at_start, std::ve
   if (text.empty()) return;
   // The space prefix goes only before the start of the whole text, so that
   // decoding (which removes one leading space) gives the text back.
-  std::string norm = (add_space_prefix_ && at_start ? std::string(kSpaceMark) : std::string()) +
-                     replace_all(text, " ", kSpaceMark);
+  const bool starts_with_space = text[0] == ' ' || text.substr(0, kSpaceMark.size()) == kSpaceMark;
+  const bool prefix = add_space_prefix_ && at_start && !(prefix_unless_space_ && starts_with_space);
+  std::string norm = (prefix ? std::string(kSpaceMark) : std::string()) + replace_all(text, " ", kSpaceMark);
 
   struct Symbol {
     size_t begin, length;  // bytes of norm
     int32_t prev, next;    // neighbour indices, -1 at the ends
   };
   struct Candidate {
-    float score;
+    double score;     // the piece's score, or minus the merge's rank
     int32_t left;     // symbol index
     size_t length;    // bytes of the concatenation, to detect stale entries
     bool operator<(const Candidate& o) const {  // max-heap: highest score, then leftmost
@@ -119,8 +135,17 @@ void SpmTokenizer::encode_fragment(std::string_view text, bool at_start, std::ve
     const Symbol& l = symbols[static_cast<size_t>(left)];
     if (l.next < 0) return;
     const Symbol& r = symbols[static_cast<size_t>(l.next)];
-    const auto id = piece_id(std::string_view(norm).substr(l.begin, l.length + r.length));
-    if (id) heap.push({scores_[static_cast<size_t>(*id)], left, l.length + r.length});
+    const std::string_view both = std::string_view(norm).substr(l.begin, l.length + r.length);
+    if (!merge_rank_.empty()) {  // Hugging Face BPE: the pair must be a merge; the lowest rank goes first
+      std::string pair(both.substr(0, l.length));
+      pair += ' ';
+      pair += both.substr(l.length);
+      const auto it = merge_rank_.find(pair);
+      if (it != merge_rank_.end()) heap.push({-static_cast<double>(it->second), left, both.size()});
+      return;
+    }
+    const auto id = piece_id(both);
+    if (id) heap.push({scores_[static_cast<size_t>(*id)], left, both.size()});
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) consider(i);
   while (!heap.empty()) {

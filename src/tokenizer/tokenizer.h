@@ -1,7 +1,7 @@
 // Text <-> token ids for the vocabularies stored in GGUF metadata:
 // byte-level BPE (tokenizer.ggml.model = "gpt2") with the pre-tokenizer chosen
 // by tokenizer.ggml.pre, and SentencePiece-style vocabularies ("llama"); and
-// for the byte-level BPE of a Hugging Face tokenizer.json.
+// for the byte-level and SentencePiece-style BPE of a Hugging Face tokenizer.json.
 #pragma once
 
 #include <cstdint>
@@ -29,11 +29,20 @@ struct TokenizerSpec {
   std::vector<std::string> tokens;  // [vocab] token texts
   std::vector<TokenType> types;     // [vocab], or empty for all kNormal
   std::vector<float> scores;        // [vocab] SentencePiece merge priorities, or empty
-  std::vector<std::string> merges;  // [num_merges] "left right" token texts; rank = index
+  // [num_merges] "left right" token texts; rank = index. For "llama" (only
+  // from a tokenizer.json's SentencePiece-style BPE): when present, only these
+  // pairs merge, lowest rank first, as Hugging Face's BPE does; the scores are
+  // then not used for merging.
+  std::vector<std::string> merges;
   std::optional<int32_t> bos, eos, eot, eom, unk;
   // Unset means the model's default: add_bos true for "llama", add_space_prefix
   // true for "llama", everything else false.
   std::optional<bool> add_bos, add_eos, add_space_prefix;
+  // "llama" from a tokenizer.json: where the space prefix goes besides the
+  // start of the text. after_special: also before text that follows a special
+  // token (the Prepend normalizer, Metaspace "always"); unless_space: not
+  // before text that already starts with a space or "▁" (Metaspace).
+  bool space_prefix_after_special = false, space_prefix_unless_space = false;
   // Byte-level BPE: take a piece whole when it is a token, without merging.
   // Unset means what the pre-tokenizer's family does (Llama 3: true); a
   // tokenizer.json says it explicitly (model.ignore_merges).
@@ -54,7 +63,8 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> from_gguf(const GGUFFile& file);
 
   // Reads the spec of a Hugging Face checkpoint directory: tokenizer.json
-  // (byte-level BPE only) and, when present, tokenizer_config.json (chat
+  // (byte-level BPE, or SentencePiece-style BPE with byte_fallback as
+  // "llama") and, when present, tokenizer_config.json (chat
   // template, BOS/EOS) or chat_template.jinja. Throws FileFormatError naming
   // the file and key of anything missing, inconsistent or unsupported.
   static TokenizerSpec spec_from_hf(const std::string& dir);

@@ -3,10 +3,12 @@
 // the ids with the `tokenizers` package's.
 //
 //   hf_tokenize DIR [--no-parse-special] < texts.jsonl   one JSON array of ids per input line
+//   hf_tokenize DIR --decode < ids.jsonl                 one JSON string per input array of ids
 //   hf_tokenize DIR --spec                               what was read, as one JSON object
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -25,6 +27,9 @@ nlohmann::json spec_summary(const std::string& dir) {
           {"eos", id(tok->eos_id())},
           {"add_bos", tok->add_bos()},
           {"add_eos", tok->add_eos()},
+          {"model", spec.model},
+          {"unk", id(spec.unk)},
+          {"add_space_prefix", spec.add_space_prefix.value_or(false)},
           {"chat_template", tok->chat_template()}};
 }
 
@@ -32,8 +37,8 @@ nlohmann::json spec_summary(const std::string& dir) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc == 3 ? argv[2] : "";
-  if ((argc != 2 && argc != 3) || (argc == 3 && mode != "--no-parse-special" && mode != "--spec")) {
-    std::cerr << "usage: hf_tokenize DIR [--no-parse-special | --spec] < texts.jsonl\n";
+  if ((argc != 2 && argc != 3) || (argc == 3 && mode != "--no-parse-special" && mode != "--spec" && mode != "--decode")) {
+    std::cerr << "usage: hf_tokenize DIR [--no-parse-special | --decode | --spec] < texts.jsonl\n";
     return 64;
   }
   try {
@@ -43,6 +48,13 @@ int main(int argc, char** argv) {
     }
     const auto tok = exactly::Tokenizer::from_hf(argv[1]);
     for (std::string line; std::getline(std::cin, line);) {
+      if (mode == "--decode") {
+        const auto ids = nlohmann::json::parse(line).get<std::vector<int32_t>>();
+        // Invalid UTF-8 (a byte token cut from its character) as U+FFFD, as Python's decode does.
+        std::cout << nlohmann::json(tok->decode(ids)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << "\n";
+        continue;
+      }
       const std::string text = nlohmann::json::parse(line).get<std::string>();
       std::cout << nlohmann::json(tok->encode(text, mode != "--no-parse-special")).dump() << "\n";
     }

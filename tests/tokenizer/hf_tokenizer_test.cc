@@ -3,6 +3,7 @@
 // tests/e2e/test_hf_tokenizer.py.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -196,7 +197,9 @@ struct BadCase {
 TEST(HfTokenizer, ErrorsNameFileAndKey) {
   const std::vector<BadCase> cases = {
       {"unigram", [](json& t) { t["model"]["type"] = "Unigram"; }, "'model.type' is 'Unigram'"},
-      {"sentencepiece bpe", [](json& t) { t["model"]["byte_fallback"] = true; }, "'model.byte_fallback'"},
+      // byte_fallback makes it SentencePiece-style, which a ByteLevel pre-tokenizer is not.
+      {"sentencepiece bpe", [](json& t) { t["model"]["byte_fallback"] = true; },
+       "a SentencePiece-style (byte_fallback) BPE needs"},
       {"metaspace",
        [](json& t) {
          t["pre_tokenizer"] = {{"type", "Metaspace"}};
@@ -248,6 +251,165 @@ TEST(HfTokenizer, ErrorsNameFileAndKey) {
   const std::string no_eos = write_dir(tokenizer_json(kHelloMerges), {{"eos_token", "</s>"}});
   EXPECT_HAS(error_of(no_eos), no_eos + "/tokenizer_config.json: key 'eos_token' is '</s>', which is not in");
   EXPECT_HAS(error_of("/nonexistent"), "/nonexistent/tokenizer.json: cannot open");
+}
+
+// A SentencePiece-style tokenizer.json (Llama 2's shape): <unk> <s> </s>, the
+// 256 byte tokens, then `pieces` (single characters and merge results), with
+// the normalizer Sequence[Prepend("▁"), Replace(" ", "▁")] and "<s> $A".
+const std::string kMark = "\xE2\x96\x81";  // ▁
+json spm_tokenizer_json(const Strings& pieces, const std::vector<std::pair<std::string, std::string>>& merges) {
+  json vocab = json::object(), merge_list = json::array();
+  int id = 0;
+  for (const char* t : {"<unk>", "<s>", "</s>"}) vocab[t] = id++;
+  for (int b = 0; b < 256; ++b) {
+    char text[8];
+    std::snprintf(text, sizeof text, "<0x%02X>", b);
+    vocab[text] = id++;
+  }
+  for (const std::string& p : pieces) vocab[p] = id++;
+  for (const auto& [l, r] : merges) merge_list.push_back({l, r});
+  json added = json::array();
+  for (int i = 0; i < 3; ++i) {
+    added.push_back({{"id", i}, {"content", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>"}, {"single_word", false},
+                     {"lstrip", false}, {"rstrip", false}, {"normalized", false}, {"special", true}});
+  }
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMark}};
+  return {{"version", "1.0"},
+          {"added_tokens", added},
+          {"normalizer",
+           {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", kMark}}, replace}}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor",
+           {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair", json::array()},
+            {"special_tokens", json::object()}}},
+          {"decoder", nullptr},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", "<unk>"},
+            {"fuse_unk", true},
+            {"byte_fallback", true},
+            {"ignore_merges", false},
+            {"vocab", vocab},
+            {"merges", merge_list}}}};
+}
+
+constexpr int32_t kFirstPiece = 3 + 256;
+const Strings kAbcPieces = {kMark, "a", "b", "c", "bc", "ab", "abc", kMark + "a"};  // ids 259..266
+
+json metaspace(const std::string& scheme) {
+  return {{"type", "Metaspace"}, {"replacement", kMark}, {"prepend_scheme", scheme}, {"split", false}};
+}
+
+TEST(HfTokenizer, SentencePieceBpeBecomesLlama) {
+  const auto merges = std::vector<std::pair<std::string, std::string>>{{"b", "c"}, {"a", "b"}, {"ab", "c"}, {kMark, "a"}};
+  const std::string dir = write_dir(spm_tokenizer_json(kAbcPieces, merges));
+  const TokenizerSpec spec = Tokenizer::spec_from_hf(dir);
+  EXPECT_EQ(spec.model, "llama");
+  EXPECT_EQ(spec.add_bos, true);
+  EXPECT_EQ(spec.bos, 1);
+  EXPECT_EQ(spec.unk, 0);
+  EXPECT_EQ(spec.add_space_prefix, true);
+  EXPECT_TRUE(spec.space_prefix_after_special);
+  EXPECT_EQ(spec.types[0], TokenType::kControl);  // an added special token: its text is matched in the input
+  EXPECT_EQ(spec.types[1], TokenType::kControl);
+  EXPECT_EQ(spec.types[3], TokenType::kByte);
+  EXPECT_EQ(spec.types[3 + 0xA9], TokenType::kByte);
+  EXPECT_EQ(spec.types[kFirstPiece], TokenType::kNormal);
+  // Scores: minus the rank of the merge that makes the token; -4 (= -num_merges) for the rest.
+  EXPECT_EQ(spec.scores[kFirstPiece + 4], 0.0f);   // bc
+  EXPECT_EQ(spec.scores[kFirstPiece + 5], -1.0f);  // ab
+  EXPECT_EQ(spec.scores[kFirstPiece + 6], -2.0f);  // abc
+  EXPECT_EQ(spec.scores[kFirstPiece + 7], -3.0f);  // ▁a
+  EXPECT_EQ(spec.scores[kFirstPiece + 1], -4.0f);  // a
+  EXPECT_EQ(spec.scores[5], -4.0f);
+
+  const auto tok = Tokenizer::create(spec);
+  const int32_t mark = kFirstPiece, a = kFirstPiece + 1, b = kFirstPiece + 2, c = kFirstPiece + 3,
+                bc = kFirstPiece + 4, ab = kFirstPiece + 5, abc = kFirstPiece + 6, mark_a = kFirstPiece + 7;
+  // "b c" goes first; "a bc" is not a merge, so "abc" never forms (merging
+  // by the score of the concatenation would give "▁" "abc").
+  EXPECT_EQ(tok->encode("abc", true), (std::vector<int32_t>{mark_a, bc}));
+  EXPECT_EQ(tok->encode("ab", true), (std::vector<int32_t>{mark, ab}));  // "a b" (rank 1) before "▁ a" (rank 3)
+  EXPECT_EQ(tok->encode("cab", true), (std::vector<int32_t>{mark, c, ab}));
+  EXPECT_EQ(tok->encode(" abc", true), (std::vector<int32_t>{mark, mark_a, bc}));
+  // The prefix goes before each text between special tokens, as the Prepend normalizer does.
+  EXPECT_EQ(tok->encode("<s>ab</s>", true), (std::vector<int32_t>{1, mark, ab, 2}));
+  // Characters without a token become bytes: é is C3 A9.
+  EXPECT_EQ(tok->encode("é", true), (std::vector<int32_t>{mark, 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(tok->decode(tok->encode("é a  bc", true)), "é a  bc");
+
+  // Reordering the merges changes the ids: "a b" first, then "ab c".
+  const auto reordered = std::vector<std::pair<std::string, std::string>>{{"a", "b"}, {"b", "c"}, {"ab", "c"}};
+  const auto tok2 = Tokenizer::from_hf(write_dir(spm_tokenizer_json(kAbcPieces, reordered)));
+  EXPECT_EQ(tok2->encode("abc", true), (std::vector<int32_t>{mark, abc}));
+  (void)a;
+  (void)b;
+}
+
+TEST(HfTokenizer, SentencePieceSpacePrefixSchemes) {
+  const auto merges = std::vector<std::pair<std::string, std::string>>{{kMark, "a"}};
+  const int32_t mark = kFirstPiece, a = kFirstPiece + 1, mark_a = kFirstPiece + 7;
+  json t = spm_tokenizer_json(kAbcPieces, merges);
+  t["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMark}};  // no Prepend
+  auto tok = Tokenizer::from_hf(write_dir(t));
+  EXPECT_EQ(tok->encode("a a", true), (std::vector<int32_t>{a, mark_a}));
+
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = metaspace("first");
+  tok = Tokenizer::from_hf(write_dir(t));
+  EXPECT_EQ(tok->encode("a", true), (std::vector<int32_t>{mark_a}));
+  EXPECT_EQ(tok->encode(" a", true), (std::vector<int32_t>{mark_a}));  // no prefix before a space
+  EXPECT_EQ(tok->encode("<s>a", true), (std::vector<int32_t>{1, a}));  // only the first text gets one
+  EXPECT_EQ(tok->encode("a<s>a", true), (std::vector<int32_t>{mark_a, 1, a}));
+
+  t["pre_tokenizer"] = metaspace("always");
+  tok = Tokenizer::from_hf(write_dir(t));
+  EXPECT_EQ(tok->encode("a<s>a", true), (std::vector<int32_t>{mark_a, 1, mark_a}));
+  EXPECT_EQ(tok->encode("<s>  a", true), (std::vector<int32_t>{1, mark, mark_a}));
+
+  t["pre_tokenizer"] = metaspace("never");
+  tok = Tokenizer::from_hf(write_dir(t));
+  EXPECT_EQ(tok->encode("a a", true), (std::vector<int32_t>{a, mark_a}));
+}
+
+TEST(HfTokenizer, SentencePieceErrors) {
+  const auto merges = std::vector<std::pair<std::string, std::string>>{{kMark, "a"}};
+  const std::vector<BadCase> cases = {
+      {"unigram", [](json& t) { t["model"]["type"] = "Unigram"; }, "'model.type' is 'Unigram'"},
+      {"split metaspace",
+       [](json& t) {
+         t["normalizer"] = nullptr;
+         t["pre_tokenizer"] = metaspace("first");
+         t["pre_tokenizer"]["split"] = true;
+       },
+       "'pre_tokenizer.split' is true"},
+      {"byte level pre-tokenizer", [](json& t) { t["pre_tokenizer"] = kByteLevel; },
+       "key 'pre_tokenizer' is ByteLevel with the normalizer Prepend, Replace"},
+      {"lowercase", [](json& t) { t["normalizer"]["normalizers"][0] = {{"type", "Lowercase"}}; },
+       "'normalizer.normalizers[0].type' is the normalizer 'Lowercase'"},
+      {"no byte tokens", [](json& t) {
+         t["model"]["vocab"].erase("<0x41>");
+         t["model"]["vocab"]["A41"] = 3 + 0x41;
+       }, "lacks the byte token <0x41>"},
+      {"bad merge", [](json& t) { t["model"]["merges"].push_back({"c", "a"}); }, "tokenizer.ggml.merges[1]"},
+      {"ignore merges", [](json& t) { t["model"]["ignore_merges"] = true; }, "'model.ignore_merges' is true"},
+  };
+  for (const BadCase& c : cases) {
+    json t = spm_tokenizer_json(kAbcPieces, merges);
+    c.edit(t);
+    const std::string dir = write_dir(t);
+    const std::string e = error_of(dir);
+    EXPECT_HAS(e, c.message) << c.what;
+  }
+  // byte_fallback false: a Metaspace tokenizer.json is read as byte-level BPE, which it is not.
+  json t = spm_tokenizer_json(kAbcPieces, merges);
+  t["model"]["byte_fallback"] = false;
+  t["normalizer"] = nullptr;
+  t["pre_tokenizer"] = metaspace("first");
+  EXPECT_HAS(error_of(write_dir(t)), "'pre_tokenizer.type' is the pre-tokenizer 'Metaspace'");
 }
 
 }  // namespace
