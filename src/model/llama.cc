@@ -97,15 +97,8 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   EXACTLY_CHECK(storage != nullptr, "the CPU model was given a KV pool of another device");
   KVStorage& kv = *storage;
   const ModelConfig& c = config_;
-  if (num_layers < 0) num_layers = c.n_layers;
-  EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
+  num_layers = check_forward_batch(b, c, num_layers);
   const int64_t n = b.num_tokens();
-  EXACTLY_CHECK(n > 0 && static_cast<int64_t>(b.positions.size()) == n &&
-                static_cast<int64_t>(b.slot_mapping.size()) == n);
-  EXACTLY_CHECK(static_cast<int32_t>(b.query_start.size()) == b.num_seqs() + 1 &&
-                b.query_start.back() == n);
-  for (int32_t t : b.tokens)
-    if (t < 0 || t >= c.vocab_size) throw Error(strformat("token id %d is outside the vocabulary (%d)", t, c.vocab_size));
   ensure_scratch(n);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -144,7 +137,6 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   grow(last_, n_out * c.dim);
   for (int64_t i = 0; i < n_out; ++i) {
     const int32_t row = b.logits_rows[static_cast<size_t>(i)];
-    EXACTLY_CHECK(row >= 0 && row < n, "logits row %d out of range", row);
     kernels::rmsnorm(x + int64_t{row} * c.dim, weights_.output_norm, 1, c.dim, c.rms_eps,
                      last_.data() + i * c.dim);
   }

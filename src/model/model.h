@@ -75,4 +75,10 @@ class Model {
                        int32_t* argmax = nullptr) = 0;
 };
 
+// Checks what every model assumes of a batch (array sizes, token ids inside
+// the vocabulary, logits rows inside the batch) and returns num_layers
+// resolved (-1: all). Bad token ids throw Error; the rest are the caller's
+// bugs and abort.
+int check_forward_batch(const ForwardBatch& batch, const ModelConfig& config, int num_layers);
+
 }  // namespace exactly

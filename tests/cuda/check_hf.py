@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -55,6 +54,8 @@ import numpy as np
 import torch
 import transformers
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from check_report import Report, run
 
 MAX_REL = 0.03     # relative L2 error of a position's logits against float32 (at least)
 GAP = 0.5          # float32 top-2 logit gap above which the argmax must agree
@@ -77,22 +78,8 @@ TOKENIZER_TEXT = ("The quick brown fox jumps over the lazy dog. Paged attention 
                   "prefix caching shares them between requests. 0123456789 café naïve — ünïcödé. ") * 20
 TOKENIZE_PROBE = "The lazy fox caches 42 blocks, naïvely — then jumps!"
 
-RESULTS: list[dict] = []
-failures = 0
-
-
-def record(name: str, ok: bool, **info):
-    global failures
-    RESULTS.append({"check": name, "ok": ok, **info})
-    print(f"{'ok  ' if ok else 'FAIL'} {name} " + " ".join(f"{k}={v}" for k, v in info.items()), flush=True)
-    failures += 0 if ok else 1
-
-
-def run(args: list[str]) -> subprocess.CompletedProcess:
-    p = subprocess.run([str(a) for a in args], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, args))} failed ({p.returncode}):\n{p.stderr[-2000:]}")
-    return p
+REPORT = Report()
+record = REPORT.record
 
 
 def write_tokenizer(directory: Path) -> int:
@@ -243,10 +230,7 @@ def main() -> int:
                     check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
             except Exception as e:  # one broken case must not hide the others
                 record(f"{case['name']}: ran", False, error=repr(e)[:2000])
-    if a.json:
-        Path(a.json).write_text(json.dumps(RESULTS, indent=1))
-    print(f"{len(RESULTS) - failures}/{len(RESULTS)} hf checks passed")
-    return 1 if failures else 0
+    return REPORT.finish("hf checks", a.json)
 
 
 if __name__ == "__main__":

@@ -29,23 +29,17 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import math
 import sys
 
 import torch
 
+from check_report import Report
 from kernels_lib import load_library, ptr
 
-RESULTS: list[dict] = []
-failures = 0
-
-
-def record(name: str, ok: bool, **info):
-    global failures
-    RESULTS.append({"check": name, "ok": bool(ok), **info})
-    print(f"{'ok  ' if ok else 'FAIL'} {name} " + " ".join(f"{k}={v}" for k, v in info.items()), flush=True)
-    failures += 0 if ok else 1
+REPORT = Report()
+record = REPORT.record
+TIMINGS: list[dict] = []
 
 
 def bind(lib):
@@ -247,7 +241,7 @@ def bench(lib):
                 t = timed(run)
                 row.append(f"{t * 1e6:9.1f} ({m * k * 2 / t / 1e9:6.0f})")
             print(f"{name:10s} {n:5d}   {row[0]}      {row[1]}", flush=True)
-            RESULTS.append({"bench": name, "rows": n, "streaming_us_gbs": row[0], "cublaslt_us_gbs": row[1]})
+            TIMINGS.append({"bench": name, "rows": n, "streaming_us_gbs": row[0], "cublaslt_us_gbs": row[1]})
 
 
 def main() -> int:
@@ -262,11 +256,7 @@ def main() -> int:
         check(lib)
     if a.bench:
         bench(lib)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(RESULTS, f, indent=1)
-    print(f"{len(RESULTS) - failures}/{len(RESULTS)} layer-op checks passed")
-    return 1 if failures else 0
+    return REPORT.finish("layer-op checks", a.json, TIMINGS)
 
 
 if __name__ == "__main__":

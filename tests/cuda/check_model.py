@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from check_report import Report, run
 
 MAX_REL = 0.12   # relative L2 error of a position's logits, GPU vs CPU, at any position
 MEAN_REL = 0.03  # ... averaged over a prompt's positions
@@ -54,22 +55,8 @@ PROMPTS = [
 LONG_TEXT = ("Paged attention keeps the KV cache in fixed-size blocks behind block tables, so memory is allocated "
              "as sequences grow and shared between requests with a common prefix. ") * 40
 
-RESULTS: list[dict] = []
-failures = 0
-
-
-def record(name: str, ok: bool, **info):
-    global failures
-    RESULTS.append({"check": name, "ok": ok, **info})
-    print(f"{'ok  ' if ok else 'FAIL'} {name} " + " ".join(f"{k}={v}" for k, v in info.items()), flush=True)
-    failures += 0 if ok else 1
-
-
-def run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    p = subprocess.run(args, capture_output=True, text=True, **kw)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
-    return p
+REPORT = Report()
+record = REPORT.record
 
 
 def tokenize(exe: str, model: str, text: str) -> list[int]:
@@ -190,10 +177,7 @@ def main() -> int:
         check_batch_invariance(a.exactly, a.model, tmp)
         check_speculation(a.exactly, a.model, tmp)
         check_graphs(a.exactly, a.model, tmp)
-    if a.json:
-        Path(a.json).write_text(json.dumps(RESULTS, indent=1))
-    print(f"{len(RESULTS) - failures}/{len(RESULTS)} model checks passed")
-    return 1 if failures else 0
+    return REPORT.finish("model checks", a.json)
 
 
 if __name__ == "__main__":

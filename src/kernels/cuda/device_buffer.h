@@ -1,5 +1,7 @@
-// Owned device memory: cudaMalloc'd on construction, freed on destruction.
-// Allocation failures name what was being allocated and how much.
+// Owned CUDA memory: allocated on construction, freed on destruction, moved
+// but never copied. Allocation failures name what was being allocated and how
+// much. DeviceBuffer holds GPU memory; PinnedBuffer page-locked host memory,
+// for copies that overlap with the GPU's work.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,21 +14,36 @@
 
 namespace exactly::kernels::cuda {
 
-class DeviceBuffer {
+struct GpuMemory {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void release(void* p) { cudaFree(p); }
+  static constexpr const char* kWhere = "GPU memory";
+};
+
+struct PinnedHostMemory {
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void release(void* p) { cudaFreeHost(p); }
+  static constexpr const char* kWhere = "page-locked host memory";
+};
+
+template <class Memory>
+class OwnedBuffer {
  public:
-  DeviceBuffer() = default;
-  DeviceBuffer(size_t bytes, const char* what) : bytes_(bytes) {
+  OwnedBuffer() = default;
+  OwnedBuffer(size_t bytes, const char* what) : bytes_(bytes) {
     if (bytes == 0) return;
-    const cudaError_t st = cudaMalloc(&ptr_, bytes);
-    if (st != cudaSuccess)
-      fail("cannot allocate %s of GPU memory for %s: %s", human_bytes(static_cast<double>(bytes)).c_str(), what,
-           cudaGetErrorString(st));
+    const cudaError_t st = Memory::allocate(&ptr_, bytes);
+    if (st != cudaSuccess) {
+      ptr_ = nullptr;
+      fail("cannot allocate %s of %s for %s: %s", human_bytes(static_cast<double>(bytes)).c_str(), Memory::kWhere,
+           what, cudaGetErrorString(st));
+    }
   }
-  ~DeviceBuffer() {
-    if (ptr_ != nullptr) cudaFree(ptr_);
+  ~OwnedBuffer() {
+    if (ptr_ != nullptr) Memory::release(ptr_);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  OwnedBuffer(OwnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  OwnedBuffer& operator=(OwnedBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
     return *this;
@@ -42,31 +59,7 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory, for copies that overlap with the GPU's work.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(size_t bytes, const char* what) : bytes_(bytes) {
-    if (bytes == 0) return;
-    check_cuda(cudaMallocHost(&ptr_, bytes), what);
-  }
-  ~PinnedBuffer() {
-    if (ptr_ != nullptr) cudaFreeHost(ptr_);
-  }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = OwnedBuffer<GpuMemory>;
+using PinnedBuffer = OwnedBuffer<PinnedHostMemory>;
 
 }  // namespace exactly::kernels::cuda

@@ -73,9 +73,11 @@ void make_layouts(cublasLtMatrixLayout_t* a, cublasLtMatrixLayout_t* b, cublasLt
 
 }  // namespace
 
+// One plan per shape, made on first use. In deterministic mode a shape's
+// algorithm is not its own: it is the one chosen (without split-K) for
+// kDeterministicRows rows of the same weight, checked once to take n rows.
 const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate) {
-  const int64_t key_rows = deterministic_ ? -1 : n;
-  auto key = std::make_tuple(key_rows, m, k, static_cast<int>(out_type), accumulate);
+  auto key = std::make_tuple(n, m, k, static_cast<int>(out_type), accumulate);
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
 
@@ -84,10 +86,18 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
   check_lt(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa), "transa");
   check_lt(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb), "transb");
-  // The layouts are made for the representative row count; run() makes
-  // per-call layouts when n differs (deterministic mode only).
-  const int64_t plan_rows = deterministic_ ? kDeterministicRows : n;
-  make_layouts(&plan->a, &plan->b, &plan->c, plan_rows, m, k, out_type);
+  make_layouts(&plan->a, &plan->b, &plan->c, n, m, k, out_type);
+  auto lt = static_cast<cublasLtHandle_t>(handle_);
+
+  if (deterministic_ && n != kDeterministicRows) {
+    plan->algo = plan_for(kDeterministicRows, m, k, out_type, accumulate).algo;
+    cublasLtMatmulHeuristicResult_t check{};
+    if (cublasLtMatmulAlgoCheck(lt, plan->op, plan->a, plan->b, plan->c, plan->c, &plan->algo, &check) !=
+        CUBLAS_STATUS_SUCCESS)
+      fail("cuBLASLt: the pinned algorithm does not take %lld rows of a %lld x %lld weight", static_cast<long long>(n),
+           static_cast<long long>(m), static_cast<long long>(k));
+    return *plans_.emplace(key, std::move(plan)).first->second;
+  }
 
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
@@ -102,17 +112,15 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), plan->op, plan->a,
-                                                           plan->b, plan->c, plan->c, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "heuristic");
   if (found < 1)
     fail("cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 product", static_cast<long long>(n),
          static_cast<long long>(m), static_cast<long long>(k));
   plan->algo = result.algo;
-  auto [pos, inserted] = plans_.emplace(key, std::move(plan));
-  (void)inserted;
-  return *pos->second;
+  return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
 void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
@@ -122,23 +130,9 @@ void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, in
   if (n <= gemv_max_rows_ && gemv_applies(n, k, x, w)) return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
   const Plan& plan = plan_for(n, m, k, out_type, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  auto lt = static_cast<cublasLtHandle_t>(handle_);
-  cublasLtMatrixLayout_t a = plan.a, b = plan.b, c = plan.c;
-  cublasLtMatrixLayout_t own_a = nullptr, own_b = nullptr, own_c = nullptr;
-  if (deterministic_ && n != kDeterministicRows) {
-    make_layouts(&own_a, &own_b, &own_c, n, m, k, out_type);
-    a = own_a, b = own_b, c = own_c;
-    cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoCheck(lt, plan.op, a, b, c, c, &plan.algo, &check) != CUBLAS_STATUS_SUCCESS)
-      fail("cuBLASLt: the pinned algorithm does not take %lld rows of a %lld x %lld weight",
-           static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k));
-  }
-  const cublasStatus_t st = cublasLtMatmul(lt, plan.op, &alpha, w, a, x, b, &beta, out, c, out, c, &plan.algo,
-                                           workspace_, workspace_bytes_, stream);
-  if (own_a) cublasLtMatrixLayoutDestroy(own_a);
-  if (own_b) cublasLtMatrixLayoutDestroy(own_b);
-  if (own_c) cublasLtMatrixLayoutDestroy(own_c);
-  check_lt(st, "matmul");
+  check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, out,
+                          plan.c, out, plan.c, &plan.algo, workspace_, workspace_bytes_, stream),
+           "matmul");
 }
 
 }  // namespace exactly::kernels::cuda

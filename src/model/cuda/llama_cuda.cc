@@ -83,9 +83,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, 
   std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
   const ModelConfig& c = m->config_;
   const WeightLayout layout(c, tied, false);
-  m->weights_ = kc::DeviceBuffer(layout.total, "the weights");
-  m->weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{c.vocab_size} * c.dim * 2);
-  auto* base = m->weights_.as<uint8_t>();
+  uint8_t* base = m->allocate_weights(layout);
   std::vector<uint16_t> staged;
   auto put_matrices = [&](size_t offset, std::initializer_list<kernels::WeightMatrix> parts) {
     staged.clear();
@@ -106,7 +104,6 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, 
     put_matrices(o.w_gate_up, {L.w_gate, L.w_up});
     put_matrices(o.w_down, {L.w_down});
   }
-  m->bind_weights(layout);
   return m;
 }
 
@@ -115,9 +112,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig 
   std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
   const ModelConfig& c = m->config_;
   const WeightLayout layout(c, false, false);
-  m->weights_ = kc::DeviceBuffer(layout.total, "the weights");
-  m->weight_bytes_ = static_cast<int64_t>(layout.total) - int64_t{c.vocab_size} * c.dim * 2;
-  auto* base = m->weights_.as<uint8_t>();
+  uint8_t* base = m->allocate_weights(layout);
   uint64_t stream_id = seed * 0x9e3779b97f4a7c15ull;
   auto random = [&](size_t offset, int64_t rows, int64_t cols) {
     kc::fill_uniform_bf16(base + offset, rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)), ++stream_id << 40,
@@ -136,11 +131,15 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig 
     random(o.w_down, c.dim, c.ffn_dim);
   }
   kc::check_cuda(cudaStreamSynchronize(m->stream_), "initialising random weights");
-  m->bind_weights(layout);
   return m;
 }
 
-void CudaLlamaModel::bind_weights(const WeightLayout& layout) {
+uint8_t* CudaLlamaModel::allocate_weights(const WeightLayout& layout) {
+  weights_ = kc::DeviceBuffer(layout.total, "the weights");
+  // A pass reads every weight once, but of the embedding table (when the head
+  // has its own) only one row per token.
+  const bool tied = layout.output == layout.token_embd;
+  weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{config_.vocab_size} * config_.dim * 2);
   auto* base = weights_.as<uint8_t>();
   auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
   token_embd_ = base + layout.token_embd;
@@ -150,6 +149,7 @@ void CudaLlamaModel::bind_weights(const WeightLayout& layout) {
   for (const auto& o : layout.layers)
     layers_.push_back({f32(o.attn_norm), base + o.wqkv, o.qkv_bias == SIZE_MAX ? nullptr : f32(o.qkv_bias),
                        base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+  return base;
 }
 
 int64_t CudaLlamaModel::kv_bytes_per_slot() const {
@@ -327,28 +327,19 @@ int32_t graph_batch_size(int32_t n) {
 void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool&, int num_layers,
                              int32_t* argmax) {
   const ModelConfig& c = config_;
-  if (num_layers < 0) num_layers = c.n_layers;
-  EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
+  num_layers = check_forward_batch(b, c, num_layers);
   auto* kv = dynamic_cast<CudaKVPool*>(&kv_pool);
   EXACTLY_CHECK(kv != nullptr, "the CUDA model was given a KV pool of another device");
   const int64_t n = b.num_tokens();
-  EXACTLY_CHECK(n > 0 && static_cast<int64_t>(b.positions.size()) == n &&
-                static_cast<int64_t>(b.slot_mapping.size()) == n);
-  EXACTLY_CHECK(static_cast<int32_t>(b.query_start.size()) == b.num_seqs() + 1 && b.query_start.back() == n);
-  for (int32_t t : b.tokens)
-    if (t < 0 || t >= c.vocab_size) throw Error(strformat("token id %d is outside the vocabulary (%d)", t, c.vocab_size));
   int32_t max_q = 0, max_len = 0;
   for (int32_t s = 0; s < b.num_seqs(); ++s) {
     max_q = std::max(max_q, b.query_start[static_cast<size_t>(s) + 1] - b.query_start[static_cast<size_t>(s)]);
     max_len = std::max(max_len, b.seq_lens[static_cast<size_t>(s)]);
   }
-  for (int32_t r : b.logits_rows) EXACTLY_CHECK(r >= 0 && r < n, "logits row %d out of range", r);
   ensure_workspace(n, b.num_seqs(), b.max_blocks_per_seq, max_len);
   Workspace& w = *ws_;
   EXACTLY_CHECK(static_cast<int64_t>(b.logits_rows.size()) <= w.tokens, "%zu logits rows for %lld tokens",
                 b.logits_rows.size(), static_cast<long long>(w.tokens));
-  EXACTLY_CHECK(b.argmax_only.empty() || b.argmax_only.size() == b.logits_rows.size(), "argmax_only has %zu of %zu rows",
-                b.argmax_only.size(), b.logits_rows.size());
 
   // Split-KV decode when every sequence brings one token; under
   // --deterministic the prefill kernel always, whose rows are reduced in one

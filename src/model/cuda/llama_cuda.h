@@ -79,9 +79,9 @@ class CudaLlamaModel final : public Model {
   struct Workspace;
 
   CudaLlamaModel(ModelConfig config, const CudaModelOptions& options);
-  void allocate_weights();
-  // Points token_embd_, output_, output_norm_ and layers_ into weights_.
-  void bind_weights(const WeightLayout& layout);
+  // Allocates weights_ for `layout`, counts the bytes a pass reads and points
+  // token_embd_, output_, output_norm_ and layers_ into it; returns its base.
+  uint8_t* allocate_weights(const WeightLayout& layout);
   void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
   void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
   void run_layers(CudaKVPool& kv, int64_t n, const kernels::cuda::AttentionBatchDevice& attn, bool split_kv_decode,

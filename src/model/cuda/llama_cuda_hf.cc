@@ -25,9 +25,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
   std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
   const ModelConfig& c = m->config_;
   const WeightLayout layout(c, tied, bias);
-  m->weights_ = kc::DeviceBuffer(layout.total, "the weights");
-  m->weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{c.vocab_size} * c.dim * 2);
-  auto* base = m->weights_.as<uint8_t>();
+  uint8_t* base = m->allocate_weights(layout);
   auto upload = [&](size_t offset, const void* src, size_t bytes) {
     kc::check_cuda(cudaMemcpy(base + offset, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
   };
@@ -57,7 +55,6 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
     put_matrix(o.w_gate_up, {L.w_gate, L.w_up});
     put_matrix(o.w_down, {L.w_down});
   }
-  m->bind_weights(layout);
   return m;
 }
 
