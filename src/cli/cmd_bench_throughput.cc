@@ -1,7 +1,7 @@
 // `exactly bench throughput`: offline batch generation through the engine, as
 // Hugging Face's generate is usually measured: N requests of random prompt
 // tokens (input length) each generating exactly the output length (EOS
-// ignored, greedy), all submitted at once. Reports, per batch size, the
+// ignored; greedy, or sampled with --temperature), all submitted at once. Reports, per batch size, the
 // medians over repetitions of: generated tokens per second end to end, the
 // decode phase's tokens per second (after every request has its first token)
 // and time per decode step against that step's floor — the bytes it must read
@@ -34,6 +34,7 @@ struct ThroughputOptions {
   int output_len = 128;
   int repetitions = 3;
   double bandwidth_gbs = 0;  // 0: no floor reported
+  float temperature = 0;     // > 0: sampled (top-k 40, top-p 0.95, min-p 0.05, seeded) instead of greedy
   std::string json_out;
 };
 
@@ -53,7 +54,8 @@ RunResult run_once(Engine& engine, int batch, const ThroughputOptions& o, std::m
     for (int j = 0; j < o.input_len; ++j) p.prompt.push_back(token(rng));
     p.max_tokens = o.output_len;
     p.ignore_eos = true;
-    p.sampling.temperature = 0;
+    p.sampling.temperature = o.temperature;
+    p.sampling.seed = static_cast<uint64_t>(i);
     engine.add_request(p);
   }
   RunResult r;
@@ -100,8 +102,11 @@ void run(ThroughputOptions& o) {
               c.name.c_str(), m.model->device(), human_bytes(static_cast<double>(weight_bytes)).c_str(),
               human_bytes(static_cast<double>(kv_slot)).c_str(), static_cast<long long>(engine.kv_stats().total_blocks),
               engine.config().block_size);
-  std::printf("input %d, output %d tokens, greedy, EOS ignored; medians of %d runs\n", o.input_len, o.output_len,
-              o.repetitions);
+  const std::string sampling =
+      o.temperature > 0 ? strformat("sampled at temperature %g (top-k 40, top-p 0.95, min-p 0.05)", o.temperature)
+                        : std::string("greedy");
+  std::printf("input %d, output %d tokens, %s, EOS ignored; medians of %d runs\n", o.input_len, o.output_len,
+              sampling.c_str(), o.repetitions);
   std::printf("| batch | tokens/s (end to end) | decode tokens/s | ms per decode step | of which forward | floor ms | floor / step |\n");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::mt19937 rng(1234);
@@ -129,9 +134,10 @@ void run(ThroughputOptions& o) {
                        {"ms_per_decode_step", ms}, {"forward_ms_per_decode_step", median(forward_ms)}, {"floor_ms", floor_ms}, {"step_bytes", step_bytes},
                        {"runs_tokens_per_second", e2e}, {"runs_decode_tokens_per_second", decode}});
   }
+  if (const std::string report = m.model->memory_report(); !report.empty()) std::printf("%s\n", report.c_str());
   if (!o.json_out.empty()) {
     nlohmann::json j = {{"model", c.name}, {"device", m.model->device()}, {"input_len", o.input_len},
-                        {"output_len", o.output_len}, {"weight_bytes", weight_bytes}, {"kv_bytes_per_token", kv_slot},
+                        {"output_len", o.output_len}, {"temperature", o.temperature}, {"weight_bytes", weight_bytes}, {"kv_bytes_per_token", kv_slot},
                         {"results", results}};
     std::ofstream(o.json_out) << j.dump(2) << '\n';
   }
@@ -150,6 +156,8 @@ void register_bench_throughput(CLI::App& bench) {
   cmd->add_option("-r,--repetitions", o->repetitions, "runs of each batch size")->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--bandwidth", o->bandwidth_gbs, "memory bandwidth in GB/s for the per-step floor (H200: 4220)");
+  cmd->add_option("--temperature", o->temperature, "sample at this temperature (0: greedy)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", o->json_out, "write results as JSON");
   cmd->callback([o] { run(*o); });
 }

@@ -310,6 +310,27 @@ void Engine::propose_drafts() {
   stats_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+namespace {
+
+// The row's sampling for a model that samples it, with the request's draw
+// for this token taken now (as Sampler::sample() would take it).
+RowSampling device_sampling(Sampler& sampler, std::span<const int32_t> context, size_t num_prompt,
+                            std::vector<PenaltyToken>& penalty_tokens) {
+  const SamplingParams& p = sampler.params();
+  RowSampling row{p.temperature,        p.top_k,
+                  p.top_p,              p.min_p,
+                  p.repetition_penalty, p.frequency_penalty,
+                  p.presence_penalty,   static_cast<int32_t>(penalty_tokens.size()),
+                  0,                    0.0};
+  for (const PenalisedToken& t : sampler.penalised_tokens(context, num_prompt))
+    penalty_tokens.push_back({t.id, t.output_count, t.in_window ? 1 : 0});
+  row.penalty_end = static_cast<int32_t>(penalty_tokens.size());
+  if (!p.greedy()) row.uniform = sampler.rng().uniform();
+  return row;
+}
+
+}  // namespace
+
 void Engine::pack_batch(const SchedulerOutput& out) {
   ForwardBatch& b = batch_;
   step_has_prefill_ = false;
@@ -338,12 +359,21 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       EXACTLY_CHECK(c.first_new_token <= r->num_tokens() - 1, "a verify of request %lld was split",
                     static_cast<long long>(c.id));
       for (int64_t j = drafts; j >= 0; --j) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1 - j));
-      // A plain greedy decode needs only the argmax (the model keeps the row).
-      const Sequence& s = sequence_of(c.id);
-      const bool argmax_only = drafts == 0 && s.group->params.logprobs < 0 && s.group->params.n == 1 &&
-                               s.sampler.plain_greedy(r->tokens.size(), static_cast<size_t>(r->num_prompt_tokens));
-      b.argmax_only.resize(b.logits_rows.size(), 0);
-      b.argmax_only.back() = argmax_only ? 1 : 0;
+      // A row whose token alone is needed stays with the model: a plain
+      // greedy decode needs its argmax, any other decode is sampled there
+      // when the model samples (the logits stay on its device).
+      Sequence& s = sequence_of(c.id);
+      const Group& g = *s.group;
+      const bool token_only = drafts == 0 && g.params.logprobs < 0 && (g.params.n == 1 || g.forked);
+      const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
+      b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
+      b.row_sampling.resize(b.logits_rows.size());
+      if (token_only && s.sampler.plain_greedy(r->tokens.size(), num_prompt)) {
+        b.row_use.back() = RowUse::kArgmax;
+      } else if (token_only && model_.model->samples_rows()) {
+        b.row_use.back() = RowUse::kSample;
+        b.row_sampling.back() = device_sampling(s.sampler, r->tokens, num_prompt, b.penalty_tokens);
+      }
     }
   }
 }
@@ -405,7 +435,8 @@ std::vector<RequestOutput> Engine::step() {
       auto logits_at = [&](size_t i) { return std::span<const float>(logits_.data() + (row + i) * vocab, vocab); };
       Drawn d{c.id, {}, {}, false};
       if (r->draft_tokens.empty()) {
-        d.tokens.push_back(batch_.argmax_only[row] ? argmax_[row] : s.sampler.sample(logits_at(0), r->tokens, num_prompt));
+        d.tokens.push_back(batch_.row_use[row] != RowUse::kLogits ? argmax_[row]
+                                                                  : s.sampler.sample(logits_at(0), r->tokens, num_prompt));
         d.rows.push_back(row);
       } else {
         const std::vector<int32_t>& drafts = r->draft_tokens;

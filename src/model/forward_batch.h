@@ -10,6 +10,37 @@
 
 namespace exactly {
 
+// What the caller does with a logits row.
+enum class RowUse : uint8_t {
+  kLogits = 0,  // needs the whole row (host sampling, logprobs, speculation)
+  kArgmax = 1,  // needs only its argmax (a plain greedy decode)
+  kSample = 2,  // the model samples it (a model that samples on its device)
+};
+
+// One row sampled by the model itself, by the host Sampler's rule
+// (sample/sampler.h): penalties, temperature, top-k, top-p, min-p, then an
+// inverse-CDF draw with `uniform`, the request's own draw for this token.
+// The layout is the GPU kernel's (kernels/cuda/sampling.h).
+struct RowSampling {
+  float temperature = 0.0f;  // <= 0: greedy
+  int32_t top_k = 0;         // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int32_t penalty_begin = 0;  // this row's entries of penalty_tokens: [begin, end)
+  int32_t penalty_end = 0;
+  double uniform = 0.0;
+};
+
+// One distinct token of a sampled row's context, for its penalties.
+struct PenaltyToken {
+  int32_t id;
+  int32_t output_count;  // occurrences in the generated part
+  int32_t in_window;     // 1 when inside the repetition penalty's window
+};
+
 struct ForwardBatch {
   std::vector<int32_t> tokens;        // [n_tokens] token ids, sequences back to back
   std::vector<int32_t> positions;     // [n_tokens] position of each token in its sequence
@@ -19,9 +50,12 @@ struct ForwardBatch {
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks_per_seq] physical block ids
   int32_t max_blocks_per_seq = 0;
   std::vector<int32_t> logits_rows;   // token indices whose logits are wanted, in output order
-  // [logits_rows] or empty: 1 where the caller needs only the row's argmax
-  // (a plain greedy decode), so a GPU model need not copy the row back.
-  std::vector<uint8_t> argmax_only;
+  // [logits_rows] or empty (every row kLogits): a GPU model copies back only
+  // the rows that are needed whole.
+  std::vector<RowUse> row_use;
+  // [logits_rows] or empty; read for kSample rows only.
+  std::vector<RowSampling> row_sampling;
+  std::vector<PenaltyToken> penalty_tokens;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
@@ -35,7 +69,9 @@ struct ForwardBatch {
     query_start.assign(1, 0);
     seq_lens.clear();
     logits_rows.clear();
-    argmax_only.clear();
+    row_use.clear();
+    row_sampling.clear();
+    penalty_tokens.clear();
     max_blocks_per_seq = static_cast<int32_t>(max_blocks);
     block_tables.assign(n_seqs * max_blocks, 0);
   }

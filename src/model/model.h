@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,9 @@ class Model {
   // allocated now; on the CPU a fixed default.
   virtual int64_t default_kv_cache_memory(double gpu_memory_utilization) const = 0;
   virtual std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) = 0;
+  // One line on where device memory went (weights, workspace, graphs), or
+  // empty where there is nothing beyond the weights to tell.
+  virtual std::string memory_report() const { return {}; }
 
   // One forward pass over the flattened batch; writes K/V of every token into
   // `kv` (a pool this model made) and the logits of batch.logits_rows into
@@ -68,17 +72,23 @@ class Model {
   // the model drafting for itself (self-speculation by layer skipping).
   // `pool` runs the CPU kernels; a GPU model ignores it.
   //
-  // With `argmax` ([logits_rows.size()]), also writes each row's argmax (the
-  // lowest index among equal maxima); rows marked in batch.argmax_only may
-  // then be left out of `logits`.
+  // With `tokens` ([logits_rows.size()]), also writes each row's token: the
+  // argmax (the lowest index among equal maxima), or for rows marked kSample
+  // in batch.row_use the token drawn by batch.row_sampling. Rows not marked
+  // kLogits may then be left out of `logits`.
   virtual void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
-                       int32_t* argmax = nullptr) = 0;
+                       int32_t* tokens = nullptr) = 0;
+
+  // Whether forward() samples rows marked kSample itself (on its device,
+  // where the logits are); a model that does not refuses such rows.
+  virtual bool samples_rows() const { return false; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside
 // the vocabulary, logits rows inside the batch) and returns num_layers
 // resolved (-1: all). Bad token ids throw Error; the rest are the caller's
 // bugs and abort.
-int check_forward_batch(const ForwardBatch& batch, const ModelConfig& config, int num_layers);
+// `can_sample`: the model samples kSample rows (else such rows are a bug).
+int check_forward_batch(const ForwardBatch& batch, const ModelConfig& config, int num_layers, bool can_sample);
 
 }  // namespace exactly

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <random>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "core/check.h"
 
@@ -43,37 +42,51 @@ bool Sampler::plain_greedy(size_t context_size, size_t num_prompt) const {
   return params_.greedy() && !penalised(params_, context_size, num_prompt);
 }
 
+std::vector<PenalisedToken> Sampler::penalised_tokens(std::span<const int32_t> history, size_t num_prompt) const {
+  const SamplingParams& p = params_;
+  std::vector<PenalisedToken> out;
+  std::unordered_map<int32_t, size_t> at;  // id -> index in out
+  auto entry = [&](int32_t id) -> PenalisedToken& {
+    auto [it, fresh] = at.try_emplace(id, out.size());
+    if (fresh) out.push_back({id, 0, false});
+    return out[it->second];
+  };
+  if (p.repetition_penalty != 1.0f && !history.empty() && p.repetition_window != 0) {
+    const size_t start = p.repetition_window > 0 && history.size() > static_cast<size_t>(p.repetition_window)
+                             ? history.size() - static_cast<size_t>(p.repetition_window)
+                             : 0;
+    for (size_t i = start; i < history.size(); ++i) entry(history[i]).in_window = true;
+  }
+  if ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && num_prompt < history.size())
+    for (size_t i = num_prompt; i < history.size(); ++i) entry(history[i]).output_count++;
+  return out;
+}
+
 std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history,
                                              size_t num_prompt) const {
-  const SamplingParams& p = params_;
   if (plain_greedy(history.size(), num_prompt)) {  // the common greedy case needs no copy of the vocabulary
     const int32_t best = argmax(logits);
     return {{best, logits[static_cast<size_t>(best)], 1.0}};
   }
+  return distribution_with(logits, penalised_tokens(history, num_prompt));
+}
+
+std::vector<TokenProb> Sampler::distribution_with(std::span<const float> logits,
+                                                  std::span<const PenalisedToken> penalised) const {
+  const SamplingParams& p = params_;
   std::vector<TokenProb> cand(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<int32_t>(i), logits[i], 0.0};
 
-  // Repetition penalty (as in CTRL): shrink positive logits, grow negative ones.
-  if (p.repetition_penalty != 1.0f && !history.empty() && p.repetition_window != 0) {
-    size_t start = p.repetition_window > 0 && history.size() > static_cast<size_t>(p.repetition_window)
-                       ? history.size() - static_cast<size_t>(p.repetition_window)
-                       : 0;
-    std::unordered_set<int32_t> seen(history.begin() + static_cast<ptrdiff_t>(start), history.end());
-    for (int32_t id : seen) {
-      if (id < 0 || static_cast<size_t>(id) >= cand.size()) continue;
-      float& l = cand[static_cast<size_t>(id)].logit;
-      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
-    }
-  }
-
-  // Frequency and presence penalties (as in the OpenAI API) over the output.
-  if ((p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) && num_prompt < history.size()) {
-    std::unordered_map<int32_t, int> counts;
-    for (size_t i = num_prompt; i < history.size(); ++i) counts[history[i]]++;
-    for (const auto& [id, n] : counts) {
-      if (id < 0 || static_cast<size_t>(id) >= cand.size()) continue;
-      cand[static_cast<size_t>(id)].logit -= p.frequency_penalty * static_cast<float>(n) + p.presence_penalty;
-    }
+  // Repetition penalty (as in CTRL): shrink positive logits, grow negative
+  // ones. Frequency and presence penalties (as in the OpenAI API) over the
+  // output.
+  for (const PenalisedToken& t : penalised) {
+    if (t.id < 0 || static_cast<size_t>(t.id) >= cand.size()) continue;
+    float& l = cand[static_cast<size_t>(t.id)].logit;
+    if (t.in_window) l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    // One fused multiply-add, spelled out: what a compiler may contract
+    // differs between builds, and a device sampling the row must match.
+    if (t.output_count > 0) l -= std::fma(p.frequency_penalty, static_cast<float>(t.output_count), p.presence_penalty);
   }
 
   if (p.greedy()) {
@@ -133,9 +146,13 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std:
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t num_prompt) {
   std::vector<TokenProb> dist = distribution(logits, history, num_prompt);
-  if (dist.size() == 1) return dist.front().id;
-  // Inverse-CDF draw; the last candidate absorbs rounding in the cumulative sum.
-  double u = rng_.uniform();
+  if (params_.greedy()) return dist.front().id;
+  return draw(dist, rng_.uniform());
+}
+
+int32_t Sampler::draw(std::span<const TokenProb> dist, double u) {
+  EXACTLY_CHECK(!dist.empty());
+  // The last candidate absorbs rounding in the cumulative sum.
   for (const auto& c : dist) {
     if (u < c.p) return c.id;
     u -= c.p;

@@ -12,6 +12,13 @@
 
 namespace exactly {
 
+// A distinct token of the context that a penalty applies to.
+struct PenalisedToken {
+  int32_t id;
+  int32_t output_count;  // occurrences in the generated part (frequency and presence penalties)
+  bool in_window;        // inside the repetition penalty's window
+};
+
 struct TokenProb {
   int32_t id;
   float logit;  // processed logit (after penalties and temperature)
@@ -31,10 +38,24 @@ class Sampler {
   // decreasing logit when top-k or top-p needs an order, else in id order.
   std::vector<TokenProb> distribution(std::span<const float> logits, std::span<const int32_t> context,
                                       size_t num_prompt = 0) const;
+  // The same from the penalised tokens of the context (penalised_tokens()).
+  std::vector<TokenProb> distribution_with(std::span<const float> logits,
+                                           std::span<const PenalisedToken> penalised) const;
+  // The inverse-CDF draw sample() makes from a distribution with uniform u:
+  // the first candidate whose cumulative mass exceeds u, else the last.
+  static int32_t draw(std::span<const TokenProb> dist, double u);
 
   // Greedy with no penalty active for this context: sample() is the argmax of
   // the raw logits, draws nothing and needs nothing else of the row.
   bool plain_greedy(size_t context_size, size_t num_prompt) const;
+
+  // The tokens the active penalties touch, in order of first appearance:
+  // what a device that samples the row needs of the context.
+  std::vector<PenalisedToken> penalised_tokens(std::span<const int32_t> context, size_t num_prompt) const;
+
+  // sample() draws exactly one uniform from rng() per token unless greedy,
+  // however many candidates survive: a device that samples the row with
+  // that draw keeps the request's stream where the host would have left it.
 
   const SamplingParams& params() const { return params_; }
   // The request's generator, shared with speculative verification so that a

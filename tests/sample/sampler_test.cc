@@ -184,5 +184,51 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   EXPECT_EQ(got[2], 0.5f);
 }
 
+// A device that samples a row is handed one uniform per token; the host
+// must take exactly one too, or a request's stream would depend on where
+// its rows were sampled.
+TEST(Sampler, TakesOneUniformPerSampledTokenEvenWithOneSurvivor) {
+  for (int32_t top_k : {1, 0}) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = top_k;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 11;
+    Sampler s(p);
+    const std::vector<float> logits = random_logits(50, 3);
+    for (int i = 0; i < 5; ++i) s.sample(logits, {});
+    Rng reference(11);
+    for (int i = 0; i < 5; ++i) reference.uniform();
+    EXPECT_EQ(s.rng().next(), reference.next()) << "top_k " << top_k;
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.repetition_penalty = 1.5f;
+  greedy.seed = 11;
+  Sampler g(greedy);
+  g.sample(random_logits(50, 3), std::vector<int32_t>{1, 2, 3});
+  EXPECT_EQ(g.rng().next(), Rng(11).next()) << "greedy draws nothing";
+}
+
+TEST(Sampler, PenalisedTokensListEachDistinctTokenWithItsCountsOnce) {
+  SamplingParams p;
+  p.repetition_penalty = 1.2f;
+  p.repetition_window = 3;
+  p.frequency_penalty = 0.5f;
+  Sampler s(p);
+  // prompt 7 8 7 | output 9 7 9: window = the last 3 tokens (9 7 9).
+  const std::vector<int32_t> context{7, 8, 7, 9, 7, 9};
+  const std::vector<PenalisedToken> got = s.penalised_tokens(context, 3);
+  std::map<int32_t, std::pair<int32_t, bool>> by_id;
+  for (const PenalisedToken& t : got) EXPECT_TRUE(by_id.emplace(t.id, std::make_pair(t.output_count, t.in_window)).second);
+  EXPECT_EQ(by_id.size(), 2u);
+  EXPECT_EQ(by_id.at(9), std::make_pair(2, true));
+  EXPECT_EQ(by_id.at(7), std::make_pair(1, true));
+  p.repetition_penalty = 1.0f;
+  p.frequency_penalty = 0.0f;
+  EXPECT_TRUE(Sampler(p).penalised_tokens(context, 3).empty());
+}
+
 }  // namespace
 }  // namespace exactly

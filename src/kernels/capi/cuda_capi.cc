@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_ops.h"
+#include "kernels/cuda/sampling.h"
 
 #include <memory>
 
@@ -112,4 +113,16 @@ extern "C" int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ff
 
 extern "C" int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream) {
   return exactly::capi::guarded([&] { row_argmax(logits, rows, vocab, out, stream_of(stream)); });
+}
+
+extern "C" int64_t exactly_cuda_sampling_workspace_bytes(int64_t rows, int vocab) {
+  return static_cast<int64_t>(sampling_workspace_bytes(rows, vocab));
+}
+
+extern "C" int exactly_cuda_sample_rows(float* logits, int64_t rows, int vocab, const void* params,
+                                        const void* penalties, int32_t* tokens, void* workspace, void* stream) {
+  return exactly::capi::guarded([&] {
+    sample_rows(logits, rows, vocab, static_cast<const SampleRowParams*>(params),
+                static_cast<const PenaltyEntry*>(penalties), tokens, workspace, stream_of(stream));
+  });
 }

@@ -61,6 +61,16 @@ int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* p
 int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream);
 int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream);
 
+/* Samples one token per row of logits [rows, vocab] (fp32, overwritten with
+   the processed logits) with the host sampler's semantics
+   (kernels/cuda/sampling.h). params: rows SampleRowParams (48 bytes each,
+   8-byte aligned); penalties: PenaltyEntry records (12 bytes each), may be
+   NULL when no row has any; tokens: int32 [rows]; workspace: at least
+   exactly_cuda_sampling_workspace_bytes(rows, vocab) bytes. All on the device. */
+int64_t exactly_cuda_sampling_workspace_bytes(int64_t rows, int vocab);
+int exactly_cuda_sample_rows(float* logits, int64_t rows, int vocab, const void* params, const void* penalties,
+                             int32_t* tokens, void* workspace, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

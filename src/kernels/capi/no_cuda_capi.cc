@@ -1,4 +1,12 @@
 // Built without CUDA: the C interface says so instead of failing to link.
+#include "core/error.h"
 #include "kernels/capi/kernels_capi.h"
+#include "kernels/capi/last_error.h"
 
 extern "C" int exactly_has_cuda(void) { return 0; }
+
+extern "C" int64_t exactly_cuda_sampling_workspace_bytes(int64_t, int) { return 0; }
+
+extern "C" int exactly_cuda_sample_rows(float*, int64_t, int, const void*, const void*, int32_t*, void*, void*) {
+  return exactly::capi::guarded([] { throw exactly::Error("exactly_cuda_sample_rows: built without CUDA"); });
+}

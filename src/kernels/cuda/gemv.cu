@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
 
 namespace exactly::kernels::cuda {
@@ -50,15 +51,26 @@ __global__ void __launch_bounds__(kWarps * 32)
   float acc[N];
 #pragma unroll
   for (int t = 0; t < N; ++t) acc[t] = 0.0f;
+  // The first weights are loaded before waiting for the kernel that writes
+  // x: under dependent launch that read overlaps the predecessor's tail.
   int64_t i = lane;
-  for (; i + 32 * (kUnroll - 1) < vectors; i += 32 * kUnroll) {
-    uint4 wv[kUnroll];
+  uint4 wv[kUnroll];
+  bool full = i + 32 * (kUnroll - 1) < vectors;
+  if (full)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + i + 32 * u);
+  release_dependents();
+  wait_for_predecessor();
+  while (full) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int t = 0; t < N; ++t) acc[t] += dot8(wv[u], xv[t * vectors + i + 32 * u]);
+    i += 32 * kUnroll;
+    full = i + 32 * (kUnroll - 1) < vectors;
+    if (full)
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + i + 32 * u);
   }
   for (; i < vectors; i += 32) {
     const uint4 wv = load_streaming(wr + i);
@@ -84,8 +96,8 @@ template <int N>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t k, bool f32_out, bool accumulate,
             cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((m + kWarps - 1) / kWarps);
-  gemv_kernel<N><<<blocks, kWarps * 32, 0, stream>>>(static_cast<const bf16*>(x), static_cast<const bf16*>(w), out, m,
-                                                     k, f32_out, accumulate);
+  launch_dependent("gemv_bf16", gemv_kernel<N>, blocks, kWarps * 32, 0, stream, static_cast<const bf16*>(x),
+                   static_cast<const bf16*>(w), out, m, k, f32_out, accumulate);
 }
 
 }  // namespace
@@ -110,7 +122,6 @@ void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, in
     case 7: launch<7>(x, w, out, m, k, f32, accumulate, stream); break;
     default: launch<8>(x, w, out, m, k, f32, accumulate, stream); break;
   }
-  check_launch("gemv_bf16");
 }
 
 }  // namespace exactly::kernels::cuda

@@ -3,6 +3,7 @@
 // the rows are long.
 #include <cuda_bf16.h>
 
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/layer_ops.h"
 
@@ -14,6 +15,8 @@ using bf16 = __nv_bfloat16;
 constexpr int kRowThreads = 256;
 
 __global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int dim, int vocab, float* x) {
+  release_dependents();
+  wait_for_predecessor();
   const int64_t t = blockIdx.x;
   const int32_t id = tokens[t];
   const bool valid = id >= 0 && id < vocab;
@@ -42,6 +45,8 @@ __device__ float block_sum(float v) {
 
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const float* x, const float* weight, const int32_t* rows, int dim, float eps, bf16* out) {
+  release_dependents();
+  wait_for_predecessor();
   const int64_t i = blockIdx.x;
   const int64_t r = rows != nullptr ? rows[i] : i;
   const float* xr = x + r * dim;
@@ -52,6 +57,8 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
+  release_dependents();
+  wait_for_predecessor();
   const int64_t t = blockIdx.x;
   const int hd = cache.head_dim, n_kv = cache.n_kv_heads;
   const int row = (a.n_heads + 2 * n_kv) * hd;
@@ -107,6 +114,8 @@ __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
 }
 
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
+  release_dependents();
+  wait_for_predecessor();
   const int64_t total = n_tokens * ffn;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -124,6 +133,8 @@ __device__ void better(float& v, int& i, float ov, int oi) {
 }
 
 __global__ void __launch_bounds__(kRowThreads) row_argmax_kernel(const float* logits, int vocab, int32_t* out) {
+  release_dependents();
+  wait_for_predecessor();
   const float* row = logits + int64_t{blockIdx.x} * vocab;
   float v = -INFINITY;
   int i = vocab;  // sentinel: loses to any real index at the same value
@@ -177,9 +188,8 @@ void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps, void* out,
                   cudaStream_t stream) {
   if (n == 0) return;
-  rmsnorm_kernel<<<static_cast<unsigned>(n), kRowThreads, 0, stream>>>(x, weight, rows, dim, eps,
-                                                                         static_cast<bf16*>(out));
-  check_launch("rmsnorm_bf16");
+  launch_dependent("rmsnorm_bf16", rmsnorm_kernel, static_cast<unsigned>(n), kRowThreads, 0, stream, x, weight, rows,
+                   dim, eps, static_cast<bf16*>(out));
 }
 
 void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream) {
@@ -187,22 +197,21 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
   EXACTLY_CUDA_REQUIRE(args.rope_dims % 2 == 0 && args.rope_dims > 0 && args.rope_dims <= cache.head_dim,
                        "rope_and_store: rope_dims %d with head_dim %d", args.rope_dims, cache.head_dim);
   if (args.n_tokens == 0) return;
-  rope_store_kernel<<<static_cast<unsigned>(args.n_tokens), 128, 0, stream>>>(args, cache);
-  check_launch("rope_and_store");
+  launch_dependent("rope_and_store", rope_store_kernel, static_cast<unsigned>(args.n_tokens), 128, 0, stream, args,
+                   cache);
 }
 
 void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {
   const int64_t total = n_tokens * ffn_dim;
   if (total == 0) return;
-  swiglu_kernel<<<grid_for(total, 256), 256, 0, stream>>>(static_cast<const bf16*>(gate_up), n_tokens, ffn_dim,
-                                                           static_cast<bf16*>(out));
-  check_launch("swiglu");
+  launch_dependent("swiglu", swiglu_kernel, grid_for(total, 256), 256, 0, stream, static_cast<const bf16*>(gate_up),
+                   n_tokens, ffn_dim, static_cast<bf16*>(out));
 }
 
 void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  row_argmax_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(logits, vocab, out);
-  check_launch("row_argmax");
+  launch_dependent("row_argmax", row_argmax_kernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, logits,
+                   vocab, out);
 }
 
 void fill_uniform_bf16(void* out, int64_t n, float scale, uint64_t seed, cudaStream_t stream) {

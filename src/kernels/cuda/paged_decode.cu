@@ -2,6 +2,7 @@
 // group, sequence), then the log-sum-exp merge for sequences longer than one
 // partition. The workspace is the caller's, so nothing is allocated per step.
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
@@ -32,12 +33,11 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
                  c.block_size, c.n_kv_heads, n_heads, group, row_groups, parts, scale * 1.4426950408889634f,
                  partial_out, partial_lse};
-  kernel<<<dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
-  check_launch("paged_decode_attention");
-  if (parts > 1) {
-    merge_partitions_kernel<T, D, kDecodePartition><<<dim3(n_heads, b.n_seqs), D, 0, stream>>>(p);
-    check_launch("paged_decode_attention: merge");
-  }
+  launch_dependent("paged_decode_attention", kernel, dim3(parts, c.n_kv_heads * row_groups, b.n_seqs),
+                   Shape::kThreads, Shape::kSmemBytes, stream, p);
+  if (parts > 1)
+    launch_dependent("paged_decode_attention: merge", merge_partitions_kernel<T, D, kDecodePartition>,
+                     dim3(n_heads, b.n_seqs), D, 0, stream, p);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
@@ -57,6 +58,8 @@ template <typename T, int D, int WARPS, int STAGES, int kPart, bool kQInRegs = t
 __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(const DecodeParams p) {
   using S = DecodeShape<D, WARPS, STAGES>;
   extern __shared__ __align__(128) unsigned char smem[];
+  release_dependents();  // dependent_launch.h: nothing is read before the wait
+  wait_for_predecessor();
 
   const int part = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_groups;
@@ -248,6 +251,8 @@ __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(co
 // in partition order. One thread per element of the head dimension.
 template <typename T, int D, int kPart>
 __global__ void __launch_bounds__(D) merge_partitions_kernel(const DecodeParams p) {
+  release_dependents();
+  wait_for_predecessor();
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int n_parts = (p.seq_lens[seq] + kPart - 1) / kPart;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
@@ -10,6 +12,7 @@
 #include "core/ggml_types.h"
 #include "core/half.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/sampling.h"
 #include "model/cuda/kv_pool_cuda.h"
 #include "model/cuda/weight_layout.h"
 #include "model/llama.h"
@@ -35,6 +38,17 @@ void upload(void* dst, const void* src, size_t bytes) {
   kc::check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
 }
 
+// Rows sampled per launch: the kernel's scratch is 8 bytes per logit, so
+// it is sized for this many rows rather than for the whole logits buffer.
+constexpr int64_t kSampleRowsPerLaunch = 256;
+
+// The batch's sampling rows go to the kernel as they are.
+static_assert(sizeof(RowSampling) == sizeof(kc::SampleRowParams) &&
+              offsetof(RowSampling, uniform) == offsetof(kc::SampleRowParams, uniform) &&
+              offsetof(RowSampling, penalty_begin) == offsetof(kc::SampleRowParams, penalty_begin));
+static_assert(sizeof(PenaltyToken) == sizeof(kc::PenaltyEntry) &&
+              offsetof(PenaltyToken, in_window) == offsetof(kc::PenaltyEntry, in_window));
+
 }  // namespace
 
 // Device arrays of one pass, grown (never shrunk) to the largest batch seen;
@@ -45,6 +59,10 @@ struct CudaLlamaModel::Workspace {
   kc::DeviceBuffer x, h, qkv, q, attn, gate_up, act, last, logits, argmax, decode;
   kc::DeviceBuffer index;   // tokens, positions, slots, query_start, seq_lens, block tables, logits rows
   kc::PinnedBuffer staging;  // host side of `index`
+  // Sampling on the GPU: per-row parameters, penalty tokens (grown on
+  // demand) and the kernel's scratch.
+  kc::DeviceBuffer sampling, penalties, sampling_scratch;
+  kc::PinnedBuffer sampling_staging, penalties_staging;
   size_t decode_bytes = 0;
   // Offsets of the index arrays (bytes).
   size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_query_start = 0, off_seq_lens = 0, off_tables = 0,
@@ -167,9 +185,11 @@ int64_t CudaLlamaModel::default_kv_cache_memory(double utilization) const {
   kc::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "reading free GPU memory");
   // What this process may hold in all, minus what is held already (weights,
   // workspace, cuBLASLt's workspace, the CUDA context, other processes).
+  // Decode graphs are made later, as shapes appear: their share is kept now.
   const double allowed = utilization * static_cast<double>(total_bytes);
   const double in_use = static_cast<double>(total_bytes - free_bytes);
-  return std::max<int64_t>(0, static_cast<int64_t>(allowed - in_use));
+  const double graphs = options_.cuda_graphs ? static_cast<double>(kMaxDecodeGraphs * kGraphReserveBytes) : 0.0;
+  return std::max<int64_t>(0, static_cast<int64_t>(allowed - in_use - graphs));
 }
 
 std::unique_ptr<KVPool> CudaLlamaModel::make_kv_pool(int64_t num_blocks, int block_size) {
@@ -221,6 +241,10 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
     w.index_bytes = off;
     w.index = kc::DeviceBuffer(off, "batch indices");
     w.staging = kc::PinnedBuffer(off, "batch indices (host)");
+    w.sampling = kc::DeviceBuffer(T * sizeof(RowSampling), "sampling parameters");
+    w.sampling_staging = kc::PinnedBuffer(T * sizeof(RowSampling), "sampling parameters (host)");
+    w.sampling_scratch = kc::DeviceBuffer(
+        kc::sampling_workspace_bytes(std::min<int64_t>(w.logits_rows, kSampleRowsPerLaunch), c.vocab_size), "sampling");
   }
   // The split-KV workspace follows the largest batch and context seen (the
   // sequence count may have grown above without the context growing).
@@ -324,10 +348,18 @@ int32_t graph_batch_size(int32_t n) {
 
 }  // namespace
 
+bool CudaLlamaModel::samples_rows() const {
+  static const bool on = [] {
+    const char* env = std::getenv("EXACTLY_CUDA_SAMPLING");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
+}
+
 void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool&, int num_layers,
-                             int32_t* argmax) {
+                             int32_t* tokens) {
   const ModelConfig& c = config_;
-  num_layers = check_forward_batch(b, c, num_layers);
+  num_layers = check_forward_batch(b, c, num_layers, samples_rows());
   auto* kv = dynamic_cast<CudaKVPool*>(&kv_pool);
   EXACTLY_CHECK(kv != nullptr, "the CUDA model was given a KV pool of another device");
   const int64_t n = b.num_tokens();
@@ -384,56 +416,112 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
         throw;
       }
       kc::check_cuda(cudaStreamEndCapture(stream_, &graph), "graph capture");
+      if (graphs_.size() >= kMaxDecodeGraphs) {
+        auto oldest = graphs_.begin();
+        for (auto g = graphs_.begin(); g != graphs_.end(); ++g)
+          if (g->second.last_use < oldest->second.last_use) oldest = g;
+        kc::check_cuda(cudaStreamSynchronize(stream_), "graph eviction");
+        graphs_.erase(oldest);
+      }
+      size_t free_before = 0, free_after = 0, total = 0;
+      kc::check_cuda(cudaMemGetInfo(&free_before, &total), "reading free GPU memory");
       cudaGraphExec_t exec = nullptr;
       const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
       cudaGraphDestroy(graph);
       kc::check_cuda(st, "graph instantiation");
-      it = graphs_.emplace(key, GraphExec(exec)).first;
-      kc::check_cuda(cudaGraphLaunch(it->second.get(), stream_), "graph launch");
-    } else {
-      kc::check_cuda(cudaGraphLaunch(it->second.get(), stream_), "graph launch");
+      it = graphs_.emplace(key, CapturedGraph{GraphExec(exec), 0}).first;
+      kc::check_cuda(cudaGraphUpload(exec, stream_), "graph upload");
+      kc::check_cuda(cudaMemGetInfo(&free_after, &total), "reading free GPU memory");
+      graph_bytes_ += free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
+      ++graphs_made_;
+    }
+    if (it != graphs_.end()) {
+      it->second.last_use = ++graph_clock_;
+      kc::check_cuda(cudaGraphLaunch(it->second.exec.get(), stream_), "graph launch");
     }
   }
-  compute_logits(b, logits, argmax);
+  compute_logits(b, logits, tokens);
+}
+
+void CudaLlamaModel::upload_sampling(const ForwardBatch& b) {
+  Workspace& w = *ws_;
+  const size_t rows = b.logits_rows.size();
+  auto* params = w.sampling_staging.as<RowSampling>();
+  for (size_t i = 0; i < rows; ++i) params[i] = b.row_use[i] == RowUse::kSample ? b.row_sampling[i] : RowSampling{};
+  kc::check_cuda(cudaMemcpyAsync(w.sampling.get(), params, rows * sizeof(RowSampling), cudaMemcpyHostToDevice, stream_),
+                 "sampling upload");
+  const size_t penalty_bytes = b.penalty_tokens.size() * sizeof(PenaltyToken);
+  if (penalty_bytes == 0) return;
+  if (penalty_bytes > w.penalties.bytes()) {  // the previous step's copies are done: forward() synchronises
+    const size_t grown = std::max(penalty_bytes, 2 * w.penalties.bytes());
+    w.penalties = kc::DeviceBuffer(grown, "penalty tokens");
+    w.penalties_staging = kc::PinnedBuffer(grown, "penalty tokens (host)");
+  }
+  std::memcpy(w.penalties_staging.get(), b.penalty_tokens.data(), penalty_bytes);
+  kc::check_cuda(cudaMemcpyAsync(w.penalties.get(), w.penalties_staging.get(), penalty_bytes, cudaMemcpyHostToDevice,
+                                 stream_),
+                 "sampling upload");
 }
 
 // Only the rows that need logits go through the final norm and the head, in
-// chunks that fit the logits buffer; rows wanted for their argmax alone stay
-// on the GPU (a 128k vocabulary is half a megabyte a row).
-void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_t* argmax) {
+// chunks that fit the logits buffer; rows wanted for their token alone stay
+// on the GPU (a 128k vocabulary is half a megabyte a row), their argmax or
+// their sample computed there.
+void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   const auto n_out = static_cast<int64_t>(b.logits_rows.size());
   const auto* d_rows = reinterpret_cast<const int32_t*>(w.index.as<uint8_t>() + w.off_rows);
+  const bool sampling =
+      tokens != nullptr && std::find(b.row_use.begin(), b.row_use.end(), RowUse::kSample) != b.row_use.end();
+  if (sampling) upload_sampling(b);
+  auto wanted = [&](int64_t r) {
+    return tokens == nullptr || b.row_use.empty() || b.row_use[static_cast<size_t>(r)] == RowUse::kLogits;
+  };
   for (int64_t first = 0; first < n_out; first += w.logits_rows) {
     const int64_t rows = std::min<int64_t>(w.logits_rows, n_out - first);
     kc::rmsnorm_bf16(w.x.as<float>(), output_norm_, d_rows + first, rows, c.dim, c.rms_eps, w.last.get(), stream_);
     gemm_->run(w.last.get(), output_, w.logits.get(), rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream_);
-    if (argmax != nullptr) {
+    if (sampling) {
+      for (int64_t s = 0; s < rows; s += kSampleRowsPerLaunch)
+        kc::sample_rows(w.logits.as<float>() + s * c.vocab_size, std::min<int64_t>(kSampleRowsPerLaunch, rows - s),
+                        c.vocab_size, w.sampling.as<kc::SampleRowParams>() + first + s,
+                        w.penalties.as<kc::PenaltyEntry>(), w.argmax.as<int32_t>() + first + s,
+                        w.sampling_scratch.get(), stream_);
+    } else if (tokens != nullptr) {
       kc::row_argmax(w.logits.as<float>(), rows, c.vocab_size, w.argmax.as<int32_t>() + first, stream_);
     }
     // Download runs of rows that are wanted whole.
     for (int64_t i = 0; i < rows;) {
-      auto wanted = [&](int64_t r) {
-        return argmax == nullptr || b.argmax_only.empty() || !b.argmax_only[static_cast<size_t>(first + r)];
-      };
-      if (!wanted(i)) {
+      if (!wanted(first + i)) {
         ++i;
         continue;
       }
       int64_t j = i + 1;
-      while (j < rows && wanted(j)) ++j;
+      while (j < rows && wanted(first + j)) ++j;
       kc::check_cuda(cudaMemcpyAsync(logits + (first + i) * c.vocab_size, w.logits.as<float>() + i * c.vocab_size,
                                      static_cast<size_t>((j - i) * c.vocab_size) * 4, cudaMemcpyDeviceToHost, stream_),
                      "logits download");
       i = j;
     }
   }
-  if (argmax != nullptr && n_out > 0)
-    kc::check_cuda(cudaMemcpyAsync(argmax, w.argmax.get(), static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost,
+  if (tokens != nullptr && n_out > 0)
+    kc::check_cuda(cudaMemcpyAsync(tokens, w.argmax.get(), static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost,
                                    stream_),
-                   "argmax download");
+                   "token download");
   kc::check_cuda(cudaStreamSynchronize(stream_), "forward pass");
+}
+
+std::string CudaLlamaModel::memory_report() const {
+  const Workspace& w = *ws_;
+  const size_t workspace = w.x.bytes() + w.h.bytes() + w.qkv.bytes() + w.q.bytes() + w.attn.bytes() +
+                           w.gate_up.bytes() + w.act.bytes() + w.last.bytes() + w.logits.bytes() + w.argmax.bytes() +
+                           w.decode.bytes() + w.index.bytes() + w.sampling.bytes() + w.sampling_scratch.bytes() +
+                           w.penalties.bytes() + gemm_->workspace_bytes();
+  return strformat("GPU memory: weights %s, activation workspace %s, %lld decode graphs made (%zu live) %s",
+                   human_bytes(static_cast<double>(weights_.bytes())).c_str(),
+                   human_bytes(static_cast<double>(workspace)).c_str(), static_cast<long long>(graphs_made_),
+                   graphs_.size(), human_bytes(static_cast<double>(graph_bytes_)).c_str());
 }
 
 }  // namespace exactly

@@ -59,10 +59,22 @@ class CudaLlamaModel final : public Model {
   int64_t default_kv_cache_memory(double gpu_memory_utilization) const override;
   std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) override;
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
-               int32_t* argmax = nullptr) override;
+               int32_t* tokens = nullptr) override;
+  // Rows marked kSample are sampled on the GPU (kernels/cuda/sampling.h),
+  // unless EXACTLY_CUDA_SAMPLING=0 sends them back to the host's Sampler.
+  bool samples_rows() const override;
 
   // Bytes of the weights a pass reads (on the GPU: all but the embedding table, unless tied).
   int64_t weight_bytes() const override { return weight_bytes_; }
+  std::string memory_report() const override;
+
+  // At most this many decode graphs live at once (the least recently used is
+  // dropped beyond it), and default_kv_cache_memory() keeps kGraphReserveBytes
+  // for each: what instantiated graphs take of GPU memory is part of the
+  // --gpu-memory-utilization budget. The bound per graph is several times
+  // what one measured (BENCHMARKS.md).
+  static constexpr size_t kMaxDecodeGraphs = 96;
+  static constexpr int64_t kGraphReserveBytes = int64_t{4} << 20;
 
  private:
   struct Layer {
@@ -86,7 +98,10 @@ class CudaLlamaModel final : public Model {
   void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
   void run_layers(CudaKVPool& kv, int64_t n, const kernels::cuda::AttentionBatchDevice& attn, bool split_kv_decode,
                   int num_layers);
-  void compute_logits(const ForwardBatch& b, float* logits, int32_t* argmax);
+  void compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens);
+  // Uploads the sampling parameters of every logits row (kLogits and kArgmax
+  // rows as plain greedy ones, which leaves their logits as they are).
+  void upload_sampling(const ForwardBatch& b);
 
   ModelConfig config_;
   CudaModelOptions options_;
@@ -107,8 +122,17 @@ class CudaLlamaModel final : public Model {
     void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
   };
   using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
-  std::map<GraphKey, GraphExec> graphs_;
+  struct CapturedGraph {
+    GraphExec exec;
+    uint64_t last_use = 0;
+  };
+  std::map<GraphKey, CapturedGraph> graphs_;
   std::set<GraphKey> graph_shapes_seen_;
+  uint64_t graph_clock_ = 0;
+  // GPU memory the instantiated graphs took (free memory before minus after
+  // each instantiation and upload), and how many were made in all.
+  int64_t graph_bytes_ = 0;
+  int64_t graphs_made_ = 0;
   ModelLimits limits_;
 };
 

@@ -1,0 +1,158 @@
+// The engine's side of sampling on the model's device (RowUse::kSample), on
+// the CPU: a test model wraps the real one and samples the rows marked for it
+// from nothing but what the batch carries (RowSampling, the penalty tokens,
+// the uniform) while poisoning every logits row it was not asked for. The
+// engine must then produce exactly the tokens it produces when it samples
+// every row itself, for seeded requests of every sampling setting — which
+// proves the rows are marked, the penalties listed and the request's draws
+// taken as the host's Sampler would. A variant that mishandles one piece
+// (penalties ignored) must be caught by the same comparison.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "engine/engine.h"
+#include "real_model_test.h"
+#include "run_engine.h"
+
+namespace exactly {
+namespace {
+
+enum class Fault { kNone, kIgnorePenalties };
+
+class SamplingModel final : public Model {
+ public:
+  SamplingModel(std::unique_ptr<Model> inner, Fault fault) : inner_(std::move(inner)), fault_(fault) {}
+
+  const ModelConfig& config() const override { return inner_->config(); }
+  const char* device() const override { return inner_->device(); }
+  int64_t weight_bytes() const override { return inner_->weight_bytes(); }
+  int64_t kv_bytes_per_slot() const override { return inner_->kv_bytes_per_slot(); }
+  void reserve(const ModelLimits& limits) override { inner_->reserve(limits); }
+  int64_t default_kv_cache_memory(double u) const override { return inner_->default_kv_cache_memory(u); }
+  std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) override {
+    return inner_->make_kv_pool(num_blocks, block_size);
+  }
+  bool samples_rows() const override { return true; }
+
+  void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers,
+               int32_t* tokens) override {
+    check_forward_batch(batch, config(), num_layers, true);
+    ForwardBatch plain = batch;
+    plain.row_use.clear();
+    inner_->forward(plain, kv, logits, pool, num_layers, tokens);
+    const auto vocab = static_cast<size_t>(config().vocab_size);
+    for (size_t i = 0; i < batch.row_use.size(); ++i) {
+      std::span<float> row(logits + i * vocab, vocab);
+      if (batch.row_use[i] == RowUse::kSample) {
+        EXPECT_NE(tokens, nullptr);
+        tokens[i] = sample(row, batch.row_sampling[i], batch.penalty_tokens);
+        ++sampled_rows;
+      }
+      // The engine must not read a row it did not ask for whole.
+      if (batch.row_use[i] != RowUse::kLogits) std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+
+  int64_t sampled_rows = 0;
+
+ private:
+  int32_t sample(std::span<const float> logits, const RowSampling& r, const std::vector<PenaltyToken>& all) const {
+    SamplingParams p;
+    p.temperature = r.temperature;
+    p.top_k = r.top_k;
+    p.top_p = r.top_p;
+    p.min_p = r.min_p;
+    p.repetition_penalty = r.repetition_penalty;
+    p.frequency_penalty = r.frequency_penalty;
+    p.presence_penalty = r.presence_penalty;
+    p.seed = 0;  // unused: the draw is the row's uniform
+    std::vector<PenalisedToken> penalised;
+    if (fault_ != Fault::kIgnorePenalties)
+      for (int32_t k = r.penalty_begin; k < r.penalty_end; ++k) {
+        const PenaltyToken& t = all[static_cast<size_t>(k)];
+        penalised.push_back({t.id, t.output_count, t.in_window != 0});
+      }
+    const std::vector<TokenProb> dist = Sampler(p).distribution_with(logits, penalised);
+    return p.greedy() ? dist.front().id : Sampler::draw(dist, r.uniform);
+  }
+
+  std::unique_ptr<Model> inner_;
+  Fault fault_;
+};
+
+class DeviceSampling : public RealModelTest {
+ protected:
+  static std::vector<RequestParams> requests() {
+    struct Setting {
+      float temperature;
+      int32_t top_k;
+      float top_p, min_p, repetition, frequency, presence;
+    };
+    const Setting settings[] = {
+        {0.7f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},   {1.3f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {1.0f, 40, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},  {1.0f, 0, 0.9f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {1.0f, 0, 1.0f, 0.05f, 1.0f, 0.0f, 0.0f},  {0.8f, 40, 0.95f, 0.05f, 1.0f, 0.0f, 0.0f},
+        {1.0f, 0, 1.0f, 0.0f, 1.3f, 0.5f, 0.3f},   {0.0f, 0, 1.0f, 0.0f, 1.3f, 0.5f, 0.0f},
+        {1.0f, 1, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},  // one survivor: a draw is still taken
+    };
+    const char* prompts[] = {"The capital of France is", "def fibonacci(n):", "Once upon a time",
+                             "<|im_start|>user\nName three colours.<|im_end|>\n<|im_start|>assistant\n"};
+    std::vector<RequestParams> reqs;
+    for (int i = 0; i < 18; ++i) {
+      const Setting& s = settings[i % std::size(settings)];
+      RequestParams r;
+      r.prompt = model_->tokenizer->encode(prompts[i % std::size(prompts)], true);
+      r.max_tokens = 12;
+      r.ignore_eos = true;
+      r.sampling.temperature = s.temperature;
+      r.sampling.top_k = s.top_k;
+      r.sampling.top_p = s.top_p;
+      r.sampling.min_p = s.min_p;
+      r.sampling.repetition_penalty = s.repetition;
+      r.sampling.frequency_penalty = s.frequency;
+      r.sampling.presence_penalty = s.presence;
+      r.sampling.seed = 100 + static_cast<uint64_t>(i);
+      if (i == 16) r.logprobs = 2;  // needs its rows whole: sampled on the host
+      if (i == 17) r.n = 2;         // its first row feeds both samples: on the host, then each on the device
+      reqs.push_back(r);
+    }
+    return reqs;
+  }
+
+  static std::vector<std::vector<int32_t>> run_with(Fault fault, int64_t* sampled_rows) {
+    LoadedModel m = load_model(test_model_path(), false);
+    auto wrapped = std::make_unique<SamplingModel>(std::move(m.model), fault);
+    SamplingModel* probe = wrapped.get();
+    m.model = std::move(wrapped);
+    auto out = testing::run_engine(m, requests(), config());
+    *sampled_rows = probe->sampled_rows;
+    return out;
+  }
+
+  static EngineConfig config() {
+    EngineConfig c;
+    c.max_num_seqs = 8;  // requests join and leave the batch while others decode
+    return c;
+  }
+};
+
+TEST_F(DeviceSampling, SameTokensAsHostSampling) {
+  const auto host = testing::run_engine(*model_, requests(), config());
+  int64_t sampled = 0;
+  const auto device = run_with(Fault::kNone, &sampled);
+  EXPECT_GT(sampled, 100) << "the rows were not sampled by the model";
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
+}
+
+TEST_F(DeviceSampling, IgnoringPenaltiesIsCaught) {
+  const auto host = testing::run_engine(*model_, requests(), config());
+  int64_t sampled = 0;
+  const auto broken = run_with(Fault::kIgnorePenalties, &sampled);
+  EXPECT_NE(host, broken);
+}
+
+}  // namespace
+}  // namespace exactly
