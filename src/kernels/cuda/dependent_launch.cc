@@ -5,15 +5,19 @@
 
 namespace exactly::kernels::cuda {
 
-bool dependent_launch_enabled() {
-  static const bool enabled = [] {
-    if (const char* env = std::getenv("EXACTLY_CUDA_PDL"); env != nullptr && std::strcmp(env, "0") == 0) return false;
+DependentLaunch dependent_launch_mode() {
+  static const DependentLaunch mode = [] {
     int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-    return major >= 9;
+    if (cudaGetDevice(&device) != cudaSuccess) return DependentLaunch::kOff;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9)
+      return DependentLaunch::kOff;
+    const char* env = std::getenv("EXACTLY_CUDA_PDL");
+    if (env == nullptr) return DependentLaunch::kProducts;  // measured: BENCHMARKS.md
+    if (std::strcmp(env, "0") == 0) return DependentLaunch::kOff;
+    if (std::strcmp(env, "1") == 0) return DependentLaunch::kProducts;
+    return DependentLaunch::kAll;
   }();
-  return enabled;
+  return mode;
 }
 
 }  // namespace exactly::kernels::cuda

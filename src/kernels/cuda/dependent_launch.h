@@ -32,13 +32,23 @@ __device__ __forceinline__ void release_dependents() {
 #endif
 }
 
-// True on compute capability 9.0 and later unless EXACTLY_CUDA_PDL=0 (read
-// once per process).
-bool dependent_launch_enabled();
+// Which kernels are launched as dependents: none, the few-row products only
+// (whose weight reads can start early), or every kernel of the chain.
+// EXACTLY_CUDA_PDL=0/1/2 (read once per process); none before compute
+// capability 9.0. The default is the products only: on the H200 that made a
+// batch-1 decode step 1% faster, while every kernel as a dependent made it
+// 5% slower (BENCHMARKS.md §6).
+enum class DependentLaunch { kOff = 0, kProducts = 1, kAll = 2 };
+DependentLaunch dependent_launch_mode();
+
+enum class LaunchRole { kProduct, kOther };
 
 template <typename... Params, typename... Args>
-void launch_dependent(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
-                      cudaStream_t stream, Args... args) {
+void launch_dependent(const char* name, LaunchRole role, void (*kernel)(Params...), dim3 grid, dim3 block,
+                      size_t shared_bytes, cudaStream_t stream, Args... args) {
+  const DependentLaunch mode = dependent_launch_mode();
+  const bool dependent =
+      mode == DependentLaunch::kAll || (mode == DependentLaunch::kProducts && role == LaunchRole::kProduct);
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -48,7 +58,7 @@ void launch_dependent(const char* name, void (*kernel)(Params...), dim3 grid, di
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &attribute;
-  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
+  config.numAttrs = dependent ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...), name);
 }
 
