@@ -12,6 +12,7 @@
 #include "kvcache/capacity.h"
 #include "sample/stop_strings.h"
 #include "spec/acceptance_stats.h"
+#include "spec/rejection_sampler.h"
 
 namespace exactly {
 
@@ -361,18 +362,32 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       for (int64_t j = drafts; j >= 0; --j) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1 - j));
       // A row whose token alone is needed stays with the model: a plain
       // greedy decode needs its argmax, any other decode is sampled there
-      // when the model samples (the logits stay on its device).
+      // when the model samples (the logits stay on its device). A greedy
+      // verify needs each position's (penalised) argmax alone too.
       Sequence& s = sequence_of(c.id);
       const Group& g = *s.group;
-      const bool token_only = drafts == 0 && g.params.logprobs < 0 && (g.params.n == 1 || g.forked);
+      const bool token_only = g.params.logprobs < 0 && (g.params.n == 1 || g.forked);
       const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
+      const size_t first_row = b.logits_rows.size() - static_cast<size_t>(drafts) - 1;
       b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
       b.row_sampling.resize(b.logits_rows.size());
-      if (token_only && s.sampler.plain_greedy(r->tokens.size(), num_prompt)) {
+      if (token_only && drafts == 0 && s.sampler.plain_greedy(r->tokens.size(), num_prompt)) {
         b.row_use.back() = RowUse::kArgmax;
-      } else if (token_only && model_.model->samples_rows()) {
+      } else if (token_only && drafts == 0 && model_.model->samples_rows()) {
         b.row_use.back() = RowUse::kSample;
         b.row_sampling.back() = device_sampling(s.sampler, r->tokens, num_prompt, b.penalty_tokens);
+      } else if (token_only && drafts > 0 && s.sampler.params().greedy() &&
+                 (model_.model->samples_rows() || s.sampler.plain_greedy(r->tokens.size() + drafts, num_prompt))) {
+        std::vector<int32_t> context = r->tokens;  // position j sees the drafts before it
+        for (size_t j = 0; j <= static_cast<size_t>(drafts); ++j) {
+          if (s.sampler.plain_greedy(context.size(), num_prompt)) {
+            b.row_use[first_row + j] = RowUse::kArgmax;
+          } else {
+            b.row_use[first_row + j] = RowUse::kSample;
+            b.row_sampling[first_row + j] = device_sampling(s.sampler, context, num_prompt, b.penalty_tokens);
+          }
+          if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
+        }
       }
     }
   }
@@ -440,14 +455,19 @@ std::vector<RequestOutput> Engine::step() {
         d.rows.push_back(row);
       } else {
         const std::vector<int32_t>& drafts = r->draft_tokens;
-        // p_i is conditioned on the context followed by drafts x_1..x_{i-1}.
-        std::vector<int32_t> context = r->tokens;
-        std::vector<std::vector<TokenProb>> dists(drafts.size() + 1);
-        for (size_t i = 0; i <= drafts.size(); ++i) {
-          dists[i] = s.sampler.distribution(logits_at(i), context, num_prompt);
-          if (i < drafts.size()) context.push_back(drafts[i]);
+        VerifyOutcome v;
+        if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
+          v = RejectionSampler::verify_greedy(drafts, std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
+        } else {
+          // p_i is conditioned on the context followed by drafts x_1..x_{i-1}.
+          std::vector<int32_t> context = r->tokens;
+          std::vector<std::vector<TokenProb>> dists(drafts.size() + 1);
+          for (size_t i = 0; i <= drafts.size(); ++i) {
+            dists[i] = s.sampler.distribution(logits_at(i), context, num_prompt);
+            if (i < drafts.size()) context.push_back(drafts[i]);
+          }
+          v = speculator_->verify(drafts, s.draft_dists, dists, s.sampler);
         }
-        const VerifyOutcome v = speculator_->verify(drafts, s.draft_dists, dists, s.sampler);
         s.draft_dists.clear();
         s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
         ++stats_.spec_verifies;

@@ -121,12 +121,13 @@ class DeviceSampling : public RealModelTest {
     return reqs;
   }
 
-  static std::vector<std::vector<int32_t>> run_with(Fault fault, int64_t* sampled_rows) {
+  static std::vector<std::vector<int32_t>> run_with(Fault fault, int64_t* sampled_rows,
+                                                     const EngineConfig& c = config()) {
     LoadedModel m = load_model(test_model_path(), false);
     auto wrapped = std::make_unique<SamplingModel>(std::move(m.model), fault);
     SamplingModel* probe = wrapped.get();
     m.model = std::move(wrapped);
-    auto out = testing::run_engine(m, requests(), config());
+    auto out = testing::run_engine(m, requests(), c);
     *sampled_rows = probe->sampled_rows;
     return out;
   }
@@ -136,6 +137,16 @@ class DeviceSampling : public RealModelTest {
     c.max_num_seqs = 8;  // requests join and leave the batch while others decode
     return c;
   }
+
+  // Prompt lookup drafts for every decoding request: greedy verifies (with
+  // and without penalties) take each position's token from the model.
+  static EngineConfig speculative_config() {
+    EngineConfig c = config();
+    c.spec_method = "ngram";
+    c.num_speculative_tokens = 3;
+    c.adaptive_speculation = false;
+    return c;
+  }
 };
 
 TEST_F(DeviceSampling, SameTokensAsHostSampling) {
@@ -143,6 +154,17 @@ TEST_F(DeviceSampling, SameTokensAsHostSampling) {
   int64_t sampled = 0;
   const auto device = run_with(Fault::kNone, &sampled);
   EXPECT_GT(sampled, 100) << "the rows were not sampled by the model";
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
+}
+
+TEST_F(DeviceSampling, SameTokensAsHostSamplingWithSpeculation) {
+  EngineStats stats;
+  const auto host = testing::run_engine(*model_, requests(), speculative_config(), &stats);
+  EXPECT_GT(stats.spec_verifies, 20) << "too few verifies to test";
+  int64_t sampled = 0;
+  const auto device = run_with(Fault::kNone, &sampled, speculative_config());
+  EXPECT_GT(sampled, 20) << "greedy verifies with penalties were not handed to the model";
   ASSERT_EQ(host.size(), device.size());
   for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
 }

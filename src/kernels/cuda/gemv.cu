@@ -6,8 +6,6 @@
 // does not depend on how many rows the call has.
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
@@ -17,7 +15,9 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kWarps = 8;   // rows of the weight per block
-constexpr int kDefaultUnroll = 8;  // 16-byte weight loads in flight per lane
+// 16-byte weight loads in flight per lane (16 was slower with one row:
+// BENCHMARKS.md §6).
+constexpr int kUnroll = 8;
 
 __device__ uint4 load_streaming(const uint4* p) {
   uint4 v;
@@ -40,7 +40,7 @@ __device__ float dot8(uint4 a, uint4 b) {
   return s;
 }
 
-template <int N, int kUnroll>
+template <int N>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(const bf16* __restrict__ x, const bf16* __restrict__ w, void* out, int64_t m, int64_t k,
                 bool f32_out, bool accumulate) {
@@ -94,24 +94,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// EXACTLY_CUDA_GEMV_UNROLL=16 doubles the loads in flight per lane for one
-// and two rows (a row of k = 4096 then needs one round trip, not two).
-int unroll_setting() {
-  static const int unroll = [] {
-    const char* env = std::getenv("EXACTLY_CUDA_GEMV_UNROLL");
-    return env != nullptr && std::atoi(env) == 16 ? 16 : kDefaultUnroll;
-  }();
-  return unroll;
-}
-
 template <int N>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t k, bool f32_out, bool accumulate,
             cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((m + kWarps - 1) / kWarps);
-  auto kernel = gemv_kernel<N, kDefaultUnroll>;
-  if constexpr (N <= 2)
-    if (unroll_setting() == 16) kernel = gemv_kernel<N, 16>;
-  launch_dependent("gemv_bf16", LaunchRole::kProduct, kernel, blocks, kWarps * 32, 0, stream,
+  launch_dependent("gemv_bf16", LaunchRole::kProduct, gemv_kernel<N>, blocks, kWarps * 32, 0, stream,
                    static_cast<const bf16*>(x), static_cast<const bf16*>(w), out, m, k, f32_out, accumulate);
 }
 
