@@ -314,9 +314,10 @@ void Engine::propose_drafts() {
 namespace {
 
 // The row's sampling for a model that samples it, with the request's draw
-// for this token taken now (as Sampler::sample() would take it).
+// for this token taken now (as Sampler::sample() would take it) unless the
+// row is part of a verify, whose draws are the job's.
 RowSampling device_sampling(Sampler& sampler, std::span<const int32_t> context, size_t num_prompt,
-                            std::vector<PenaltyToken>& penalty_tokens) {
+                            std::vector<PenaltyToken>& penalty_tokens, bool draw = true) {
   const SamplingParams& p = sampler.params();
   RowSampling row{p.temperature,        p.top_k,
                   p.top_p,              p.min_p,
@@ -326,7 +327,7 @@ RowSampling device_sampling(Sampler& sampler, std::span<const int32_t> context, 
   for (const PenalisedToken& t : sampler.penalised_tokens(context, num_prompt))
     penalty_tokens.push_back({t.id, t.output_count, t.in_window ? 1 : 0});
   row.penalty_end = static_cast<int32_t>(penalty_tokens.size());
-  if (!p.greedy()) row.uniform = sampler.rng().uniform();
+  if (draw && !p.greedy()) row.uniform = sampler.rng().uniform();
   return row;
 }
 
@@ -387,6 +388,32 @@ void Engine::pack_batch(const SchedulerOutput& out) {
             b.row_sampling[first_row + j] = device_sampling(s.sampler, context, num_prompt, b.penalty_tokens);
           }
           if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
+        }
+      } else if (token_only && drafts > 0 && model_.model->verifies_drafts()) {
+        // A sampled verify, run by the model: the k + 1 uniforms are the
+        // request's next draws, taken from a copy of its generator; the
+        // real one moves on by as many as the outcome used (step()).
+        const auto k = static_cast<size_t>(drafts);
+        b.verifies.push_back({static_cast<int32_t>(first_row), static_cast<int32_t>(k),
+                              static_cast<int32_t>(b.verify_drafts.size()), static_cast<int32_t>(b.q_offsets.size()),
+                              static_cast<int32_t>(b.verify_uniforms.size()), 0});
+        b.verify_drafts.insert(b.verify_drafts.end(), r->draft_tokens.begin(), r->draft_tokens.end());
+        for (size_t j = 0; j < k; ++j) {
+          b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
+          if (s.draft_dists.empty()) {  // a deterministic drafter: q_j is one-hot at its draft
+            b.q_entries.push_back({r->draft_tokens[j], 0, 1.0});
+          } else {
+            for (const TokenProb& e : s.draft_dists[j]) b.q_entries.push_back({e.id, 0, e.p});
+          }
+        }
+        b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
+        Rng ahead = s.sampler.rng();
+        for (size_t j = 0; j <= k; ++j) b.verify_uniforms.push_back(ahead.uniform());
+        std::vector<int32_t> context = r->tokens;
+        for (size_t j = 0; j <= k; ++j) {
+          b.row_use[first_row + j] = RowUse::kVerify;
+          b.row_sampling[first_row + j] = device_sampling(s.sampler, context, num_prompt, b.penalty_tokens, false);
+          if (j < k) context.push_back(r->draft_tokens[j]);
         }
       }
     }
@@ -456,7 +483,16 @@ std::vector<RequestOutput> Engine::step() {
       } else {
         const std::vector<int32_t>& drafts = r->draft_tokens;
         VerifyOutcome v;
-        if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
+        if (batch_.row_use[row] == RowUse::kVerify) {  // verified by the model: the emitted tokens, then -1
+          for (size_t i = 0; i <= drafts.size() && argmax_[row + i] >= 0; ++i) v.tokens.push_back(argmax_[row + i]);
+          EXACTLY_CHECK(!v.tokens.empty(), "the model verified no token");
+          v.num_accepted = static_cast<int32_t>(v.tokens.size()) - 1;
+          // The uniforms the verify used: one per acceptance test, and one
+          // for the replacement or the bonus token.
+          const size_t used = static_cast<size_t>(v.num_accepted) == drafts.size() ? drafts.size() + 1
+                                                                                 : static_cast<size_t>(v.num_accepted) + 2;
+          for (size_t i = 0; i < used; ++i) s.sampler.rng().uniform();
+        } else if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
           v = RejectionSampler::verify_greedy(drafts, std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
         } else {
           // p_i is conditioned on the context followed by drafts x_1..x_{i-1}.

@@ -15,6 +15,7 @@ enum class RowUse : uint8_t {
   kLogits = 0,  // needs the whole row (host sampling, logprobs, speculation)
   kArgmax = 1,  // needs only its argmax (a plain greedy decode)
   kSample = 2,  // the model samples it (a model that samples on its device)
+  kVerify = 3,  // a position of a sampled speculative verify the model runs (RowVerify)
 };
 
 // One row sampled by the model itself, by the host Sampler's rule
@@ -41,6 +42,27 @@ struct PenaltyToken {
   int32_t in_window;     // 1 when inside the repetition penalty's window
 };
 
+// A sampled speculative verify the model runs itself: modified rejection
+// sampling (spec/rejection_sampler.h) of num_drafts drafts against the
+// k + 1 logits rows from first_row on (each with its RowSampling, whose
+// uniform is unused). The layout is the GPU kernel's (kernels/cuda/sampling.h).
+struct RowVerify {
+  int32_t first_row;
+  int32_t num_drafts;     // k >= 1
+  int32_t draft_begin;    // verify_drafts[draft_begin, + k): x_1..x_k
+  int32_t q_begin;        // q_offsets[q_begin, + k + 1): q_i = q_entries[q_offsets[q_begin + i], q_offsets[q_begin + i + 1])
+  int32_t uniform_begin;  // verify_uniforms[uniform_begin, + k + 1): the request's next k + 1 draws
+  int32_t pad = 0;
+};
+
+// One entry of a draft distribution q_i: what the drafter sampled x_i from
+// (a deterministic drafter's q_i is the single entry (x_i, 1)).
+struct DraftProb {
+  int32_t id;
+  int32_t pad;
+  double p;
+};
+
 struct ForwardBatch {
   std::vector<int32_t> tokens;        // [n_tokens] token ids, sequences back to back
   std::vector<int32_t> positions;     // [n_tokens] position of each token in its sequence
@@ -56,6 +78,13 @@ struct ForwardBatch {
   // [logits_rows] or empty; read for kSample rows only.
   std::vector<RowSampling> row_sampling;
   std::vector<PenaltyToken> penalty_tokens;
+  // Sampled verifies run by the model (their rows marked kVerify). Their
+  // tokens come back as the emitted ones (accepted drafts, then the
+  // replacement or bonus token) followed by -1 up to the job's last row.
+  std::vector<RowVerify> verifies;
+  std::vector<int32_t> verify_drafts, q_offsets;
+  std::vector<DraftProb> q_entries;
+  std::vector<double> verify_uniforms;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
@@ -72,6 +101,11 @@ struct ForwardBatch {
     row_use.clear();
     row_sampling.clear();
     penalty_tokens.clear();
+    verifies.clear();
+    verify_drafts.clear();
+    q_offsets.clear();
+    q_entries.clear();
+    verify_uniforms.clear();
     max_blocks_per_seq = static_cast<int32_t>(max_blocks);
     block_tables.assign(n_seqs * max_blocks, 0);
   }

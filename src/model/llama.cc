@@ -97,7 +97,7 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   EXACTLY_CHECK(storage != nullptr, "the CPU model was given a KV pool of another device");
   KVStorage& kv = *storage;
   const ModelConfig& c = config_;
-  num_layers = check_forward_batch(b, c, num_layers, false);
+  num_layers = check_forward_batch(b, *this, num_layers);
   const int64_t n = b.num_tokens();
   ensure_scratch(n);
 

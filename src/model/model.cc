@@ -1,12 +1,16 @@
 #include "model/model.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "core/error.h"
 #include "core/format.h"
 
 namespace exactly {
 
-int check_forward_batch(const ForwardBatch& b, const ModelConfig& c, int num_layers, bool can_sample) {
+int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layers) {
+  const ModelConfig& c = model.config();
+  const bool can_sample = model.samples_rows(), can_verify = model.verifies_drafts();
   if (num_layers < 0) num_layers = c.n_layers;
   EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
   const int64_t n = b.num_tokens();
@@ -18,8 +22,30 @@ int check_forward_batch(const ForwardBatch& b, const ModelConfig& c, int num_lay
   for (int32_t r : b.logits_rows) EXACTLY_CHECK(r >= 0 && r < n, "logits row %d out of range", r);
   EXACTLY_CHECK(b.row_use.empty() || b.row_use.size() == b.logits_rows.size(), "row_use has %zu of %zu rows",
                 b.row_use.size(), b.logits_rows.size());
+  size_t verify_rows = 0;
+  for (const RowVerify& v : b.verifies) {
+    EXACTLY_CHECK(can_verify, "a verify is to be run by a model that does not verify");
+    const auto k = static_cast<size_t>(v.num_drafts);
+    EXACTLY_CHECK(v.num_drafts >= 1 && v.first_row >= 0 && static_cast<size_t>(v.first_row) + k < b.row_use.size() &&
+                      v.draft_begin >= 0 && static_cast<size_t>(v.draft_begin) + k <= b.verify_drafts.size() &&
+                      v.q_begin >= 0 && static_cast<size_t>(v.q_begin) + k < b.q_offsets.size() &&
+                      v.uniform_begin >= 0 && static_cast<size_t>(v.uniform_begin) + k < b.verify_uniforms.size(),
+                  "verify of %d drafts from row %d does not fit the batch's arrays", v.num_drafts, v.first_row);
+    for (size_t j = 0; j <= k; ++j)
+      EXACTLY_CHECK(b.row_use[static_cast<size_t>(v.first_row) + j] == RowUse::kVerify, "verify row %zu not marked",
+                    static_cast<size_t>(v.first_row) + j);
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t begin = b.q_offsets[static_cast<size_t>(v.q_begin) + j];
+      const int32_t end = b.q_offsets[static_cast<size_t>(v.q_begin) + j + 1];
+      EXACTLY_CHECK(0 <= begin && begin <= end && static_cast<size_t>(end) <= b.q_entries.size(),
+                    "draft distribution [%d, %d) of %zu entries", begin, end, b.q_entries.size());
+    }
+    verify_rows += k + 1;
+  }
+  EXACTLY_CHECK(verify_rows == static_cast<size_t>(std::count(b.row_use.begin(), b.row_use.end(), RowUse::kVerify)),
+                "rows marked kVerify outside any verify");
   for (size_t i = 0; i < b.row_use.size(); ++i) {
-    if (b.row_use[i] != RowUse::kSample) continue;
+    if (b.row_use[i] != RowUse::kSample && b.row_use[i] != RowUse::kVerify) continue;
     EXACTLY_CHECK(can_sample, "logits row %zu is to be sampled by a model that does not sample", i);
     EXACTLY_CHECK(b.row_sampling.size() == b.logits_rows.size(), "row_sampling has %zu of %zu rows",
                   b.row_sampling.size(), b.logits_rows.size());

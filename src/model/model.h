@@ -80,15 +80,18 @@ class Model {
                        int32_t* tokens = nullptr) = 0;
 
   // Whether forward() samples rows marked kSample itself (on its device,
-  // where the logits are); a model that does not refuses such rows.
+  // where the logits are), and runs the sampled verifies of
+  // batch.verifies; a model that does not refuses such rows.
   virtual bool samples_rows() const { return false; }
+  virtual bool verifies_drafts() const { return false; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside
 // the vocabulary, logits rows inside the batch) and returns num_layers
 // resolved (-1: all). Bad token ids throw Error; the rest are the caller's
 // bugs and abort.
-// `can_sample`: the model samples kSample rows (else such rows are a bug).
-int check_forward_batch(const ForwardBatch& batch, const ModelConfig& config, int num_layers, bool can_sample);
+// Rows the model does not sample or verify (Model::samples_rows(),
+// verifies_drafts()) are bugs too.
+int check_forward_batch(const ForwardBatch& batch, const Model& model, int num_layers);
 
 }  // namespace exactly

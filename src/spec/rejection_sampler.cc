@@ -6,6 +6,12 @@ namespace exactly {
 
 VerifyOutcome RejectionSampler::verify(std::span<const int32_t> drafts, std::span<const DistributionView> draft_dists,
                                        const std::function<DistributionView(size_t)>& target_at, Rng& rng) {
+  return verify(drafts, draft_dists, target_at, [&rng] { return rng.uniform(); });
+}
+
+VerifyOutcome RejectionSampler::verify(std::span<const int32_t> drafts, std::span<const DistributionView> draft_dists,
+                                       const std::function<DistributionView(size_t)>& target_at,
+                                       const std::function<double()>& next_uniform) {
   EXACTLY_CHECK(draft_dists.size() == drafts.size(), "%zu drafts, %zu draft distributions", drafts.size(),
                 draft_dists.size());
   VerifyOutcome out;
@@ -15,18 +21,19 @@ VerifyOutcome RejectionSampler::verify(std::span<const int32_t> drafts, std::spa
     const int32_t x = drafts[i];
     const double accept = rule_.accept_probability(p.prob(x), draft_dists[i].prob(x));
     ++out.num_draws;
-    if (rng.uniform() < accept) {
+    if (next_uniform() < accept) {
       out.tokens.push_back(x);
       ++out.num_accepted;
       continue;
     }
     rule_.residual(p, draft_dists[i], residual_);
     ++out.num_draws;
-    out.tokens.push_back(draw_from(DistributionView::sparse(std::span<const WeightedToken>(residual_)), rng.uniform()));
+    out.tokens.push_back(
+        draw_from(DistributionView::sparse(std::span<const WeightedToken>(residual_)), next_uniform()));
     return out;
   }
   ++out.num_draws;
-  out.tokens.push_back(draw_from(target_at(drafts.size()), rng.uniform()));
+  out.tokens.push_back(draw_from(target_at(drafts.size()), next_uniform()));
   return out;
 }
 

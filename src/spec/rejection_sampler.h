@@ -51,6 +51,13 @@ class RejectionSampler {
                        std::span<const DistributionView> draft_dists,  // [k]: q_1..q_k
                        const std::function<DistributionView(size_t)>& target_at, Rng& rng);
 
+  // The same with the uniforms from `next_uniform` (the n-th call gives the
+  // request's n-th draw): what a device that verifies rows is given, the
+  // request's next k + 1 draws, reproduced on the host.
+  VerifyOutcome verify(std::span<const int32_t> drafts, std::span<const DistributionView> draft_dists,
+                       const std::function<DistributionView(size_t)>& target_at,
+                       const std::function<double()>& next_uniform);
+
   // The same with all k + 1 target distributions already computed.
   VerifyOutcome verify(std::span<const int32_t> drafts,               // [k]
                        std::span<const DistributionView> draft_dists,   // [k]: q_1..q_k

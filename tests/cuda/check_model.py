@@ -26,6 +26,10 @@ oracle, tested against float64 references in CI) on the default model.
    (summation order); none is expected in a few thousand draws.
 7. Programmatic dependent launch changes no arithmetic: tokens with
    EXACTLY_CUDA_PDL=0 equal the default's.
+8. Speculative verification on the GPU: seeded sampled requests (and greedy
+   ones with penalties) with --spec ngram, layerskip:8 and draft:PATH give
+   the same tokens as with EXACTLY_CUDA_SAMPLING=0, where the host's
+   rejection sampler verifies the same GPU logits with the same uniforms.
 
 The bf16 tolerances: the GPU holds the weights in bf16 (rounding each weight
 by up to 2^-9 relative), the CPU computes with the file's exact values, so
@@ -205,6 +209,25 @@ def check_gpu_sampling(exe: str, model: str, tmp: Path):
     record("sampled requests differ from greedy", sum(a != b for a, b in zip(gpu[:8], greedy)) >= 6)
 
 
+def check_gpu_verify(exe: str, model: str, tmp: Path):
+    reqs = [r for r in sampling_requests() if r["temperature"] > 0 or r.get("repetition_penalty", 1) != 1][:24]
+    text = ("Please copy this sentence exactly: the quick brown fox jumps over the lazy dog near the river bank. "
+            "Copy: the quick brown fox")
+    reqs += [{"prompt": text, "max_tokens": 48, "ignore_eos": True, "seed": 7 + i, "temperature": t}
+             for i, t in enumerate((0.3, 0.7, 1.0))]
+    draft = tmp / "draft.gguf"
+    if not draft.exists():
+        run([exe, "export", "-m", model, "--layers", "8", "-o", str(draft)])
+    for method in ("ngram", "layerskip:8", f"draft:{draft}"):
+        spec = ["--device", "cuda", "--spec", method, "--num-speculative-tokens", "3", "--no-adaptive-speculation"]
+        name = method.split(":")[0]
+        gpu = batch(exe, model, reqs, spec, tmp, f"verify-gpu-{name}")
+        host = batch(exe, model, reqs, spec, tmp, f"verify-host-{name}", env={"EXACTLY_CUDA_SAMPLING": "0"})
+        same = [a == b for a, b in zip(gpu, host)]
+        record(f"speculation ({name}) verified on the GPU == on the host", all(same), requests=len(reqs),
+               identical=sum(same), draws=sum(len(t) for t in host))
+
+
 def check_dependent_launch(exe: str, model: str, tmp: Path):
     reqs = mixed_requests()
     on = batch(exe, model, reqs, ["--device", "cuda"], tmp, "pdl-on")
@@ -231,6 +254,7 @@ def main() -> int:
         check_graphs(a.exactly, a.model, tmp)
         check_gpu_sampling(a.exactly, a.model, tmp)
         check_dependent_launch(a.exactly, a.model, tmp)
+        check_gpu_verify(a.exactly, a.model, tmp)
     return REPORT.finish("model checks", a.json)
 
 

@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "real_model_test.h"
 #include "run_engine.h"
+#include "spec/rejection_sampler.h"
 
 namespace exactly {
 namespace {
@@ -35,14 +36,20 @@ class SamplingModel final : public Model {
     return inner_->make_kv_pool(num_blocks, block_size);
   }
   bool samples_rows() const override { return true; }
+  bool verifies_drafts() const override { return true; }
 
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers,
                int32_t* tokens) override {
-    check_forward_batch(batch, config(), num_layers, true);
+    check_forward_batch(batch, *this, num_layers);
     ForwardBatch plain = batch;
     plain.row_use.clear();
+    plain.verifies.clear();
     inner_->forward(plain, kv, logits, pool, num_layers, tokens);
     const auto vocab = static_cast<size_t>(config().vocab_size);
+    for (const RowVerify& v : batch.verifies) {
+      verify(v, batch, logits, vocab, tokens);
+      ++verified_jobs;
+    }
     for (size_t i = 0; i < batch.row_use.size(); ++i) {
       std::span<float> row(logits + i * vocab, vocab);
       if (batch.row_use[i] == RowUse::kSample) {
@@ -56,9 +63,35 @@ class SamplingModel final : public Model {
   }
 
   int64_t sampled_rows = 0;
+  int64_t verified_jobs = 0;
 
  private:
-  int32_t sample(std::span<const float> logits, const RowSampling& r, const std::vector<PenaltyToken>& all) const {
+  // The host's rejection sampler over what the batch carries for the job.
+  void verify(const RowVerify& v, const ForwardBatch& b, const float* logits, size_t vocab, int32_t* tokens) const {
+    const auto k = static_cast<size_t>(v.num_drafts);
+    std::vector<std::vector<TokenProb>> p(k + 1);
+    for (size_t i = 0; i <= k; ++i) {
+      const size_t row = static_cast<size_t>(v.first_row) + i;
+      p[i] = distribution(std::span<const float>(logits + row * vocab, vocab), b.row_sampling[row], b.penalty_tokens);
+    }
+    std::vector<std::vector<WeightedToken>> q(k);
+    std::vector<DistributionView> q_views;
+    for (size_t i = 0; i < k; ++i) {
+      for (int32_t e = b.q_offsets[static_cast<size_t>(v.q_begin) + i]; e < b.q_offsets[static_cast<size_t>(v.q_begin) + i + 1]; ++e)
+        q[i].push_back({b.q_entries[static_cast<size_t>(e)].id, b.q_entries[static_cast<size_t>(e)].p});
+      q_views.push_back(DistributionView::sparse(std::span<const WeightedToken>(q[i])));
+    }
+    size_t next = static_cast<size_t>(v.uniform_begin);
+    const VerifyOutcome out = RejectionSampler().verify(
+        std::span<const int32_t>(b.verify_drafts).subspan(static_cast<size_t>(v.draft_begin), k), q_views,
+        [&](size_t i) { return DistributionView::sparse(std::span<const TokenProb>(p[i])); },
+        [&] { return b.verify_uniforms[next++]; });
+    for (size_t i = 0; i <= k; ++i)
+      tokens[static_cast<size_t>(v.first_row) + i] = i < out.tokens.size() ? out.tokens[i] : -1;
+  }
+
+  std::vector<TokenProb> distribution(std::span<const float> logits, const RowSampling& r,
+                                      const std::vector<PenaltyToken>& all) const {
     SamplingParams p;
     p.temperature = r.temperature;
     p.top_k = r.top_k;
@@ -67,15 +100,19 @@ class SamplingModel final : public Model {
     p.repetition_penalty = r.repetition_penalty;
     p.frequency_penalty = r.frequency_penalty;
     p.presence_penalty = r.presence_penalty;
-    p.seed = 0;  // unused: the draw is the row's uniform
+    p.seed = 0;  // unused: the draws are the batch's
     std::vector<PenalisedToken> penalised;
     if (fault_ != Fault::kIgnorePenalties)
       for (int32_t k = r.penalty_begin; k < r.penalty_end; ++k) {
         const PenaltyToken& t = all[static_cast<size_t>(k)];
         penalised.push_back({t.id, t.output_count, t.in_window != 0});
       }
-    const std::vector<TokenProb> dist = Sampler(p).distribution_with(logits, penalised);
-    return p.greedy() ? dist.front().id : Sampler::draw(dist, r.uniform);
+    return Sampler(p).distribution_with(logits, penalised);
+  }
+
+  int32_t sample(std::span<const float> logits, const RowSampling& r, const std::vector<PenaltyToken>& all) const {
+    const std::vector<TokenProb> dist = distribution(logits, r, all);
+    return r.temperature <= 0.0f ? dist.front().id : Sampler::draw(dist, r.uniform);
   }
 
   std::unique_ptr<Model> inner_;
@@ -122,13 +159,14 @@ class DeviceSampling : public RealModelTest {
   }
 
   static std::vector<std::vector<int32_t>> run_with(Fault fault, int64_t* sampled_rows,
-                                                     const EngineConfig& c = config()) {
+                                                     const EngineConfig& c = config(), int64_t* verified = nullptr) {
     LoadedModel m = load_model(test_model_path(), false);
     auto wrapped = std::make_unique<SamplingModel>(std::move(m.model), fault);
     SamplingModel* probe = wrapped.get();
     m.model = std::move(wrapped);
     auto out = testing::run_engine(m, requests(), c);
     *sampled_rows = probe->sampled_rows;
+    if (verified != nullptr) *verified = probe->verified_jobs;
     return out;
   }
 
@@ -138,11 +176,13 @@ class DeviceSampling : public RealModelTest {
     return c;
   }
 
-  // Prompt lookup drafts for every decoding request: greedy verifies (with
-  // and without penalties) take each position's token from the model.
-  static EngineConfig speculative_config() {
+  // Drafts for every decoding request: greedy verifies (with and without
+  // penalties) take each position's token from the model, sampled ones are
+  // verified by it (prompt lookup: one-hot drafts; layer skipping: the
+  // drafts' own distributions).
+  static EngineConfig speculative_config(const std::string& method) {
     EngineConfig c = config();
-    c.spec_method = "ngram";
+    c.spec_method = method;
     c.num_speculative_tokens = 3;
     c.adaptive_speculation = false;
     return c;
@@ -159,14 +199,17 @@ TEST_F(DeviceSampling, SameTokensAsHostSampling) {
 }
 
 TEST_F(DeviceSampling, SameTokensAsHostSamplingWithSpeculation) {
-  EngineStats stats;
-  const auto host = testing::run_engine(*model_, requests(), speculative_config(), &stats);
-  EXPECT_GT(stats.spec_verifies, 20) << "too few verifies to test";
-  int64_t sampled = 0;
-  const auto device = run_with(Fault::kNone, &sampled, speculative_config());
-  EXPECT_GT(sampled, 20) << "greedy verifies with penalties were not handed to the model";
-  ASSERT_EQ(host.size(), device.size());
-  for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
+  for (const char* method : {"ngram", "layerskip:8"}) {
+    EngineStats stats;
+    const auto host = testing::run_engine(*model_, requests(), speculative_config(method), &stats);
+    EXPECT_GT(stats.spec_verifies, 20) << method << ": too few verifies to test";
+    int64_t sampled = 0, verified = 0;
+    const auto device = run_with(Fault::kNone, &sampled, speculative_config(method), &verified);
+    EXPECT_GT(sampled, 20) << method << ": greedy verifies with penalties were not handed to the model";
+    EXPECT_GT(verified, 20) << method << ": sampled verifies were not handed to the model";
+    ASSERT_EQ(host.size(), device.size());
+    for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << method << ", request " << i;
+  }
 }
 
 TEST_F(DeviceSampling, IgnoringPenaltiesIsCaught) {

@@ -358,8 +358,7 @@ bool CudaLlamaModel::samples_rows() const {
 
 void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool&, int num_layers,
                              int32_t* tokens) {
-  const ModelConfig& c = config_;
-  num_layers = check_forward_batch(b, c, num_layers, samples_rows());
+  num_layers = check_forward_batch(b, *this, num_layers);
   auto* kv = dynamic_cast<CudaKVPool*>(&kv_pool);
   EXACTLY_CHECK(kv != nullptr, "the CUDA model was given a KV pool of another device");
   const int64_t n = b.num_tokens();
