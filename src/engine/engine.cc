@@ -331,6 +331,15 @@ RowSampling device_sampling(Sampler& sampler, std::span<const int32_t> context, 
   return row;
 }
 
+// Whether the model can verify these drafts: it verifies at all, and every
+// draft distribution is within its width (prompt lookup's are one-hot).
+bool verifiable_on_model(const std::vector<std::vector<TokenProb>>& draft_dists, int32_t max_entries) {
+  if (max_entries <= 0) return false;
+  for (const auto& q : draft_dists)
+    if (q.size() > static_cast<size_t>(max_entries)) return false;
+  return true;
+}
+
 }  // namespace
 
 void Engine::pack_batch(const SchedulerOutput& out) {
@@ -389,7 +398,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
           }
           if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
         }
-      } else if (token_only && drafts > 0 && model_.model->verifies_drafts()) {
+      } else if (token_only && drafts > 0 && verifiable_on_model(s.draft_dists, model_.model->verified_draft_entries())) {
         // A sampled verify, run by the model: the k + 1 uniforms are the
         // request's next draws, taken from a copy of its generator; the
         // real one moves on by as many as the outcome used (step()).

@@ -10,7 +10,8 @@ namespace exactly {
 
 int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layers) {
   const ModelConfig& c = model.config();
-  const bool can_sample = model.samples_rows(), can_verify = model.verifies_drafts();
+  const bool can_sample = model.samples_rows();
+  const int32_t max_entries = model.verified_draft_entries();
   if (num_layers < 0) num_layers = c.n_layers;
   EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
   const int64_t n = b.num_tokens();
@@ -24,7 +25,7 @@ int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layer
                 b.row_use.size(), b.logits_rows.size());
   size_t verify_rows = 0;
   for (const RowVerify& v : b.verifies) {
-    EXACTLY_CHECK(can_verify, "a verify is to be run by a model that does not verify");
+    EXACTLY_CHECK(max_entries > 0, "a verify is to be run by a model that does not verify");
     const auto k = static_cast<size_t>(v.num_drafts);
     EXACTLY_CHECK(v.num_drafts >= 1 && v.first_row >= 0 && static_cast<size_t>(v.first_row) + k < b.row_use.size() &&
                       v.draft_begin >= 0 && static_cast<size_t>(v.draft_begin) + k <= b.verify_drafts.size() &&
@@ -37,8 +38,10 @@ int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layer
     for (size_t j = 0; j < k; ++j) {
       const int32_t begin = b.q_offsets[static_cast<size_t>(v.q_begin) + j];
       const int32_t end = b.q_offsets[static_cast<size_t>(v.q_begin) + j + 1];
-      EXACTLY_CHECK(0 <= begin && begin <= end && static_cast<size_t>(end) <= b.q_entries.size(),
-                    "draft distribution [%d, %d) of %zu entries", begin, end, b.q_entries.size());
+      EXACTLY_CHECK(0 <= begin && begin <= end && static_cast<size_t>(end) <= b.q_entries.size() &&
+                        end - begin <= max_entries,
+                    "draft distribution [%d, %d) of %zu entries (at most %d)", begin, end, b.q_entries.size(),
+                    max_entries);
     }
     verify_rows += k + 1;
   }

@@ -80,10 +80,11 @@ class Model {
                        int32_t* tokens = nullptr) = 0;
 
   // Whether forward() samples rows marked kSample itself (on its device,
-  // where the logits are), and runs the sampled verifies of
-  // batch.verifies; a model that does not refuses such rows.
+  // where the logits are); a model that does not refuses such rows.
   virtual bool samples_rows() const { return false; }
-  virtual bool verifies_drafts() const { return false; }
+  // The widest draft distribution (tokens per position) of a sampled verify
+  // that forward() runs itself (batch.verifies); 0: it runs none.
+  virtual int32_t verified_draft_entries() const { return 0; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside

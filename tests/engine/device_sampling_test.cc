@@ -36,7 +36,7 @@ class SamplingModel final : public Model {
     return inner_->make_kv_pool(num_blocks, block_size);
   }
   bool samples_rows() const override { return true; }
-  bool verifies_drafts() const override { return true; }
+  int32_t verified_draft_entries() const override { return 64; }
 
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers,
                int32_t* tokens) override {

@@ -42,12 +42,22 @@ void upload(void* dst, const void* src, size_t bytes) {
 // it is sized for this many rows rather than for the whole logits buffer.
 constexpr int64_t kSampleRowsPerLaunch = 256;
 
+// A verify on the GPU takes draft distributions of at most this many tokens
+// per position (its arrays are sized for them with the workspace).
+static_assert(CudaLlamaModel::kMaxDraftEntries > 0);
+
 // The batch's sampling rows go to the kernel as they are.
 static_assert(sizeof(RowSampling) == sizeof(kc::SampleRowParams) &&
               offsetof(RowSampling, uniform) == offsetof(kc::SampleRowParams, uniform) &&
               offsetof(RowSampling, penalty_begin) == offsetof(kc::SampleRowParams, penalty_begin));
 static_assert(sizeof(PenaltyToken) == sizeof(kc::PenaltyEntry) &&
               offsetof(PenaltyToken, in_window) == offsetof(kc::PenaltyEntry, in_window));
+static_assert(sizeof(RowVerify) == sizeof(kc::VerifyJob) &&
+              offsetof(RowVerify, uniform_begin) == offsetof(kc::VerifyJob, uniform_begin));
+static_assert(sizeof(DraftProb) == sizeof(kc::DraftProb) && offsetof(DraftProb, p) == offsetof(kc::DraftProb, p));
+
+// Most drafts per verify (the engine's limit on --num-speculative-tokens).
+constexpr int64_t kMaxDrafts = 16;
 
 }  // namespace
 
@@ -63,6 +73,12 @@ struct CudaLlamaModel::Workspace {
   // demand) and the kernel's scratch.
   kc::DeviceBuffer sampling, penalties, sampling_scratch;
   kc::PinnedBuffer sampling_staging, penalties_staging;
+  // Verifies on the GPU: their rows' parameters, then jobs | drafts |
+  // q offsets | q entries | uniforms | accepted | tokens, for `seqs` jobs.
+  kc::DeviceBuffer verify_params, verify;
+  kc::PinnedBuffer verify_params_staging, verify_staging;
+  size_t off_jobs = 0, off_drafts = 0, off_q_offsets = 0, off_q_entries = 0, off_uniforms = 0, off_accepted = 0,
+         off_final = 0, verify_bytes = 0;
   size_t decode_bytes = 0;
   // Offsets of the index arrays (bytes).
   size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_query_start = 0, off_seq_lens = 0, off_tables = 0,
@@ -243,8 +259,31 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
     w.staging = kc::PinnedBuffer(off, "batch indices (host)");
     w.sampling = kc::DeviceBuffer(T * sizeof(RowSampling), "sampling parameters");
     w.sampling_staging = kc::PinnedBuffer(T * sizeof(RowSampling), "sampling parameters (host)");
-    w.sampling_scratch = kc::DeviceBuffer(
-        kc::sampling_workspace_bytes(std::min<int64_t>(w.logits_rows, kSampleRowsPerLaunch), c.vocab_size), "sampling");
+    const int64_t scratch_rows = std::min<int64_t>(w.logits_rows, kSampleRowsPerLaunch);
+    w.sampling_scratch = kc::DeviceBuffer(std::max(kc::sampling_workspace_bytes(scratch_rows, c.vocab_size),
+                                                   kc::verify_workspace_bytes(scratch_rows, c.vocab_size)),
+                                          "sampling");
+    w.verify_params = kc::DeviceBuffer(T * sizeof(RowSampling), "verify parameters");
+    w.verify_params_staging = kc::PinnedBuffer(T * sizeof(RowSampling), "verify parameters (host)");
+    {
+      const auto S = static_cast<size_t>(w.seqs);
+      size_t v = 0;
+      auto take_v = [&](size_t bytes) {
+        const size_t at = v;
+        v += (bytes + 15) / 16 * 16;
+        return at;
+      };
+      w.off_jobs = take_v(S * sizeof(RowVerify));
+      w.off_drafts = take_v(S * kMaxDrafts * 4);
+      w.off_q_offsets = take_v(S * (kMaxDrafts + 1) * 4);
+      w.off_q_entries = take_v(S * kMaxDrafts * static_cast<size_t>(kMaxDraftEntries) * sizeof(DraftProb));
+      w.off_uniforms = take_v(S * (kMaxDrafts + 1) * 8);
+      w.off_accepted = take_v(S * 4);
+      w.off_final = take_v(S * 4);
+      w.verify_bytes = v;
+      w.verify = kc::DeviceBuffer(v, "verify arrays");
+      w.verify_staging = kc::PinnedBuffer(v, "verify arrays (host)");
+    }
   }
   // The split-KV workspace follows the largest batch and context seen (the
   // sequence count may have grown above without the context growing).
@@ -471,9 +510,16 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
   Workspace& w = *ws_;
   const auto n_out = static_cast<int64_t>(b.logits_rows.size());
   const auto* d_rows = reinterpret_cast<const int32_t*>(w.index.as<uint8_t>() + w.off_rows);
+  const bool verifying = tokens != nullptr && !b.verifies.empty();
   const bool sampling =
-      tokens != nullptr && std::find(b.row_use.begin(), b.row_use.end(), RowUse::kSample) != b.row_use.end();
+      verifying ||
+      (tokens != nullptr && std::find(b.row_use.begin(), b.row_use.end(), RowUse::kSample) != b.row_use.end());
   if (sampling) upload_sampling(b);
+  if (verifying) {
+    EXACTLY_CHECK(n_out <= w.logits_rows, "%lld logits rows with verifies exceed one chunk of %d",
+                  static_cast<long long>(n_out), w.logits_rows);
+    upload_verifies(b);
+  }
   auto wanted = [&](int64_t r) {
     return tokens == nullptr || b.row_use.empty() || b.row_use[static_cast<size_t>(r)] == RowUse::kLogits;
   };
@@ -490,6 +536,7 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     } else if (tokens != nullptr) {
       kc::row_argmax(w.logits.as<float>(), rows, c.vocab_size, w.argmax.as<int32_t>() + first, stream_);
     }
+    if (verifying) run_verifies(b);
     // Download runs of rows that are wanted whole.
     for (int64_t i = 0; i < rows;) {
       if (!wanted(first + i)) {
@@ -508,7 +555,92 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     kc::check_cuda(cudaMemcpyAsync(tokens, w.argmax.get(), static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost,
                                    stream_),
                    "token download");
+  if (verifying) {
+    const size_t jobs = b.verifies.size();
+    auto* host = w.verify_staging.as<uint8_t>();
+    kc::check_cuda(cudaMemcpyAsync(host + w.off_accepted, w.verify.as<uint8_t>() + w.off_accepted,
+                                   w.off_final + jobs * 4 - w.off_accepted, cudaMemcpyDeviceToHost, stream_),
+                   "verify download");
+  }
   kc::check_cuda(cudaStreamSynchronize(stream_), "forward pass");
+  if (verifying) {  // a verify's rows give its emitted tokens, then -1
+    const auto* host = w.verify_staging.as<uint8_t>();
+    const auto* accepted = reinterpret_cast<const int32_t*>(host + w.off_accepted);
+    const auto* final_token = reinterpret_cast<const int32_t*>(host + w.off_final);
+    for (size_t j = 0; j < b.verifies.size(); ++j) {
+      const RowVerify& v = b.verifies[j];
+      EXACTLY_CHECK(accepted[j] >= 0 && accepted[j] <= v.num_drafts && final_token[j] >= 0,
+                    "verify %zu: the kernel refused the job", j);
+      for (int32_t i = 0; i <= v.num_drafts; ++i)
+        tokens[v.first_row + i] = i < accepted[j]    ? b.verify_drafts[static_cast<size_t>(v.draft_begin + i)]
+                                  : i == accepted[j] ? final_token[j]
+                                                     : -1;
+    }
+  }
+}
+
+// Stages the verifies' arrays (their rows' real parameters apart: the
+// sampling kernel leaves those rows as they are) and uploads them.
+void CudaLlamaModel::upload_verifies(const ForwardBatch& b) {
+  Workspace& w = *ws_;
+  const size_t rows = b.logits_rows.size();
+  auto* params = w.verify_params_staging.as<RowSampling>();
+  for (size_t i = 0; i < rows; ++i) params[i] = b.row_use[i] == RowUse::kVerify ? b.row_sampling[i] : RowSampling{};
+  kc::check_cuda(cudaMemcpyAsync(w.verify_params.get(), params, rows * sizeof(RowSampling), cudaMemcpyHostToDevice,
+                                 stream_),
+                 "verify upload");
+  const auto S = static_cast<size_t>(w.seqs);
+  EXACTLY_CHECK(b.verifies.size() <= S && b.verify_drafts.size() <= S * kMaxDrafts &&
+                    b.q_offsets.size() <= S * (kMaxDrafts + 1) &&
+                    b.q_entries.size() <= S * kMaxDrafts * static_cast<size_t>(kMaxDraftEntries) &&
+                    b.verify_uniforms.size() <= S * (kMaxDrafts + 1),
+                "verify arrays beyond the workspace (%zu jobs)", b.verifies.size());
+  auto* host = w.verify_staging.as<uint8_t>();
+  auto put = [&](size_t off, const void* src, size_t bytes) {
+    std::memcpy(host + off, src, bytes);
+    kc::check_cuda(cudaMemcpyAsync(w.verify.as<uint8_t>() + off, host + off, bytes, cudaMemcpyHostToDevice, stream_),
+                   "verify upload");
+  };
+  put(w.off_drafts, b.verify_drafts.data(), b.verify_drafts.size() * 4);
+  put(w.off_q_offsets, b.q_offsets.data(), b.q_offsets.size() * 4);
+  if (!b.q_entries.empty()) put(w.off_q_entries, b.q_entries.data(), b.q_entries.size() * sizeof(DraftProb));
+  put(w.off_uniforms, b.verify_uniforms.data(), b.verify_uniforms.size() * 8);
+}
+
+// Verifies in groups of jobs whose rows span at most kSampleRowsPerLaunch
+// (the scratch's size), each group's rows counted from its first.
+void CudaLlamaModel::run_verifies(const ForwardBatch& b) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  auto* host = w.verify_staging.as<uint8_t>();
+  auto* jobs = reinterpret_cast<RowVerify*>(host + w.off_jobs);
+  auto* dev = w.verify.as<uint8_t>();
+  for (size_t first = 0; first < b.verifies.size();) {
+    const int32_t base = b.verifies[first].first_row;
+    size_t last = first + 1;
+    while (last < b.verifies.size() &&
+           b.verifies[last].first_row + b.verifies[last].num_drafts + 1 - base <= kSampleRowsPerLaunch)
+      ++last;
+    const RowVerify& end = b.verifies[last - 1];
+    const int64_t span = end.first_row + end.num_drafts + 1 - base;
+    for (size_t j = first; j < last; ++j) {
+      jobs[j] = b.verifies[j];
+      jobs[j].first_row -= base;
+    }
+    kc::check_cuda(cudaMemcpyAsync(dev + w.off_jobs + first * sizeof(RowVerify), jobs + first,
+                                   (last - first) * sizeof(RowVerify), cudaMemcpyHostToDevice, stream_),
+                   "verify upload");
+    kc::verify_drafts(w.logits.as<float>() + int64_t{base} * c.vocab_size, span, c.vocab_size,
+                      w.verify_params.as<kc::SampleRowParams>() + base, w.penalties.as<kc::PenaltyEntry>(),
+                      reinterpret_cast<const kc::VerifyJob*>(dev + w.off_jobs) + first,
+                      static_cast<int32_t>(last - first), reinterpret_cast<const int32_t*>(dev + w.off_drafts),
+                      reinterpret_cast<const int32_t*>(dev + w.off_q_offsets),
+                      reinterpret_cast<const kc::DraftProb*>(dev + w.off_q_entries),
+                      reinterpret_cast<const double*>(dev + w.off_uniforms),
+                      reinterpret_cast<int32_t*>(dev + w.off_accepted) + first,
+                      reinterpret_cast<int32_t*>(dev + w.off_final) + first, w.sampling_scratch.get(), stream_);
+    first = last;
+  }
 }
 
 std::string CudaLlamaModel::memory_report() const {
@@ -516,7 +648,8 @@ std::string CudaLlamaModel::memory_report() const {
   const size_t workspace = w.x.bytes() + w.h.bytes() + w.qkv.bytes() + w.q.bytes() + w.attn.bytes() +
                            w.gate_up.bytes() + w.act.bytes() + w.last.bytes() + w.logits.bytes() + w.argmax.bytes() +
                            w.decode.bytes() + w.index.bytes() + w.sampling.bytes() + w.sampling_scratch.bytes() +
-                           w.penalties.bytes() + gemm_->workspace_bytes();
+                           w.penalties.bytes() + w.verify_params.bytes() + w.verify.bytes() +
+                           gemm_->workspace_bytes();
   return strformat("GPU memory: weights %s, activation workspace %s, %lld decode graphs made (%zu live) %s",
                    human_bytes(static_cast<double>(weights_.bytes())).c_str(),
                    human_bytes(static_cast<double>(workspace)).c_str(), static_cast<long long>(graphs_made_),

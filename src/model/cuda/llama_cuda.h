@@ -63,6 +63,11 @@ class CudaLlamaModel final : public Model {
   // Rows marked kSample are sampled on the GPU (kernels/cuda/sampling.h),
   // unless EXACTLY_CUDA_SAMPLING=0 sends them back to the host's Sampler.
   bool samples_rows() const override;
+  // Sampled verifies run on the GPU too (kernels/cuda/sampling.h), under the
+  // same switch, for draft distributions of at most kMaxDraftEntries tokens
+  // (top-k 40 drafts, one-hot prompt lookup); wider ones stay on the host.
+  int32_t verified_draft_entries() const override { return samples_rows() ? kMaxDraftEntries : 0; }
+  static constexpr int32_t kMaxDraftEntries = 64;
 
   // Bytes of the weights a pass reads (on the GPU: all but the embedding table, unless tied).
   int64_t weight_bytes() const override { return weight_bytes_; }
@@ -102,6 +107,8 @@ class CudaLlamaModel final : public Model {
   // Uploads the sampling parameters of every logits row (kLogits and kArgmax
   // rows as plain greedy ones, which leaves their logits as they are).
   void upload_sampling(const ForwardBatch& b);
+  void upload_verifies(const ForwardBatch& b);
+  void run_verifies(const ForwardBatch& b);
 
   ModelConfig config_;
   CudaModelOptions options_;
