@@ -126,3 +126,20 @@ extern "C" int exactly_cuda_sample_rows(float* logits, int64_t rows, int vocab, 
                 static_cast<const PenaltyEntry*>(penalties), tokens, workspace, stream_of(stream));
   });
 }
+
+extern "C" int64_t exactly_cuda_verify_workspace_bytes(int64_t rows, int vocab) {
+  return static_cast<int64_t>(verify_workspace_bytes(rows, vocab));
+}
+
+extern "C" int exactly_cuda_verify_drafts(float* logits, int64_t rows, int vocab, const void* params,
+                                          const void* penalties, const void* jobs, int num_jobs,
+                                          const int32_t* drafts, const int32_t* q_offsets, const void* q_entries,
+                                          const double* uniforms, int32_t* accepted, int32_t* tokens,
+                                          void* workspace, void* stream) {
+  return exactly::capi::guarded([&] {
+    verify_drafts(logits, rows, vocab, static_cast<const SampleRowParams*>(params),
+                  static_cast<const PenaltyEntry*>(penalties), static_cast<const VerifyJob*>(jobs), num_jobs, drafts,
+                  q_offsets, static_cast<const DraftProb*>(q_entries), uniforms, accepted, tokens, workspace,
+                  stream_of(stream));
+  });
+}

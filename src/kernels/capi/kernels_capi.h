@@ -71,6 +71,21 @@ int64_t exactly_cuda_sampling_workspace_bytes(int64_t rows, int vocab);
 int exactly_cuda_sample_rows(float* logits, int64_t rows, int vocab, const void* params, const void* penalties,
                              int32_t* tokens, void* workspace, void* stream);
 
+/* Verifies speculative drafts by modified rejection sampling with the host's
+   semantics (kernels/cuda/sampling.h, verify_drafts): logits [rows, vocab]
+   (fp32, the claimed rows overwritten with the processed logits), params and
+   penalties as for exactly_cuda_sample_rows (the uniform field unused); jobs:
+   num_jobs VerifyJob records (24 bytes each); drafts: int32; q_offsets:
+   int32; q_entries: DraftProb records (16 bytes each, 8-byte aligned), may
+   be NULL when every draft distribution is empty; uniforms: double;
+   accepted, tokens: int32 [num_jobs]; workspace: at least
+   exactly_cuda_verify_workspace_bytes(rows, vocab) bytes. All on the device. */
+int64_t exactly_cuda_verify_workspace_bytes(int64_t rows, int vocab);
+int exactly_cuda_verify_drafts(float* logits, int64_t rows, int vocab, const void* params, const void* penalties,
+                               const void* jobs, int num_jobs, const int32_t* drafts, const int32_t* q_offsets,
+                               const void* q_entries, const double* uniforms, int32_t* accepted, int32_t* tokens,
+                               void* workspace, void* stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,3 +10,11 @@ extern "C" int64_t exactly_cuda_sampling_workspace_bytes(int64_t, int) { return 
 extern "C" int exactly_cuda_sample_rows(float*, int64_t, int, const void*, const void*, int32_t*, void*, void*) {
   return exactly::capi::guarded([] { throw exactly::Error("exactly_cuda_sample_rows: built without CUDA"); });
 }
+
+extern "C" int64_t exactly_cuda_verify_workspace_bytes(int64_t, int) { return 0; }
+
+extern "C" int exactly_cuda_verify_drafts(float*, int64_t, int, const void*, const void*, const void*, int,
+                                          const int32_t*, const int32_t*, const void*, const double*, int32_t*,
+                                          int32_t*, void*, void*) {
+  return exactly::capi::guarded([] { throw exactly::Error("exactly_cuda_verify_drafts: built without CUDA"); });
+}
