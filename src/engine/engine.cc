@@ -398,7 +398,8 @@ void Engine::pack_batch(const SchedulerOutput& out) {
           }
           if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
         }
-      } else if (token_only && drafts > 0 && verifiable_on_model(s.draft_dists, model_.model->verified_draft_entries())) {
+      } else if (token_only && drafts > 0 &&
+                 verifiable_on_model(s.draft_dists, model_.model->verified_draft_entries())) {
         // A sampled verify, run by the model: the k + 1 uniforms are the
         // request's next draws, taken from a copy of its generator; the
         // real one moves on by as many as the outcome used (step()).
@@ -493,16 +494,18 @@ std::vector<RequestOutput> Engine::step() {
         const std::vector<int32_t>& drafts = r->draft_tokens;
         VerifyOutcome v;
         if (batch_.row_use[row] == RowUse::kVerify) {  // verified by the model: the emitted tokens, then -1
-          for (size_t i = 0; i <= drafts.size() && argmax_[row + i] >= 0; ++i) v.tokens.push_back(argmax_[row + i]);
+          for (size_t i = 0; i <= drafts.size() && argmax_[row + i] >= 0; ++i)
+            v.tokens.push_back(argmax_[row + i]);
           EXACTLY_CHECK(!v.tokens.empty(), "the model verified no token");
           v.num_accepted = static_cast<int32_t>(v.tokens.size()) - 1;
           // The uniforms the verify used: one per acceptance test, and one
           // for the replacement or the bonus token.
-          const size_t used = static_cast<size_t>(v.num_accepted) == drafts.size() ? drafts.size() + 1
-                                                                                 : static_cast<size_t>(v.num_accepted) + 2;
+          const auto accepted = static_cast<size_t>(v.num_accepted);
+          const size_t used = accepted == drafts.size() ? accepted + 1 : accepted + 2;
           for (size_t i = 0; i < used; ++i) s.sampler.rng().uniform();
         } else if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
-          v = RejectionSampler::verify_greedy(drafts, std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
+          v = RejectionSampler::verify_greedy(drafts,
+                                              std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
         } else {
           // p_i is conditioned on the context followed by drafts x_1..x_{i-1}.
           std::vector<int32_t> context = r->tokens;

@@ -58,7 +58,8 @@ class SamplingModel final : public Model {
         ++sampled_rows;
       }
       // The engine must not read a row it did not ask for whole.
-      if (batch.row_use[i] != RowUse::kLogits) std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
+      if (batch.row_use[i] != RowUse::kLogits)
+        std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
     }
   }
 
@@ -77,7 +78,8 @@ class SamplingModel final : public Model {
     std::vector<std::vector<WeightedToken>> q(k);
     std::vector<DistributionView> q_views;
     for (size_t i = 0; i < k; ++i) {
-      for (int32_t e = b.q_offsets[static_cast<size_t>(v.q_begin) + i]; e < b.q_offsets[static_cast<size_t>(v.q_begin) + i + 1]; ++e)
+      const size_t at = static_cast<size_t>(v.q_begin) + i;
+      for (int32_t e = b.q_offsets[at]; e < b.q_offsets[at + 1]; ++e)
         q[i].push_back({b.q_entries[static_cast<size_t>(e)].id, b.q_entries[static_cast<size_t>(e)].p});
       q_views.push_back(DistributionView::sparse(std::span<const WeightedToken>(q[i])));
     }

@@ -188,8 +188,8 @@ void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps, void* out,
                   cudaStream_t stream) {
   if (n == 0) return;
-  launch_dependent("rmsnorm_bf16", LaunchRole::kOther, rmsnorm_kernel, static_cast<unsigned>(n), kRowThreads, 0, stream, x, weight, rows,
-                   dim, eps, static_cast<bf16*>(out));
+  launch_dependent("rmsnorm_bf16", LaunchRole::kOther, rmsnorm_kernel, static_cast<unsigned>(n), kRowThreads, 0,
+                   stream, x, weight, rows, dim, eps, static_cast<bf16*>(out));
 }
 
 void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream) {
@@ -197,21 +197,21 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
   EXACTLY_CUDA_REQUIRE(args.rope_dims % 2 == 0 && args.rope_dims > 0 && args.rope_dims <= cache.head_dim,
                        "rope_and_store: rope_dims %d with head_dim %d", args.rope_dims, cache.head_dim);
   if (args.n_tokens == 0) return;
-  launch_dependent("rope_and_store", LaunchRole::kOther, rope_store_kernel, static_cast<unsigned>(args.n_tokens), 128, 0, stream, args,
-                   cache);
+  launch_dependent("rope_and_store", LaunchRole::kOther, rope_store_kernel, static_cast<unsigned>(args.n_tokens),
+                   128, 0, stream, args, cache);
 }
 
 void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {
   const int64_t total = n_tokens * ffn_dim;
   if (total == 0) return;
-  launch_dependent("swiglu", LaunchRole::kOther, swiglu_kernel, grid_for(total, 256), 256, 0, stream, static_cast<const bf16*>(gate_up),
-                   n_tokens, ffn_dim, static_cast<bf16*>(out));
+  launch_dependent("swiglu", LaunchRole::kOther, swiglu_kernel, grid_for(total, 256), 256, 0, stream,
+                   static_cast<const bf16*>(gate_up), n_tokens, ffn_dim, static_cast<bf16*>(out));
 }
 
 void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  launch_dependent("row_argmax", LaunchRole::kOther, row_argmax_kernel, static_cast<unsigned>(rows), kRowThreads, 0, stream, logits,
-                   vocab, out);
+  launch_dependent("row_argmax", LaunchRole::kOther, row_argmax_kernel, static_cast<unsigned>(rows), kRowThreads, 0,
+                   stream, logits, vocab, out);
 }
 
 void fill_uniform_bf16(void* out, int64_t n, float scale, uint64_t seed, cudaStream_t stream) {

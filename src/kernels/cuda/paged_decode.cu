@@ -33,11 +33,11 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
                  c.block_size, c.n_kv_heads, n_heads, group, row_groups, parts, scale * 1.4426950408889634f,
                  partial_out, partial_lse};
-  launch_dependent("paged_decode_attention", LaunchRole::kOther, kernel, dim3(parts, c.n_kv_heads * row_groups, b.n_seqs),
-                   Shape::kThreads, Shape::kSmemBytes, stream, p);
+  launch_dependent("paged_decode_attention", LaunchRole::kOther, kernel,
+                   dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream, p);
   if (parts > 1)
-    launch_dependent("paged_decode_attention: merge", LaunchRole::kOther, merge_partitions_kernel<T, D, kDecodePartition>,
-                     dim3(n_heads, b.n_seqs), D, 0, stream, p);
+    launch_dependent("paged_decode_attention: merge", LaunchRole::kOther,
+                     merge_partitions_kernel<T, D, kDecodePartition>, dim3(n_heads, b.n_seqs), D, 0, stream, p);
 }
 
 }  // namespace
