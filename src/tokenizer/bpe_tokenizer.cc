@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "tokenizer/byte_unicode.h"
+#include "tokenizer/unicode_nfc.h"
 
 namespace exactly {
 
@@ -13,6 +14,7 @@ BpeTokenizer::BpeTokenizer(const TokenizerSpec& spec)
     : Tokenizer(spec),
       pre_(spec.pre),
       ignore_merges_(spec.ignore_merges.value_or(pre_.ignore_merges())),
+      normalize_nfc_(spec.normalize_nfc),
       specials_(tokens_, types_) {
   raw_bytes_.reserve(tokens_.size());
   for (size_t id = 0; id < tokens_.size(); ++id) {
@@ -49,6 +51,11 @@ BpeTokenizer::BpeTokenizer(const TokenizerSpec& spec)
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool parse_special) const {
   std::vector<int32_t> out;
   auto encode_raw = [&](std::string_view raw) {
+    std::string normalized;
+    if (normalize_nfc_ && unicode::maybe_not_nfc(raw)) {
+      normalized = unicode::nfc(raw);
+      raw = normalized;
+    }
     for (const PieceRange& p : pre_.split(raw)) encode_piece(raw.substr(p.begin, p.end - p.begin), out);
   };
   if (!parse_special) {

@@ -36,6 +36,7 @@ class BpeTokenizer final : public Tokenizer {
 
   PreTokenizer pre_;
   bool ignore_merges_;
+  bool normalize_nfc_;
   SpecialTokenSplitter specials_;
   std::vector<std::string> raw_bytes_;               // [vocab] bytes each token stands for
   std::array<int32_t, 256> byte_token_;              // [256] id of each single-byte token, -1 if absent

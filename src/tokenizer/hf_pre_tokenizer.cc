@@ -74,10 +74,7 @@ void check_normalizer(const JsonObject& root) {
   if (!n) return;
   const JsonObject normalizer(root.path(), *n, "normalizer");
   const std::string type = normalizer.require_string("type");
-  // Qwen2's NFC changes nothing in text that is already NFC, which is nearly
-  // all text; llama.cpp skips it too. Others (SentencePiece's space
-  // replacement, lowercasing) change every text.
-  if (type == "NFC") return;
+  if (type == "NFC") return;  // applied by the tokenizer (TokenizerSpec::normalize_nfc)
   if (type == "Sequence" && normalizer.require("normalizers").empty()) return;
   normalizer.fail("type", strformat("is the normalizer '%s', which is not supported (byte-level BPE "
                                     "tokenizers have none, or NFC)",
@@ -85,6 +82,11 @@ void check_normalizer(const JsonObject& root) {
 }
 
 }  // namespace
+
+bool hf_normalizes_nfc(const JsonObject& root) {
+  const json* n = root.find("normalizer");
+  return n != nullptr && n->is_object() && JsonObject(root.path(), *n, "normalizer").require_string("type") == "NFC";
+}
 
 std::string hf_pre_tokenizer_name(const JsonObject& root) {
   check_normalizer(root);

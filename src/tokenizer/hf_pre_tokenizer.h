@@ -15,4 +15,8 @@ class JsonObject;
 // configuration is not byte-level or splits differently from all of them.
 std::string hf_pre_tokenizer_name(const JsonObject& root);
 
+// Whether the tokenizer.json's normalizer is NFC (Qwen2's; the only one a
+// byte-level tokenizer may have, which hf_pre_tokenizer_name checks).
+bool hf_normalizes_nfc(const JsonObject& root);
+
 }  // namespace exactly

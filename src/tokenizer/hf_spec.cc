@@ -341,6 +341,7 @@ TokenizerSpec Tokenizer::spec_from_hf(const std::string& dir) {
   } else {
     spec.model = "gpt2";
     spec.pre = hf_pre_tokenizer_name(root);
+    spec.normalize_nfc = hf_normalizes_nfc(root);
     spec.ignore_merges = model.get_bool("ignore_merges").value_or(false);
   }
   read_vocab(root, model, spec);

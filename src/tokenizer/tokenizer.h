@@ -47,6 +47,10 @@ struct TokenizerSpec {
   // Unset means what the pre-tokenizer's family does (Llama 3: true); a
   // tokenizer.json says it explicitly (model.ignore_merges).
   std::optional<bool> ignore_merges;
+  // Byte-level BPE from a tokenizer.json with the NFC normalizer (Qwen2):
+  // each text between special tokens is put in Unicode Normalization Form C
+  // before it is split.
+  bool normalize_nfc = false;
   std::string chat_template;
 };
 

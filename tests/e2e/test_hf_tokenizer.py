@@ -12,6 +12,7 @@ merges both as [left, right] pairs (what tokenizers >= 0.20 writes) and as
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import unicodedata
 from pathlib import Path
@@ -72,6 +73,32 @@ def spec_of(directory: Path) -> dict:
     return json.loads(proc.stdout)
 
 
+def nfc_texts() -> list[str]:
+    """Texts that NFC changes: every character with a canonical
+    decomposition written decomposed (a sample of the Hangul syllables),
+    and random marks in random order after letters, jamo and composites."""
+    rng = random.Random(15)
+    decomposable = [c for c in map(chr, range(0x30000)) if not 0xD800 <= ord(c) <= 0xDFFF and
+                    unicodedata.decomposition(c) and not unicodedata.decomposition(c).startswith("<")]
+    hangul = [chr(cp) for cp in range(0xAC00, 0xD7A4, 37)]
+    pieces = [unicodedata.normalize("NFD", c) for c in decomposable + hangul]
+    texts = [" ".join(pieces[i:i + 40]) for i in range(0, len(pieces), 40)]
+    marks = [chr(cp) for cp in list(range(0x300, 0x370)) + list(range(0x591, 0x5C8)) + list(range(0x1DC0, 0x1E00)) +
+             list(range(0x20D0, 0x20F1)) + [0x93C, 0x94D, 0x9BC, 0x9BE, 0x9D7, 0xB3E, 0xB56, 0xB57, 0x3099, 0x309A]]
+    bases = list("aeiouyAEIOUYcdghknrsuwzLO") + [chr(0x1100 + i) for i in range(19)] + \
+        [chr(0x1161 + i) for i in range(21)] + [chr(0x11A8 + i) for i in range(27)] + \
+        ["\u00e9", "\u0915", "\u09c7", "\u0b47", "\u304b", "\u30cf", "\uac00", "\u1e0d", "\u03b1", "\u0436"]
+    for _ in range(400):
+        words = []
+        for _ in range(12):
+            word = rng.choice(bases) + "".join(rng.choice(marks) for _ in range(rng.randint(0, 4)))
+            if rng.random() < 0.3:  # a starter that may compose with the previous one (jamo, Indic vowel signs)
+                word += rng.choice(bases + ["\u0bbe", "\u0cd5", "\u0dcf", "\u102e"])
+            words.append(word)
+        texts.append(rng.choice(["", " "]).join(words))
+    return texts
+
+
 def assert_same_ids(texts, got, want, what):
     assert len(got) == len(texts)
     bad = [(t, g, w) for t, g, w in zip(texts, got, want) if g != w]
@@ -99,22 +126,37 @@ def test_ids_match_tokenizers(smol_vocab, model_path, texts, tmp_path, case, pre
         ref.pre_tokenizer = pre_tokenizer
     checked = texts
     if pre == "qwen2":
-        # Qwen2's tokenizer.json normalizes to NFC, which exactly does not do
-        # (nor does llama.cpp): only text that NFC leaves alone is compared.
+        # Qwen2's tokenizer.json normalizes to NFC: the corpus has 3 texts
+        # that NFC changes, and nfc_texts() many more.
         ref.normalizer = normalizers.NFC()
-        checked = [t for t in texts if unicodedata.normalize("NFC", t) == t]
-        assert len(texts) - len(checked) == 3
+        checked = texts + nfc_texts()
+        assert sum(unicodedata.normalize("NFC", t) != t for t in checked) > 400
     directory = write_checkpoint(ref, vocab, model_path, tmp_path / case, string_merges)
     assert spec_of(directory)["pre"] == pre
 
     want = [ref.encode(t, add_special_tokens=False).ids for t in checked]
+    if pre == "qwen2":
+        # The tokenizers package's Unicode tables predate a few combining
+        # marks (U+1DF6-U+1DFA, class 218-232 since Unicode 14), which it
+        # treats as starters; where its NFC and Python's differ, the tokens
+        # of Python's NFC without normalizer are the reference.
+        nfc, raw = normalizers.NFC(), hf_tokenizer(vocab, pre, parse_special=True)
+        older = [i for i, t in enumerate(checked) if nfc.normalize_str(t) != unicodedata.normalize("NFC", t)]
+        assert len(older) < 0.25 * len(checked)
+        for i in older:
+            want[i] = raw.encode(unicodedata.normalize("NFC", checked[i]), add_special_tokens=False).ids
     got = hf_tokenize(directory, checked)
     assert_same_ids(checked, got, want, case)
     # The comparison has teeth: merges join bytes, special texts become tokens.
-    assert sum(map(len, got)) < 0.6 * sum(len(t.encode()) for t in checked)
-    assert any(1 in ids and 2 in ids for ids in got)
+    corpus = got[:len(texts)]
+    assert sum(map(len, corpus)) < 0.6 * sum(len(t.encode()) for t in texts)
+    assert any(1 in ids and 2 in ids for ids in corpus)
+    if pre == "qwen2":  # and without NFC, the decomposed texts would differ
+        raw = hf_tokenizer(vocab, pre, parse_special=True)
+        assert sum(raw.encode(t, add_special_tokens=False).ids != w for t, w in zip(checked, want)) > 400
 
     ref.encode_special_tokens = True  # special texts tokenized as ordinary characters
+    checked = texts  # (the NFC texts have no special tokens)
     want = [ref.encode(t, add_special_tokens=False).ids for t in checked]
     got = hf_tokenize(directory, checked, "--no-parse-special")
     assert_same_ids(checked, got, want, case + " without special tokens")
