@@ -50,8 +50,6 @@ def bind(lib):
     lib.exactly_cuda_rope_store.argtypes = [c_p, c_p, c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_f, c_int, c_p,
                                             c_p, c_p, c_i64, c_int, c_p]
     lib.exactly_cuda_swiglu.argtypes = [c_p, c_i64, c_int, c_p, c_p]
-    lib.exactly_cuda_gemv_rmsnorm.argtypes = [c_p, c_p, c_f, c_p, c_p, c_i64, c_i64, c_int, c_int, c_p]
-    lib.exactly_cuda_gemv_swiglu.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_int, c_int, c_p]
     lib.exactly_cuda_argmax.argtypes = [c_p, c_i64, c_int, c_p, c_p]
 
 
@@ -193,39 +191,6 @@ def check_swiglu(lib):
     record("swiglu", err <= 0, worst_excess=f"{err:.2e}")
 
 
-def check_fused_gemv(lib):
-    """A single-row product that computes its own input (RMSNorm of the fp32
-    residual, or SwiGLU of the gate|up row) gives the bits of the two-kernel
-    path: the layer operation, then the streaming product."""
-    eps = 1e-5
-    for k, m in ((4096, 6144), (4096, 28672), (576, 1728), (1000, 37)):
-        x = torch.randn(k, device="cuda") * 3
-        wt = torch.rand(k, device="cuda") + 0.5
-        w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
-        h = torch.empty(k, device="cuda", dtype=torch.bfloat16)
-        call(lib, "exactly_cuda_rmsnorm", ptr(x), ptr(wt), None, 1, k, eps, ptr(h), None)
-        two = torch.full((m,), float("nan"), device="cuda", dtype=torch.bfloat16)
-        call(lib, "exactly_cuda_gemv", ptr(h), ptr(w), ptr(two), 1, m, k, 0, 0, None)
-        one = torch.full((m,), float("nan"), device="cuda", dtype=torch.bfloat16)
-        call(lib, "exactly_cuda_gemv_rmsnorm", ptr(x), ptr(wt), eps, ptr(w), ptr(one), m, k, 0, 0, None)
-        record(f"gemv with RMSNorm == rmsnorm then gemv, bit for bit ({m}x{k})", torch.equal(one, two))
-    for k, m in ((14336, 4096), (1536, 576), (1000, 37)):
-        gu = (torch.randn(2 * k, device="cuda") * 3).bfloat16()
-        w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
-        act = torch.empty(k, device="cuda", dtype=torch.bfloat16)
-        call(lib, "exactly_cuda_swiglu", ptr(gu), 1, k, ptr(act), None)
-        residual = torch.randn(m, device="cuda")
-        two = residual.clone()
-        call(lib, "exactly_cuda_gemv", ptr(act), ptr(w), ptr(two), 1, m, k, 1, 1, None)
-        one = residual.clone()
-        call(lib, "exactly_cuda_gemv_swiglu", ptr(gu), ptr(w), ptr(one), m, k, 1, 1, None)
-        record(f"gemv with SwiGLU (+= residual) == swiglu then gemv, bit for bit ({m}x{k})",
-               torch.equal(one, two) and not torch.equal(one, residual))
-    bad = lib.exactly_cuda_gemv_swiglu(None, None, None, 4, 30000, 1, 1, None)
-    record("gemv with a prologue refuses k beyond shared memory", bad != 0,
-           message=lib.exactly_last_error().decode() if bad else "")
-
-
 def check_argmax(lib):
     rows, vocab = 64, 128256
     logits = torch.randn(rows, vocab, device="cuda")
@@ -287,8 +252,7 @@ def main() -> int:
     torch.manual_seed(0)
     lib = load_library()
     bind(lib)
-    for check in (check_gemm, check_gemm_invariance, check_rmsnorm, check_rope, check_swiglu, check_fused_gemv,
-                  check_argmax):
+    for check in (check_gemm, check_gemm_invariance, check_rmsnorm, check_rope, check_swiglu, check_argmax):
         check(lib)
     if a.bench:
         bench(lib)

@@ -89,22 +89,6 @@ extern "C" int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_
   });
 }
 
-extern "C" int exactly_cuda_gemv_rmsnorm(const float* x, const float* norm_weight, float eps, const void* w, void* out,
-                                         int64_t m, int64_t k, int out_f32, int accumulate, void* stream) {
-  return exactly::capi::guarded([&] {
-    gemv_rmsnorm_bf16(x, norm_weight, eps, w, out, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0,
-                      stream_of(stream));
-  });
-}
-
-extern "C" int exactly_cuda_gemv_swiglu(const void* gate_up, const void* w, void* out, int64_t m, int64_t k,
-                                        int out_f32, int accumulate, void* stream) {
-  return exactly::capi::guarded([&] {
-    gemv_swiglu_bf16(gate_up, w, out, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0,
-                     stream_of(stream));
-  });
-}
-
 extern "C" int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim,
                                     float eps, void* out_bf16, void* stream) {
   return exactly::capi::guarded([&] { rmsnorm_bf16(x, weight, rows, n, dim, eps, out_bf16, stream_of(stream)); });

@@ -53,12 +53,6 @@ int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_t n, int64_
                       int accumulate, void* stream);
 int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
                          void* out_bf16, void* stream);
-/* One row's product with its input computed first: w . rmsnorm(x) (x fp32
-   [k]) or w . swiglu(gate_up) (gate_up bf16 [2k]). */
-int exactly_cuda_gemv_rmsnorm(const float* x, const float* norm_weight, float eps, const void* w, void* out,
-                              int64_t m, int64_t k, int out_f32, int accumulate, void* stream);
-int exactly_cuda_gemv_swiglu(const void* gate_up, const void* w, void* out, int64_t m, int64_t k, int out_f32,
-                             int accumulate, void* stream);
 /* layout: 0 adjacent pairs, 1 half split; bias may be NULL; the cache is bf16. */
 int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* positions, const int64_t* slot_mapping,
                             int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim, int rope_dims,

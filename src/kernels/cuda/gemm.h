@@ -28,19 +28,6 @@ bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w);
 void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
                bool accumulate, cudaStream_t stream);
 
-// Single-row products that compute their own input row first, in place of
-// the layer operation before them (one launch instead of two at batch 1):
-// out = w · rmsnorm(x) with x the fp32 residual row [k], or out = w ·
-// swiglu(gate_up) with gate_up the bf16 row [2k]. The input row's bits, and
-// so the output's, equal rmsnorm_bf16 or swiglu followed by gemv_bf16. The
-// row lives in shared memory: k up to kGemvFusedMaxK.
-inline constexpr int64_t kGemvFusedMaxK = 24 * 1024;
-bool gemv_fusable(int64_t k, const void* w);
-void gemv_rmsnorm_bf16(const float* x, const float* norm_weight, float eps, const void* w, void* out, int64_t m,
-                       int64_t k, GemmOut out_type, bool accumulate, cudaStream_t stream);
-void gemv_swiglu_bf16(const void* gate_up, const void* w, void* out, int64_t m, int64_t k, GemmOut out_type,
-                      bool accumulate, cudaStream_t stream);
-
 class Gemm {
  public:
   explicit Gemm(bool deterministic = false, int gemv_max_rows = kGemvDefaultRows,
@@ -55,8 +42,6 @@ class Gemm {
            bool accumulate, cudaStream_t stream);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Whether a product of n rows takes the streaming single-row kernel.
-  bool streams(int64_t n) const { return n <= gemv_max_rows_; }
 
  private:
   struct Plan;

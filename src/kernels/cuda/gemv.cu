@@ -8,7 +8,6 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dependent_launch.h"
-#include "kernels/cuda/row_prologue.cuh"
 #include "kernels/cuda/gemm.h"
 
 namespace exactly::kernels::cuda {
@@ -95,75 +94,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-enum class Prologue { kRmsNorm, kSwiGLU };
-
-// One row, its input computed by every block from what the previous layer
-// operation would have read (rmsnorm_row, swiglu_value: the same bits), into
-// shared memory; then the dot products as gemv_kernel<1> sums them. One
-// launch instead of two, and the weights' first loads are in flight while
-// the input is computed.
-template <Prologue P>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_fused_kernel(const float* __restrict__ x, const float* __restrict__ norm_weight, float eps,
-                      const bf16* __restrict__ gate_up, const bf16* __restrict__ w, void* out, int64_t m, int64_t k,
-                      bool f32_out, bool accumulate) {
-  static_assert(kWarps * 32 == kRowThreads, "the prologue is a whole block's");
-  extern __shared__ __align__(16) unsigned char shared[];
-  bf16* in = reinterpret_cast<bf16*>(shared);
-  const int lane = threadIdx.x % 32;
-  const int64_t row = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32;
-  const bool active = row < m;  // every thread takes part in the prologue
-  const int64_t vectors = k / 8;
-  const auto* wr = reinterpret_cast<const uint4*>(w + (active ? row : 0) * k);
-  int64_t i = lane;
-  uint4 wv[kUnroll];
-  bool full = active && i + 32 * (kUnroll - 1) < vectors;
-  if (full)
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + i + 32 * u);
-  release_dependents();
-  wait_for_predecessor();
-  if constexpr (P == Prologue::kRmsNorm) {
-    rmsnorm_row(x, norm_weight, static_cast<int>(k), eps, in);
-  } else {
-    for (int64_t j = threadIdx.x; j < k; j += kRowThreads) in[j] = swiglu_value(gate_up[j], gate_up[k + j]);
-  }
-  __syncthreads();
-  if (!active) return;
-  const auto* xv = reinterpret_cast<const uint4*>(in);
-  float acc = 0.0f;
-  while (full) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc += dot8(wv[u], xv[i + 32 * u]);
-    i += 32 * kUnroll;
-    full = i + 32 * (kUnroll - 1) < vectors;
-    if (full)
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) wv[u] = load_streaming(wr + i + 32 * u);
-  }
-  for (; i < vectors; i += 32) acc += dot8(load_streaming(wr + i), xv[i]);
-  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-  if (lane != 0) return;
-  if (f32_out) {
-    float* o = static_cast<float*>(out) + row;
-    *o = accumulate ? *o + acc : acc;
-  } else {
-    static_cast<bf16*>(out)[row] = __float2bfloat16(acc);
-  }
-}
-
-template <Prologue P>
-void launch_fused(const float* x, const float* norm_weight, float eps, const void* gate_up, const void* w, void* out,
-                  int64_t m, int64_t k, GemmOut out_type, bool accumulate, cudaStream_t stream) {
-  EXACTLY_CUDA_REQUIRE(gemv_fusable(k, w), "gemv with a prologue: k=%lld (a multiple of 8 up to %lld)",
-                       static_cast<long long>(k), static_cast<long long>(kGemvFusedMaxK));
-  EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemv: accumulating needs an fp32 output");
-  const auto blocks = static_cast<unsigned>((m + kWarps - 1) / kWarps);
-  launch_dependent("gemv_bf16 (fused)", LaunchRole::kProduct, gemv_fused_kernel<P>, blocks, kWarps * 32,
-                   static_cast<size_t>(k) * 2, stream, x, norm_weight, eps, static_cast<const bf16*>(gate_up),
-                   static_cast<const bf16*>(w), out, m, k, out_type == GemmOut::f32, accumulate);
-}
-
 template <int N>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t k, bool f32_out, bool accumulate,
             cudaStream_t stream) {
@@ -173,20 +103,6 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t k, bool 
 }
 
 }  // namespace
-
-bool gemv_fusable(int64_t k, const void* w) {
-  return k >= 8 && k % 8 == 0 && k <= kGemvFusedMaxK && (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
-}
-
-void gemv_rmsnorm_bf16(const float* x, const float* norm_weight, float eps, const void* w, void* out, int64_t m,
-                       int64_t k, GemmOut out_type, bool accumulate, cudaStream_t stream) {
-  launch_fused<Prologue::kRmsNorm>(x, norm_weight, eps, nullptr, w, out, m, k, out_type, accumulate, stream);
-}
-
-void gemv_swiglu_bf16(const void* gate_up, const void* w, void* out, int64_t m, int64_t k, GemmOut out_type,
-                      bool accumulate, cudaStream_t stream) {
-  launch_fused<Prologue::kSwiGLU>(nullptr, nullptr, 0.0f, gate_up, w, out, m, k, out_type, accumulate, stream);
-}
 
 bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };

@@ -6,12 +6,13 @@
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/layer_ops.h"
-#include "kernels/cuda/row_prologue.cuh"
 
 namespace exactly::kernels::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
+
+constexpr int kRowThreads = 256;
 
 __global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int dim, int vocab, float* x) {
   release_dependents();
@@ -23,13 +24,36 @@ __global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int d
     x[t * dim + i] = valid ? __bfloat162float(table[int64_t{id} * dim + i]) : 0.0f;
 }
 
+// Sum over the block in a fixed order: each thread's strided partial, then a
+// shuffle tree within each warp, then warp 0 over the warps' sums.
+__device__ float block_sum(float v) {
+  __shared__ float warp_sums[kRowThreads / 32];
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kRowThreads / 32 ? warp_sums[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) warp_sums[0] = v;
+  }
+  __syncthreads();
+  const float total = warp_sums[0];
+  __syncthreads();  // warp_sums may be reused by the caller's next reduction
+  return total;
+}
+
 __global__ void __launch_bounds__(kRowThreads)
     rmsnorm_kernel(const float* x, const float* weight, const int32_t* rows, int dim, float eps, bf16* out) {
   release_dependents();
   wait_for_predecessor();
   const int64_t i = blockIdx.x;
   const int64_t r = rows != nullptr ? rows[i] : i;
-  rmsnorm_row(x + r * dim, weight, dim, eps, out + i * dim);
+  const float* xr = x + r * dim;
+  float ss = 0.0f;
+  for (int j = threadIdx.x; j < dim; j += kRowThreads) ss += xr[j] * xr[j];
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+  for (int j = threadIdx.x; j < dim; j += kRowThreads) out[i * dim + j] = __float2bfloat16(xr[j] * inv * weight[j]);
 }
 
 __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
@@ -96,7 +120,9 @@ __global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = idx / ffn, j = idx % ffn;
-    out[idx] = swiglu_value(gate_up[t * 2 * ffn + j], gate_up[t * 2 * ffn + ffn + j]);
+    const float g = __bfloat162float(gate_up[t * 2 * ffn + j]);
+    const float u = __bfloat162float(gate_up[t * 2 * ffn + ffn + j]);
+    out[idx] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
   }
 }
 

@@ -339,20 +339,6 @@ void CudaLlamaModel::upload_batch(const ForwardBatch& b, int32_t padded_seqs) {
                  "batch upload");
 }
 
-namespace {
-
-// EXACTLY_CUDA_FUSED_GEMV=0 keeps RMSNorm and SwiGLU as kernels of their own
-// at batch 1 (to compare; the bits are the same either way).
-bool fused_products_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("EXACTLY_CUDA_FUSED_GEMV");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
-  return on;
-}
-
-}  // namespace
-
 // The decoder layers over n tokens of `attn` sequences, all on the stream.
 void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBatchDevice& attn, bool split_kv_decode,
                                 int num_layers) {
@@ -364,24 +350,13 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBa
   const auto* d_slots = reinterpret_cast<const int64_t*>(idx + w.off_slots);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   auto* x = w.x.as<float>();
-  // A single row's products compute their own input (RMSNorm, SwiGLU): one
-  // launch per product instead of two.
-  const bool fuse = n == 1 && gemm_->streams(1) && fused_products_enabled();
-  const bool fuse_norm =
-      fuse && kc::gemv_fusable(c.dim, layers_[0].wqkv) && kc::gemv_fusable(c.dim, layers_[0].w_gate_up);
-  const bool fuse_swiglu = fuse && kc::gemv_fusable(c.ffn_dim, layers_[0].w_down);
   kc::embedding_lookup(token_embd_, d_tokens, n, c.dim, c.vocab_size, x, stream_);
   for (int l = 0; l < num_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const kc::PagedKVDevice cache = kv.layer(l);
     // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
-    if (fuse_norm) {
-      kc::gemv_rmsnorm_bf16(x, L.attn_norm, c.rms_eps, L.wqkv, w.qkv.get(), qkv_rows(c), c.dim, kc::GemmOut::bf16,
-                            false, stream_);
-    } else {
-      kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
-      gemm_->run(w.h.get(), L.wqkv, w.qkv.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream_);
-    }
+    kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
+    gemm_->run(w.h.get(), L.wqkv, w.qkv.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream_);
     kc::RopeStoreArgs rope{w.qkv.get(), L.qkv_bias, d_positions, d_slots, n, c.n_heads, c.rope_dims,
                            c.rope_freq_base, rope_layout_, w.q.get()};
     kc::rope_and_store(rope, cache, stream_);
@@ -392,20 +367,11 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBa
       kc::flash_attention_prefill(cache, attn, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
     gemm_->run(w.attn.get(), L.wo, x, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream_);
     // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
-    if (fuse_norm) {
-      kc::gemv_rmsnorm_bf16(x, L.ffn_norm, c.rms_eps, L.w_gate_up, w.gate_up.get(), 2 * int64_t{c.ffn_dim}, c.dim,
-                            kc::GemmOut::bf16, false, stream_);
-    } else {
-      kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
-      gemm_->run(w.h.get(), L.w_gate_up, w.gate_up.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false,
-                 stream_);
-    }
-    if (fuse_swiglu) {
-      kc::gemv_swiglu_bf16(w.gate_up.get(), L.w_down, x, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream_);
-    } else {
-      kc::swiglu(w.gate_up.get(), n, c.ffn_dim, w.act.get(), stream_);
-      gemm_->run(w.act.get(), L.w_down, x, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream_);
-    }
+    kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
+    gemm_->run(w.h.get(), L.w_gate_up, w.gate_up.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false,
+               stream_);
+    kc::swiglu(w.gate_up.get(), n, c.ffn_dim, w.act.get(), stream_);
+    gemm_->run(w.act.get(), L.w_down, x, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream_);
   }
 }
 
