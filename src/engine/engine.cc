@@ -340,6 +340,37 @@ bool verifiable_on_model(const std::vector<std::vector<TokenProb>>& draft_dists,
   return true;
 }
 
+// A sampled verify run by the model: its drafts and draft distributions, and
+// the request's next k + 1 uniforms, taken from a copy of its generator (the
+// real one moves on by as many as the outcome used, in step()).
+void pack_device_verify(ForwardBatch& b, Sampler& sampler, const Request& r,
+                        const std::vector<std::vector<TokenProb>>& draft_dists, size_t first_row) {
+  const std::vector<int32_t>& drafts = r.draft_tokens;
+  const size_t k = drafts.size();
+  b.verifies.push_back({static_cast<int32_t>(first_row), static_cast<int32_t>(k),
+                        static_cast<int32_t>(b.verify_drafts.size()), static_cast<int32_t>(b.q_offsets.size()),
+                        static_cast<int32_t>(b.verify_uniforms.size()), 0});
+  b.verify_drafts.insert(b.verify_drafts.end(), drafts.begin(), drafts.end());
+  for (size_t j = 0; j < k; ++j) {
+    b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
+    if (draft_dists.empty()) {  // a deterministic drafter: q_j is one-hot at its draft
+      b.q_entries.push_back({drafts[j], 0, 1.0});
+    } else {
+      for (const TokenProb& e : draft_dists[j]) b.q_entries.push_back({e.id, 0, e.p});
+    }
+  }
+  b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
+  Rng ahead = sampler.rng();
+  for (size_t j = 0; j <= k; ++j) b.verify_uniforms.push_back(ahead.uniform());
+  std::vector<int32_t> context = r.tokens;  // position j sees the drafts before it
+  const auto num_prompt = static_cast<size_t>(r.num_prompt_tokens);
+  for (size_t j = 0; j <= k; ++j) {
+    b.row_use[first_row + j] = RowUse::kVerify;
+    b.row_sampling[first_row + j] = device_sampling(sampler, context, num_prompt, b.penalty_tokens, false);
+    if (j < k) context.push_back(drafts[j]);
+  }
+}
+
 }  // namespace
 
 void Engine::pack_batch(const SchedulerOutput& out) {
@@ -400,31 +431,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
         }
       } else if (token_only && drafts > 0 &&
                  verifiable_on_model(s.draft_dists, model_.model->verified_draft_entries())) {
-        // A sampled verify, run by the model: the k + 1 uniforms are the
-        // request's next draws, taken from a copy of its generator; the
-        // real one moves on by as many as the outcome used (step()).
-        const auto k = static_cast<size_t>(drafts);
-        b.verifies.push_back({static_cast<int32_t>(first_row), static_cast<int32_t>(k),
-                              static_cast<int32_t>(b.verify_drafts.size()), static_cast<int32_t>(b.q_offsets.size()),
-                              static_cast<int32_t>(b.verify_uniforms.size()), 0});
-        b.verify_drafts.insert(b.verify_drafts.end(), r->draft_tokens.begin(), r->draft_tokens.end());
-        for (size_t j = 0; j < k; ++j) {
-          b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
-          if (s.draft_dists.empty()) {  // a deterministic drafter: q_j is one-hot at its draft
-            b.q_entries.push_back({r->draft_tokens[j], 0, 1.0});
-          } else {
-            for (const TokenProb& e : s.draft_dists[j]) b.q_entries.push_back({e.id, 0, e.p});
-          }
-        }
-        b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
-        Rng ahead = s.sampler.rng();
-        for (size_t j = 0; j <= k; ++j) b.verify_uniforms.push_back(ahead.uniform());
-        std::vector<int32_t> context = r->tokens;
-        for (size_t j = 0; j <= k; ++j) {
-          b.row_use[first_row + j] = RowUse::kVerify;
-          b.row_sampling[first_row + j] = device_sampling(s.sampler, context, num_prompt, b.penalty_tokens, false);
-          if (j < k) context.push_back(r->draft_tokens[j]);
-        }
+        pack_device_verify(b, s.sampler, *r, s.draft_dists, first_row);
       }
     }
   }
@@ -498,11 +505,8 @@ std::vector<RequestOutput> Engine::step() {
             v.tokens.push_back(argmax_[row + i]);
           EXACTLY_CHECK(!v.tokens.empty(), "the model verified no token");
           v.num_accepted = static_cast<int32_t>(v.tokens.size()) - 1;
-          // The uniforms the verify used: one per acceptance test, and one
-          // for the replacement or the bonus token.
-          const auto accepted = static_cast<size_t>(v.num_accepted);
-          const size_t used = accepted == drafts.size() ? accepted + 1 : accepted + 2;
-          for (size_t i = 0; i < used; ++i) s.sampler.rng().uniform();
+          v.num_draws = RejectionSampler::draws_used(drafts.size(), static_cast<size_t>(v.num_accepted));
+          for (int32_t i = 0; i < v.num_draws; ++i) s.sampler.rng().uniform();  // what the verify used
         } else if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
           v = RejectionSampler::verify_greedy(drafts,
                                               std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));

@@ -64,6 +64,13 @@ class RejectionSampler {
                        std::span<const DistributionView> target_dists,  // [k + 1]: p_1..p_{k+1}
                        Rng& rng);
 
+  // The uniforms verify() takes for k drafts of which `accepted` are kept:
+  // what a device that verifies with the request's next k + 1 draws used of
+  // them.
+  static int32_t draws_used(size_t k, size_t accepted) {
+    return static_cast<int32_t>(accepted == k ? k + 1 : accepted + 2);
+  }
+
   // Drafts from a deterministic drafter (n-gram lookup): every q_i is one-hot
   // at x_i, so x_i is accepted with probability p_i(x_i) and a rejection draws
   // from p_i with x_i removed. Same RNG use as verify().

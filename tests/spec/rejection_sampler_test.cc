@@ -80,6 +80,7 @@ TEST(RejectionSampler, SameSeedSameOutcomeAndTheDocumentedNumberOfDraws) {
     EXPECT_EQ(first.tokens, again.tokens);
     const bool all_accepted = first.num_accepted == static_cast<int32_t>(drafts.size());
     EXPECT_EQ(first.num_draws, all_accepted ? first.num_accepted + 1 : first.num_accepted + 2);
+    EXPECT_EQ(first.num_draws, RejectionSampler::draws_used(drafts.size(), static_cast<size_t>(first.num_accepted)));
     EXPECT_EQ(first.num_accepted + 1, static_cast<int32_t>(first.tokens.size()));
     for (int32_t i = 0; i < first.num_accepted; ++i) EXPECT_EQ(first.tokens[static_cast<size_t>(i)], drafts[static_cast<size_t>(i)]);
     // The request's generator advanced by exactly num_draws.
