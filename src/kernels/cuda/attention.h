@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace exactly::kernels::cuda {
@@ -49,11 +50,25 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
                              int n_heads, float scale, bool causal, void* out, cudaStream_t stream);
 
 // Decode: exactly one query token per sequence (query_start = 0, 1, ..., n).
-// Keys are split into fixed partitions of kDecodePartition keys processed
-// in parallel and merged by log-sum-exp; the partition size never depends on
-// the batch, so each row's bits do not either. workspace must hold
+// Keys are split into partitions processed in parallel and merged by
+// log-sum-exp. A sequence's partition size is a function of its own length
+// (decode_partition), never of the batch, so each row's bits do not depend on
+// the batch either; short contexts get small partitions so that a lone
+// sequence still spreads over many SMs (at batch 1 a 512-key partition left
+// 16 CTAs walking 512 keys each: BENCHMARKS.md §6). workspace must hold
 // decode_workspace_bytes(...) bytes.
-inline constexpr int kDecodePartition = 512;
+__host__ __device__ constexpr int decode_partition(int ctx_len) {
+  return ctx_len <= 1024 ? 128 : ctx_len <= 4096 ? 256 : 512;
+}
+// The most partitions any sequence of at most max_seq_len keys is split into.
+constexpr int decode_partitions_bound(int max_seq_len) {
+  const int short_parts = (std::min(max_seq_len, 1024) + 127) / 128;
+  const int mid_parts = max_seq_len > 1024 ? (std::min(max_seq_len, 4096) + 255) / 256 : 0;
+  const int long_parts = max_seq_len > 4096 ? (max_seq_len + 511) / 512 : 0;
+  return std::max(short_parts, std::max(mid_parts, long_parts));
+}
+// Graphs of decode steps are captured per context bound, a multiple of this.
+inline constexpr int kDecodeContextGranule = 512;
 int64_t decode_workspace_bytes(int n_seqs, int n_heads, int max_seq_len, int head_dim);
 void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
                             int n_heads, float scale, void* out, void* workspace, int64_t workspace_bytes,

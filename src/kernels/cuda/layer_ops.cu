@@ -15,8 +15,8 @@ using bf16 = __nv_bfloat16;
 constexpr int kRowThreads = 256;
 
 __global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int dim, int vocab, float* x) {
-  release_dependents();
   wait_for_predecessor();
+  release_dependents();
   const int64_t t = blockIdx.x;
   const int32_t id = tokens[t];
   const bool valid = id >= 0 && id < vocab;
@@ -43,22 +43,66 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void __launch_bounds__(kRowThreads)
-    rmsnorm_kernel(const float* x, const float* weight, const int32_t* rows, int dim, float eps, bf16* out) {
-  release_dependents();
+// A row of up to kNormVectors x 4 x kRowThreads values is held in registers
+// between the sum of squares and the scaling, read with 16-byte loads all in
+// flight at once: at batch 1 the norm is pure latency (4 us a call with a
+// strided scalar loop). Wider rows, or buffers not 16-byte aligned, take the
+// scalar loop; which path a row takes depends on dim and the buffers alone,
+// never on the batch.
+constexpr int kNormVectors = 8;
+
+__global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const float* weight, const int32_t* rows,
+                                                               int dim, float eps, bool vectorised, bf16* out) {
   wait_for_predecessor();
+  release_dependents();
   const int64_t i = blockIdx.x;
   const int64_t r = rows != nullptr ? rows[i] : i;
   const float* xr = x + r * dim;
+  if (vectorised) {
+    const int vectors = dim / 4;
+    const auto* xv = reinterpret_cast<const float4*>(xr);
+    float4 v[kNormVectors];
+    float ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kNormVectors; ++u) {
+      const int j = threadIdx.x + u * kRowThreads;
+      v[u] = j < vectors ? xv[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < kNormVectors; ++u) {
+      ss = fmaf(v[u].x, v[u].x, ss);
+      ss = fmaf(v[u].y, v[u].y, ss);
+      ss = fmaf(v[u].z, v[u].z, ss);
+      ss = fmaf(v[u].w, v[u].w, ss);
+    }
+    const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
+    const auto* wv = reinterpret_cast<const float4*>(weight);
+    auto* o = reinterpret_cast<__nv_bfloat162*>(out + i * dim);
+#pragma unroll
+    for (int u = 0; u < kNormVectors; ++u) {
+      const int j = threadIdx.x + u * kRowThreads;
+      if (j >= vectors) break;
+      const float4 g = wv[j];
+      o[2 * j] = __floats2bfloat162_rn(v[u].x * inv * g.x, v[u].y * inv * g.y);
+      o[2 * j + 1] = __floats2bfloat162_rn(v[u].z * inv * g.z, v[u].w * inv * g.w);
+    }
+    return;
+  }
   float ss = 0.0f;
   for (int j = threadIdx.x; j < dim; j += kRowThreads) ss += xr[j] * xr[j];
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
   for (int j = threadIdx.x; j < dim; j += kRowThreads) out[i * dim + j] = __float2bfloat16(xr[j] * inv * weight[j]);
 }
 
-__global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
-  release_dependents();
+// One block per (token, group of heads): at batch 1 a single block walking
+// all heads was a chain of dependent loads (9 us a layer on the H200).
+constexpr int kRopeThreads = 256;
+constexpr int kRopeVElements = 4 * kRopeThreads;  // V elements copied per block
+
+__global__ void __launch_bounds__(kRopeThreads) rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache,
+                                                                   int qk_blocks) {
   wait_for_predecessor();
+  release_dependents();
   const int64_t t = blockIdx.x;
   const int hd = cache.head_dim, n_kv = cache.n_kv_heads;
   const int row = (a.n_heads + 2 * n_kv) * hd;
@@ -70,11 +114,20 @@ __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
   bf16* q_dst = static_cast<bf16*>(a.q_out) + t * a.n_heads * hd;
   auto load = [&](int e) { return __bfloat162float(in[e]) + (a.bias != nullptr ? a.bias[e] : 0.0f); };
 
-  // The angles of this token, once: float64 like the CPU kernel, then
-  // rounded to fp32 and shared by every head.
-  __shared__ float cos_s[256], sin_s[256];
+  if (static_cast<int>(blockIdx.y) >= qk_blocks) {  // a slice of V, copied
+    if (v_dst == nullptr) return;
+    const int v_base = (a.n_heads + n_kv) * hd;
+    const int first = (static_cast<int>(blockIdx.y) - qk_blocks) * kRopeVElements;
+    const int last = min(kv_row, first + kRopeVElements);
+    for (int e = first + threadIdx.x; e < last; e += kRopeThreads)
+      v_dst[e] = a.bias != nullptr ? __float2bfloat16(load(v_base + e)) : in[v_base + e];
+    return;
+  }
+  // The angles of this token: float64 like the CPU kernel, then rounded to
+  // fp32 and shared by the block's heads.
+  __shared__ float cos_s[128], sin_s[128];
   const int half = hd / 2, rope_half = a.rope_dims / 2;
-  for (int i = threadIdx.x; i < rope_half; i += blockDim.x) {
+  for (int i = threadIdx.x; i < rope_half; i += kRopeThreads) {
     const double freq = pow(static_cast<double>(a.freq_base), -2.0 * i / a.rope_dims);
     double s, c;
     sincos(static_cast<double>(a.positions[t]) * freq, &s, &c);
@@ -83,39 +136,35 @@ __global__ void rope_store_kernel(RopeStoreArgs a, PagedKVDevice cache) {
   __syncthreads();
   // q and k heads: one work item per pair of elements of a head.
   const int pair_items = (a.n_heads + n_kv) * half;
-  for (int item = threadIdx.x; item < pair_items; item += blockDim.x) {
-    const int head = item / half, i = item % half;
-    int e0, e1;
-    bool rotate;
-    if (a.layout == RopeLayout::kAdjacentPairs) {
-      e0 = 2 * i, e1 = 2 * i + 1, rotate = i < rope_half;
-    } else if (i < rope_half) {
-      e0 = i, e1 = i + rope_half, rotate = true;
-    } else {  // dims past rope_dims are not rotated; walk them in pairs
-      e0 = a.rope_dims + 2 * (i - rope_half), e1 = e0 + 1, rotate = false;
-    }
-    const int base = head * hd;
-    float x0 = load(base + e0), x1 = load(base + e1);
-    if (rotate) {
-      const float cf = cos_s[i], sf = sin_s[i];
-      const float r0 = x0 * cf - x1 * sf, r1 = x0 * sf + x1 * cf;
-      x0 = r0, x1 = r1;
-    }
-    bf16* dst = head < a.n_heads ? q_dst + base : k_dst == nullptr ? nullptr : k_dst + (head - a.n_heads) * hd;
-    if (dst != nullptr) {
-      dst[e0] = __float2bfloat16(x0);
-      dst[e1] = __float2bfloat16(x1);
-    }
+  const int item = static_cast<int>(blockIdx.y) * kRopeThreads + static_cast<int>(threadIdx.x);
+  if (item >= pair_items) return;
+  const int head = item / half, i = item % half;
+  int e0, e1;
+  bool rotate;
+  if (a.layout == RopeLayout::kAdjacentPairs) {
+    e0 = 2 * i, e1 = 2 * i + 1, rotate = i < rope_half;
+  } else if (i < rope_half) {
+    e0 = i, e1 = i + rope_half, rotate = true;
+  } else {  // dims past rope_dims are not rotated; walk them in pairs
+    e0 = a.rope_dims + 2 * (i - rope_half), e1 = e0 + 1, rotate = false;
   }
-  if (v_dst == nullptr) return;
-  const int v_base = (a.n_heads + n_kv) * hd;
-  for (int e = threadIdx.x; e < kv_row; e += blockDim.x)
-    v_dst[e] = a.bias != nullptr ? __float2bfloat16(load(v_base + e)) : in[v_base + e];
+  const int base = head * hd;
+  float x0 = load(base + e0), x1 = load(base + e1);
+  if (rotate) {
+    const float cf = cos_s[i], sf = sin_s[i];
+    const float r0 = x0 * cf - x1 * sf, r1 = x0 * sf + x1 * cf;
+    x0 = r0, x1 = r1;
+  }
+  bf16* dst = head < a.n_heads ? q_dst + base : k_dst == nullptr ? nullptr : k_dst + (head - a.n_heads) * hd;
+  if (dst != nullptr) {
+    dst[e0] = __float2bfloat16(x0);
+    dst[e1] = __float2bfloat16(x1);
+  }
 }
 
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
-  release_dependents();
   wait_for_predecessor();
+  release_dependents();
   const int64_t total = n_tokens * ffn;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -133,8 +182,8 @@ __device__ void better(float& v, int& i, float ov, int oi) {
 }
 
 __global__ void __launch_bounds__(kRowThreads) row_argmax_kernel(const float* logits, int vocab, int32_t* out) {
-  release_dependents();
   wait_for_predecessor();
+  release_dependents();
   const float* row = logits + int64_t{blockIdx.x} * vocab;
   float v = -INFINITY;
   int i = vocab;  // sentinel: loses to any real index at the same value
@@ -188,17 +237,24 @@ void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps, void* out,
                   cudaStream_t stream) {
   if (n == 0) return;
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  const bool vectorised = dim % 4 == 0 && dim <= kNormVectors * 4 * kRowThreads && aligned(x) && aligned(weight);
   launch_dependent("rmsnorm_bf16", LaunchRole::kOther, rmsnorm_kernel, static_cast<unsigned>(n), kRowThreads, 0,
-                   stream, x, weight, rows, dim, eps, static_cast<bf16*>(out));
+                   stream, x, weight, rows, dim, eps, vectorised, static_cast<bf16*>(out));
 }
 
 void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream) {
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "rope_and_store: the KV cache must be bf16");
   EXACTLY_CUDA_REQUIRE(args.rope_dims % 2 == 0 && args.rope_dims > 0 && args.rope_dims <= cache.head_dim,
                        "rope_and_store: rope_dims %d with head_dim %d", args.rope_dims, cache.head_dim);
+  EXACTLY_CUDA_REQUIRE(cache.head_dim <= 256, "rope_and_store: head_dim %d above 256", cache.head_dim);
   if (args.n_tokens == 0) return;
-  launch_dependent("rope_and_store", LaunchRole::kOther, rope_store_kernel, static_cast<unsigned>(args.n_tokens),
-                   128, 0, stream, args, cache);
+  const int pair_items = (args.n_heads + cache.n_kv_heads) * (cache.head_dim / 2);
+  const int qk_blocks = (pair_items + kRopeThreads - 1) / kRopeThreads;
+  const int v_blocks = (cache.n_kv_heads * cache.head_dim + kRopeVElements - 1) / kRopeVElements;
+  launch_dependent("rope_and_store", LaunchRole::kOther, rope_store_kernel,
+                   dim3(static_cast<unsigned>(args.n_tokens), static_cast<unsigned>(qk_blocks + v_blocks)),
+                   kRopeThreads, 0, stream, args, cache, qk_blocks);
 }
 
 void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {

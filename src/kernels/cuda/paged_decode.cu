@@ -17,13 +17,13 @@ constexpr int kStages = 2;
 constexpr bool kQInRegisters = false;
 constexpr int kCtasPerSM = 3;
 
-int max_partitions(int max_seq_len) { return (max_seq_len + kDecodePartition - 1) / kDecodePartition; }
+int max_partitions(int max_seq_len) { return decode_partitions_bound(max_seq_len); }
 
 template <typename T, int D>
 void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
             void* out, void* workspace, cudaStream_t stream) {
   using Shape = DecodeShape<D, kWarps, kStages>;
-  constexpr auto kernel = paged_decode_kernel<T, D, kWarps, kStages, kDecodePartition, kQInRegisters, kCtasPerSM>;
+  constexpr auto kernel = paged_decode_kernel<T, D, kWarps, kStages, 0, kQInRegisters, kCtasPerSM>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "paged_decode_attention: shared memory limit");
   const int group = n_heads / c.n_kv_heads;
   const int row_groups = (group + 15) / 16;
@@ -37,7 +37,7 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
                    dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream, p);
   if (parts > 1)
     launch_dependent("paged_decode_attention: merge", LaunchRole::kOther,
-                     merge_partitions_kernel<T, D, kDecodePartition>, dim3(n_heads, b.n_seqs), D, 0, stream, p);
+                     merge_partitions_kernel<T, D, 0>, dim3(n_heads, b.n_seqs), D, 0, stream, p);
 }
 
 }  // namespace

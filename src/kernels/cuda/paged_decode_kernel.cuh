@@ -1,5 +1,6 @@
 // Split-KV paged decode (flash-decoding) on tensor cores. One CTA takes one
-// fixed partition of kPart keys of one sequence for one KV head and all the
+// partition of kPart keys (0: decode_partition of the sequence's length) of
+// one sequence for one KV head and all the
 // query heads that share it (GQA: up to 16 heads as the 16 rows of the mma
 // tile, so each key is read once for the whole group). Its warps take the
 // partition's 16-key chunks in turn, each with its own cp.async ring of
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
@@ -58,18 +60,19 @@ template <typename T, int D, int WARPS, int STAGES, int kPart, bool kQInRegs = t
 __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(const DecodeParams p) {
   using S = DecodeShape<D, WARPS, STAGES>;
   extern __shared__ __align__(128) unsigned char smem[];
-  release_dependents();  // dependent_launch.h: nothing is read before the wait
-  wait_for_predecessor();
+  wait_for_predecessor();  // dependent_launch.h: nothing is read before the wait
+  release_dependents();
 
   const int part = blockIdx.x;
   const int kv_head = blockIdx.y / p.row_groups;
   const int row_group = blockIdx.y % p.row_groups;
   const int seq = blockIdx.z;
   const int ctx_len = p.seq_lens[seq];
-  const int part_begin = part * kPart;
+  const int part_len = kPart > 0 ? kPart : decode_partition(ctx_len);
+  const int part_begin = part * part_len;
   if (part_begin >= ctx_len) return;
-  const int part_end = min(ctx_len, part_begin + kPart);
-  const int n_parts = (ctx_len + kPart - 1) / kPart;
+  const int part_end = min(ctx_len, part_begin + part_len);
+  const int n_parts = (ctx_len + part_len - 1) / part_len;
   const int head0 = kv_head * p.group + row_group * 16;
   const int rows = min(16, p.group - row_group * 16);
   const int token = p.query_start[seq];
@@ -251,11 +254,13 @@ __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(co
 // in partition order. One thread per element of the head dimension.
 template <typename T, int D, int kPart>
 __global__ void __launch_bounds__(D) merge_partitions_kernel(const DecodeParams p) {
-  release_dependents();
   wait_for_predecessor();
+  release_dependents();
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
-  const int n_parts = (p.seq_lens[seq] + kPart - 1) / kPart;
+  const int ctx_len = p.seq_lens[seq];
+  const int part_len = kPart > 0 ? kPart : decode_partition(ctx_len);
+  const int n_parts = (ctx_len + part_len - 1) / part_len;
   if (n_parts <= 1) return;  // written directly by the decode kernel
   const int d = threadIdx.x;
   const int64_t base = (int64_t{seq} * p.n_heads + head) * p.max_parts;

@@ -431,11 +431,11 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
     run_layers(*kv, n, attn, split_kv, num_layers);
   } else {
     // A decode step replays the graph captured for its padded batch size and
-    // its bound on the context (whole split-KV partitions), once made.
+    // its bound on the context (a multiple of kDecodeContextGranule), once made.
     upload_batch(b, padded);
-    const int32_t partitions = (max_len + kc::kDecodePartition - 1) / kc::kDecodePartition;
+    const int32_t granules = (max_len + kc::kDecodeContextGranule - 1) / kc::kDecodeContextGranule;
     attn.n_seqs = padded;
-    attn.max_seq_len = std::min(partitions * kc::kDecodePartition, w.blocks * kv->block_size());
+    attn.max_seq_len = std::min(granules * kc::kDecodeContextGranule, w.blocks * kv->block_size());
     attn.max_seq_len = std::max(attn.max_seq_len, max_len);
     // The pool's address and size are baked into the graph with everything else.
     const GraphKey key{padded, attn.max_seq_len, num_layers, kv->layer(0).k, kv->num_blocks()};

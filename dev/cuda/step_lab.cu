@@ -1,0 +1,267 @@
+// Lab for a whole batch-1 decode step of a Llama-3-8B-shaped model, built
+// from the production kernels (libexactly_kernels_cuda) in the order the CUDA
+// model runs them (src/model/cuda/llama_cuda.cc, run_layers), captured in one
+// CUDA graph and timed. Then the same step with one kind of kernel left out
+// at a time: what a kind costs in place, gaps included, is the difference.
+// Outputs are meaningless (random weights, and the ablations break the data
+// flow); only the time is measured.
+//
+//   step_lab [CONTEXT ...]   context lengths to time (default 576 1024 4096)
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/dependent_launch.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/launch_common.h"
+#include "kernels/cuda/layer_ops.h"
+#include "kernels/cuda/paged_decode_kernel.cuh"
+
+namespace kc = exactly::kernels::cuda;
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e = (x);                                                                      \
+    if (e != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+namespace {
+
+constexpr int kDim = 4096, kHeads = 32, kKv = 8, kHd = 128, kFfn = 14336, kVocab = 128256, kLayers = 32;
+constexpr int kQkv = (kHeads + 2 * kKv) * kHd;
+constexpr int kBlock = 16;
+
+void* alloc_bf16(int64_t n, uint64_t seed, float scale = 0.02f) {
+  void* p;
+  CK(cudaMalloc(&p, size_t(n) * 2));
+  kc::fill_uniform_bf16(p, n, scale, seed, nullptr);
+  return p;
+}
+float* alloc_f32(int64_t n, float value) {
+  float* p;
+  CK(cudaMalloc(&p, size_t(n) * 4));
+  kc::fill_f32(p, n, value, nullptr);
+  return p;
+}
+
+struct Layer {
+  void *wqkv, *wo, *wgu, *wdown, *k, *v;
+  float *attn_norm, *ffn_norm;
+};
+
+// Paged decode as src/kernels/cuda/paged_decode.cu launches it, with the
+// partition size and the ring depth per warp as parameters.
+template <int kPart, int kStages>
+void decode_attention(const kc::PagedKVDevice& c, const kc::AttentionBatchDevice& b, const void* q, float scale,
+                      void* out, void* workspace, cudaStream_t stream) {
+  using bf16 = __nv_bfloat16;
+  using Shape = kc::DecodeShape<kHd, 4, kStages>;
+  constexpr auto kernel = kc::paged_decode_kernel<bf16, kHd, 4, kStages, kPart, false, 3>;
+  kc::allow_shared_memory<kernel>(Shape::kSmemBytes, "lab decode");
+  const int group = kHeads / c.n_kv_heads;
+  const int parts = (b.max_seq_len + kPart - 1) / kPart;
+  float* partial_out = static_cast<float*>(workspace);
+  float* partial_lse = partial_out + int64_t{b.n_seqs} * kHeads * parts * kHd;
+  kc::DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
+                     c.block_size, c.n_kv_heads, kHeads, group, 1, parts, scale * 1.4426950408889634f,
+                     partial_out, partial_lse};
+  kc::launch_dependent("lab decode", kc::LaunchRole::kOther, kernel, dim3(parts, c.n_kv_heads, b.n_seqs),
+                       Shape::kThreads, Shape::kSmemBytes, stream, p);
+  if (parts > 1)
+    kc::launch_dependent("lab merge", kc::LaunchRole::kOther, kc::merge_partitions_kernel<bf16, kHd, kPart>,
+                         dim3(kHeads, b.n_seqs), kHd, 0, stream, p);
+}
+
+using AttentionFn = void (*)(const kc::PagedKVDevice&, const kc::AttentionBatchDevice&, const void*, float, void*,
+                             void*, cudaStream_t);
+struct AttentionVersion {
+  const char* name;
+  AttentionFn fn;  // null: the production launcher
+};
+const AttentionVersion kAttentionVersions[] = {
+    {"production (decode_partition of the length, 2 stages)", nullptr},
+    {"512-key partitions, 2 stages", decode_attention<512, 2>},
+    {"512-key partitions, 4 stages", decode_attention<512, 4>},
+    {"256-key partitions, 2 stages", decode_attention<256, 2>},
+    {"128-key partitions, 2 stages", decode_attention<128, 2>},
+    {"64-key partitions, 2 stages", decode_attention<64, 2>},
+};
+
+enum Kind { kEmbed, kNorm, kProduct, kRope, kAttention, kSwiglu, kHead, kArgmax, kKinds };
+const char* kKindNames[kKinds] = {"embedding", "rmsnorm", "products", "rope+store", "attention",
+                                  "swiglu",    "head",    "argmax"};
+
+struct Step {
+  std::vector<Layer> layers;
+  void *embd, *head, *h, *qkv, *q, *attn, *gu, *act, *decode_ws;
+  float *x, *out_norm, *logits;
+  int32_t *tokens, *positions, *query_start, *seq_lens, *tables, *argmax;
+  int64_t* slots;
+  int64_t decode_bytes = 0;
+  int max_blocks = 0, ctx = 0;
+  kc::Gemm gemm;
+  AttentionFn attention = nullptr;
+
+  explicit Step(int max_ctx) {
+    max_blocks = (max_ctx + kBlock - 1) / kBlock;
+    for (int l = 0; l < kLayers; ++l) {
+      Layer L;
+      L.wqkv = alloc_bf16(int64_t{kQkv} * kDim, 10 * l + 1);
+      L.wo = alloc_bf16(int64_t{kDim} * kDim, 10 * l + 2);
+      L.wgu = alloc_bf16(int64_t{2 * kFfn} * kDim, 10 * l + 3);
+      L.wdown = alloc_bf16(int64_t{kDim} * kFfn, 10 * l + 4);
+      L.k = alloc_bf16(int64_t{max_blocks} * kBlock * kKv * kHd, 10 * l + 5, 1.0f);
+      L.v = alloc_bf16(int64_t{max_blocks} * kBlock * kKv * kHd, 10 * l + 6, 1.0f);
+      L.attn_norm = alloc_f32(kDim, 1.0f);
+      L.ffn_norm = alloc_f32(kDim, 1.0f);
+      layers.push_back(L);
+    }
+    embd = alloc_bf16(int64_t{kVocab} * kDim, 7);
+    head = alloc_bf16(int64_t{kVocab} * kDim, 8);
+    out_norm = alloc_f32(kDim, 1.0f);
+    x = alloc_f32(kDim, 0.5f);
+    h = alloc_bf16(kDim, 11, 1.0f);
+    qkv = alloc_bf16(kQkv, 12, 1.0f);
+    q = alloc_bf16(kHeads * kHd, 13, 1.0f);
+    attn = alloc_bf16(kHeads * kHd, 14, 1.0f);
+    gu = alloc_bf16(2 * kFfn, 15, 1.0f);
+    act = alloc_bf16(kFfn, 16, 1.0f);
+    logits = alloc_f32(kVocab, 0.0f);
+    decode_bytes = kc::decode_workspace_bytes(1, kHeads, max_ctx, kHd) * 8;  // room for 64-key partitions
+    CK(cudaMalloc(&decode_ws, size_t(decode_bytes)));
+    CK(cudaMalloc(&tokens, 64));
+    CK(cudaMalloc(&positions, 64));
+    CK(cudaMalloc(&query_start, 64));
+    CK(cudaMalloc(&seq_lens, 64));
+    CK(cudaMalloc(&argmax, 64));
+    CK(cudaMalloc(&slots, 64));
+    CK(cudaMalloc(&tables, size_t(max_blocks) * 4));
+    std::vector<int32_t> table(static_cast<size_t>(max_blocks));
+    for (int i = 0; i < max_blocks; ++i) table[size_t(i)] = i;
+    CK(cudaMemcpy(tables, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    const int32_t token = 42, qs[2] = {0, 1};
+    CK(cudaMemcpy(tokens, &token, 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(query_start, qs, 8, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+  }
+
+  void set_context(int context) {
+    ctx = context;
+    const int32_t pos = ctx - 1;
+    const int64_t slot = ctx - 1;
+    CK(cudaMemcpy(positions, &pos, 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(seq_lens, &ctx, 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(slots, &slot, 8, cudaMemcpyHostToDevice));
+  }
+
+  // One decode step; `skip` leaves kinds out, `only` (if >= 0) keeps one kind.
+  void record(cudaStream_t s, unsigned skip, int bound) {
+    auto on = [&](Kind k) { return (skip & (1u << k)) == 0; };
+    kc::AttentionBatchDevice batch{1, query_start, seq_lens, tables, max_blocks, 1, bound};
+    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, 1, kDim, kVocab, x, s);
+    for (int l = 0; l < kLayers; ++l) {
+      const Layer& L = layers[size_t(l)];
+      kc::PagedKVDevice cache{L.k, L.v, max_blocks, kBlock, kKv, kHd, kc::DType::bf16};
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, 1, kDim, 1e-5f, h, s);
+      if (on(kProduct)) gemm.run(h, L.wqkv, qkv, 1, kQkv, kDim, kc::GemmOut::bf16, false, s);
+      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, 1, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q};
+      if (on(kRope)) kc::rope_and_store(rope, cache, s);
+      if (on(kAttention)) {
+        if (attention != nullptr)
+          attention(cache, batch, q, 0.088f, attn, decode_ws, s);
+        else
+          kc::paged_decode_attention(cache, batch, q, kHeads, 0.088f, attn, decode_ws, decode_bytes, s);
+      }
+      if (on(kProduct)) gemm.run(attn, L.wo, x, 1, kDim, kDim, kc::GemmOut::f32, true, s);
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, 1, kDim, 1e-5f, h, s);
+      if (on(kProduct)) gemm.run(h, L.wgu, gu, 1, 2 * kFfn, kDim, kc::GemmOut::bf16, false, s);
+      if (on(kSwiglu)) kc::swiglu(gu, 1, kFfn, act, s);
+      if (on(kProduct)) gemm.run(act, L.wdown, x, 1, kDim, kFfn, kc::GemmOut::f32, true, s);
+    }
+    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, 1, kDim, 1e-5f, h, s);
+    if (on(kHead)) gemm.run(h, head, logits, 1, kVocab, kDim, kc::GemmOut::f32, false, s);
+    if (on(kArgmax)) kc::row_argmax(logits, 1, kVocab, argmax, s);
+  }
+};
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+float time_graph(const std::function<void(cudaStream_t)>& record) {
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  record(stream);
+  CK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, z;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&z));
+  std::vector<float> ms;
+  for (int i = 0; i < 23; ++i) {
+    CK(cudaEventRecord(a, stream));
+    CK(cudaGraphLaunch(exec, stream));
+    CK(cudaEventRecord(z, stream));
+    CK(cudaEventSynchronize(z));
+    float t;
+    CK(cudaEventElapsedTime(&t, a, z));
+    if (i >= 3) ms.push_back(t);
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaStreamDestroy(stream));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(z));
+  return median(ms);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> contexts;
+  for (int i = 1; i < argc; ++i) contexts.push_back(std::atoi(argv[i]));
+  if (contexts.empty()) contexts = {576, 1024, 4096};
+  const int max_ctx = (*std::max_element(contexts.begin(), contexts.end()) + 511) / 512 * 512;
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs; dependent launch mode %d; Llama-3-8B shape, batch 1, one step per graph\n", prop.name,
+              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()));
+  Step step(max_ctx);
+  for (int ctx : contexts) {
+    step.set_context(ctx);
+    const int bound = (ctx + 511) / 512 * 512;  // the engine captures per context bound
+    const float full = time_graph([&](cudaStream_t s) { step.record(s, 0, bound); });
+    std::printf("\ncontext %d (bound %d): whole step %.3f ms\n", ctx, bound, full);
+    for (int k = 0; k < kKinds; ++k) {
+      const float without = time_graph([&](cudaStream_t s) { step.record(s, 1u << k, bound); });
+      const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~(1u << k), bound); });
+      std::printf("  %-11s without: %.3f ms (costs %.3f in place)   alone: %.3f ms\n", kKindNames[k], without,
+                  full - without, alone);
+    }
+    const unsigned small = ~((1u << kProduct) | (1u << kHead));
+    std::printf("  products + head alone: %.3f ms\n", time_graph([&](cudaStream_t s) { step.record(s, small, bound); }));
+    for (const AttentionVersion& v : kAttentionVersions) {
+      step.attention = v.fn;
+      const float whole = time_graph([&](cudaStream_t s) { step.record(s, 0, bound); });
+      const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~(1u << kAttention), bound); });
+      std::printf("  attention %-42s whole step %.3f ms, attention alone %.3f ms\n", v.name, whole, alone);
+    }
+    step.attention = nullptr;
+    std::fflush(stdout);
+  }
+  return 0;
+}
