@@ -1,4 +1,4 @@
-// Lab for a whole batch-1 decode step of a Llama-3-8B-shaped model, built
+// Lab for a whole decode step of a Llama-3-8B-shaped model, built
 // from the production kernels (libexactly_kernels_cuda) in the order the CUDA
 // model runs them (src/model/cuda/llama_cuda.cc, run_layers), captured in one
 // CUDA graph and timed. Then the same step with one kind of kernel left out
@@ -6,13 +6,15 @@
 // Outputs are meaningless (random weights, and the ablations break the data
 // flow); only the time is measured.
 //
-//   step_lab [CONTEXT ...]   context lengths to time (default 576 1024 4096)
+//   step_lab [-b BATCH] [CONTEXT ...]   sequences per step (default 1), each of
+//                                       CONTEXT keys (default 576 1024 4096)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -108,20 +110,21 @@ struct Step {
   int32_t *tokens, *positions, *query_start, *seq_lens, *tables, *argmax;
   int64_t* slots;
   int64_t decode_bytes = 0;
-  int max_blocks = 0, ctx = 0;
+  int max_blocks = 0, ctx = 0, B = 1;
   kc::Gemm gemm;
   AttentionFn attention = nullptr;
 
-  explicit Step(int max_ctx) {
+  Step(int max_ctx, int batch) : B(batch) {
     max_blocks = (max_ctx + kBlock - 1) / kBlock;
+    const int64_t pool_blocks = int64_t{max_blocks} * B;
     for (int l = 0; l < kLayers; ++l) {
       Layer L;
       L.wqkv = alloc_bf16(int64_t{kQkv} * kDim, 10 * l + 1);
       L.wo = alloc_bf16(int64_t{kDim} * kDim, 10 * l + 2);
       L.wgu = alloc_bf16(int64_t{2 * kFfn} * kDim, 10 * l + 3);
       L.wdown = alloc_bf16(int64_t{kDim} * kFfn, 10 * l + 4);
-      L.k = alloc_bf16(int64_t{max_blocks} * kBlock * kKv * kHd, 10 * l + 5, 1.0f);
-      L.v = alloc_bf16(int64_t{max_blocks} * kBlock * kKv * kHd, 10 * l + 6, 1.0f);
+      L.k = alloc_bf16(pool_blocks * kBlock * kKv * kHd, 10 * l + 5, 1.0f);
+      L.v = alloc_bf16(pool_blocks * kBlock * kKv * kHd, 10 * l + 6, 1.0f);
       L.attn_norm = alloc_f32(kDim, 1.0f);
       L.ffn_norm = alloc_f32(kDim, 1.0f);
       layers.push_back(L);
@@ -129,52 +132,55 @@ struct Step {
     embd = alloc_bf16(int64_t{kVocab} * kDim, 7);
     head = alloc_bf16(int64_t{kVocab} * kDim, 8);
     out_norm = alloc_f32(kDim, 1.0f);
-    x = alloc_f32(kDim, 0.5f);
-    h = alloc_bf16(kDim, 11, 1.0f);
-    qkv = alloc_bf16(kQkv, 12, 1.0f);
-    q = alloc_bf16(kHeads * kHd, 13, 1.0f);
-    attn = alloc_bf16(kHeads * kHd, 14, 1.0f);
-    gu = alloc_bf16(2 * kFfn, 15, 1.0f);
-    act = alloc_bf16(kFfn, 16, 1.0f);
-    logits = alloc_f32(kVocab, 0.0f);
-    decode_bytes = kc::decode_workspace_bytes(1, kHeads, max_ctx, kHd) * 8;  // room for 64-key partitions
+    x = alloc_f32(int64_t{B} * kDim, 0.5f);
+    h = alloc_bf16(int64_t{B} * kDim, 11, 1.0f);
+    qkv = alloc_bf16(int64_t{B} * kQkv, 12, 1.0f);
+    q = alloc_bf16(int64_t{B} * kHeads * kHd, 13, 1.0f);
+    attn = alloc_bf16(int64_t{B} * kHeads * kHd, 14, 1.0f);
+    gu = alloc_bf16(int64_t{B} * 2 * kFfn, 15, 1.0f);
+    act = alloc_bf16(int64_t{B} * kFfn, 16, 1.0f);
+    logits = alloc_f32(int64_t{B} * kVocab, 0.0f);
+    decode_bytes = kc::decode_workspace_bytes(B, kHeads, max_ctx, kHd) * 8;  // room for 64-key partitions
     CK(cudaMalloc(&decode_ws, size_t(decode_bytes)));
-    CK(cudaMalloc(&tokens, 64));
-    CK(cudaMalloc(&positions, 64));
-    CK(cudaMalloc(&query_start, 64));
-    CK(cudaMalloc(&seq_lens, 64));
-    CK(cudaMalloc(&argmax, 64));
-    CK(cudaMalloc(&slots, 64));
-    CK(cudaMalloc(&tables, size_t(max_blocks) * 4));
-    std::vector<int32_t> table(static_cast<size_t>(max_blocks));
-    for (int i = 0; i < max_blocks; ++i) table[size_t(i)] = i;
+    const size_t b = static_cast<size_t>(B);
+    CK(cudaMalloc(&tokens, 4 * b));
+    CK(cudaMalloc(&positions, 4 * b));
+    CK(cudaMalloc(&query_start, 4 * b + 4));
+    CK(cudaMalloc(&seq_lens, 4 * b));
+    CK(cudaMalloc(&argmax, 4 * b));
+    CK(cudaMalloc(&slots, 8 * b));
+    CK(cudaMalloc(&tables, size_t(pool_blocks) * 4));
+    std::vector<int32_t> table(static_cast<size_t>(pool_blocks)), token(b, 42), qs(b + 1);
+    for (int64_t i = 0; i < pool_blocks; ++i) table[size_t(i)] = static_cast<int32_t>(i);
+    for (size_t i = 0; i <= b; ++i) qs[i] = static_cast<int32_t>(i);
     CK(cudaMemcpy(tables, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-    const int32_t token = 42, qs[2] = {0, 1};
-    CK(cudaMemcpy(tokens, &token, 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(query_start, qs, 8, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(tokens, token.data(), b * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(query_start, qs.data(), (b + 1) * 4, cudaMemcpyHostToDevice));
     CK(cudaDeviceSynchronize());
   }
 
   void set_context(int context) {
     ctx = context;
-    const int32_t pos = ctx - 1;
-    const int64_t slot = ctx - 1;
-    CK(cudaMemcpy(positions, &pos, 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(seq_lens, &ctx, 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(slots, &slot, 8, cudaMemcpyHostToDevice));
+    const size_t b = static_cast<size_t>(B);
+    std::vector<int32_t> pos(b, ctx - 1), lens(b, ctx);
+    std::vector<int64_t> slot(b);
+    for (size_t i = 0; i < b; ++i) slot[i] = int64_t(i) * max_blocks * kBlock + ctx - 1;
+    CK(cudaMemcpy(positions, pos.data(), b * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(seq_lens, lens.data(), b * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(slots, slot.data(), b * 8, cudaMemcpyHostToDevice));
   }
 
   // One decode step; `skip` leaves kinds out, `only` (if >= 0) keeps one kind.
   void record(cudaStream_t s, unsigned skip, int bound) {
     auto on = [&](Kind k) { return (skip & (1u << k)) == 0; };
-    kc::AttentionBatchDevice batch{1, query_start, seq_lens, tables, max_blocks, 1, bound};
-    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, 1, kDim, kVocab, x, s);
+    kc::AttentionBatchDevice batch{B, query_start, seq_lens, tables, max_blocks, 1, bound};
+    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, kDim, kVocab, x, s);
     for (int l = 0; l < kLayers; ++l) {
       const Layer& L = layers[size_t(l)];
-      kc::PagedKVDevice cache{L.k, L.v, max_blocks, kBlock, kKv, kHd, kc::DType::bf16};
-      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, 1, kDim, 1e-5f, h, s);
-      if (on(kProduct)) gemm.run(h, L.wqkv, qkv, 1, kQkv, kDim, kc::GemmOut::bf16, false, s);
-      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, 1, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q};
+      kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, kKv, kHd, kc::DType::bf16};
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, kDim, 1e-5f, h, s);
+      if (on(kProduct)) gemm.run(h, L.wqkv, qkv, B, kQkv, kDim, kc::GemmOut::bf16, false, s);
+      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q};
       if (on(kRope)) kc::rope_and_store(rope, cache, s);
       if (on(kAttention)) {
         if (attention != nullptr)
@@ -182,15 +188,15 @@ struct Step {
         else
           kc::paged_decode_attention(cache, batch, q, kHeads, 0.088f, attn, decode_ws, decode_bytes, s);
       }
-      if (on(kProduct)) gemm.run(attn, L.wo, x, 1, kDim, kDim, kc::GemmOut::f32, true, s);
-      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, 1, kDim, 1e-5f, h, s);
-      if (on(kProduct)) gemm.run(h, L.wgu, gu, 1, 2 * kFfn, kDim, kc::GemmOut::bf16, false, s);
-      if (on(kSwiglu)) kc::swiglu(gu, 1, kFfn, act, s);
-      if (on(kProduct)) gemm.run(act, L.wdown, x, 1, kDim, kFfn, kc::GemmOut::f32, true, s);
+      if (on(kProduct)) gemm.run(attn, L.wo, x, B, kDim, kDim, kc::GemmOut::f32, true, s);
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, B, kDim, 1e-5f, h, s);
+      if (on(kProduct)) gemm.run(h, L.wgu, gu, B, 2 * kFfn, kDim, kc::GemmOut::bf16, false, s);
+      if (on(kSwiglu)) kc::swiglu(gu, B, kFfn, act, s);
+      if (on(kProduct)) gemm.run(act, L.wdown, x, B, kDim, kFfn, kc::GemmOut::f32, true, s);
     }
-    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, 1, kDim, 1e-5f, h, s);
-    if (on(kHead)) gemm.run(h, head, logits, 1, kVocab, kDim, kc::GemmOut::f32, false, s);
-    if (on(kArgmax)) kc::row_argmax(logits, 1, kVocab, argmax, s);
+    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, B, kDim, 1e-5f, h, s);
+    if (on(kHead)) gemm.run(h, head, logits, B, kVocab, kDim, kc::GemmOut::f32, false, s);
+    if (on(kArgmax)) kc::row_argmax(logits, B, kVocab, argmax, s);
   }
 };
 
@@ -233,14 +239,21 @@ float time_graph(const std::function<void(cudaStream_t)>& record) {
 
 int main(int argc, char** argv) {
   std::vector<int> contexts;
-  for (int i = 1; i < argc; ++i) contexts.push_back(std::atoi(argv[i]));
+  int batch = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-b") == 0 && i + 1 < argc) {
+      batch = std::atoi(argv[++i]);
+      continue;
+    }
+    contexts.push_back(std::atoi(argv[i]));
+  }
   if (contexts.empty()) contexts = {576, 1024, 4096};
   const int max_ctx = (*std::max_element(contexts.begin(), contexts.end()) + 511) / 512 * 512;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs; dependent launch mode %d; Llama-3-8B shape, batch 1, one step per graph\n", prop.name,
-              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()));
-  Step step(max_ctx);
+  std::printf("%s, %d SMs; dependent launch mode %d; Llama-3-8B shape, batch %d, one step per graph\n", prop.name,
+              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), batch);
+  Step step(max_ctx, batch);
   for (int ctx : contexts) {
     step.set_context(ctx);
     const int bound = (ctx + 511) / 512 * 512;  // the engine captures per context bound

@@ -51,12 +51,13 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
 
 // Decode: exactly one query token per sequence (query_start = 0, 1, ..., n).
 // Keys are split into partitions processed in parallel and merged by
-// log-sum-exp. A sequence's partition size is a function of its own length
-// (decode_partition), never of the batch, so each row's bits do not depend on
-// the batch either; short contexts get small partitions so that a lone
-// sequence still spreads over many SMs (at batch 1 a 512-key partition left
-// 16 CTAs walking 512 keys each: BENCHMARKS.md §6). workspace must hold
-// decode_workspace_bytes(...) bytes.
+// log-sum-exp. A batch that fills the GPU with 512-key partitions uses them;
+// a smaller one sizes each sequence's partitions from that sequence's length
+// (decode_partition), so that a lone short sequence still spreads over many
+// SMs (at batch 1 a 512-key partition left 16 CTAs walking 512 keys each:
+// BENCHMARKS.md §6). A row's bits may therefore depend on the batch, as the
+// products' do outside --deterministic, which does not use this kernel.
+// workspace must hold decode_workspace_bytes(...) bytes.
 __host__ __device__ constexpr int decode_partition(int ctx_len) {
   return ctx_len <= 1024 ? 128 : ctx_len <= 4096 ? 256 : 512;
 }

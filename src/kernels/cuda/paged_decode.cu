@@ -19,6 +19,27 @@ constexpr int kCtasPerSM = 3;
 
 int max_partitions(int max_seq_len) { return decode_partitions_bound(max_seq_len); }
 
+int multiprocessors() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+      return 132;
+    return n;
+  }();
+  return count;
+}
+
+// A batch that fills the GPU twice over with 512-key partitions uses them for
+// every sequence: there, smaller ones only add merge work (a batch-128 step
+// at context 576 took 8.61 ms with 128-key partitions, 8.04 with 512;
+// dev/cuda/step_lab.cu). A smaller batch sizes each sequence's partitions
+// from its length (decode_partition).
+int batch_partition(const AttentionBatchDevice& b, int n_kv_heads, int row_groups) {
+  const int64_t ctas = int64_t{b.n_seqs} * n_kv_heads * row_groups * ((b.max_seq_len + 511) / 512);
+  return ctas >= 2 * int64_t{multiprocessors()} ? 512 : 0;
+}
+
 template <typename T, int D>
 void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
             void* out, void* workspace, cudaStream_t stream) {
@@ -27,12 +48,13 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   allow_shared_memory<kernel>(Shape::kSmemBytes, "paged_decode_attention: shared memory limit");
   const int group = n_heads / c.n_kv_heads;
   const int row_groups = (group + 15) / 16;
-  const int parts = max_partitions(b.max_seq_len);
+  const int part_len = batch_partition(b, c.n_kv_heads, row_groups);
+  const int parts = part_len > 0 ? (b.max_seq_len + part_len - 1) / part_len : max_partitions(b.max_seq_len);
   float* partial_out = static_cast<float*>(workspace);
   float* partial_lse = partial_out + int64_t{b.n_seqs} * n_heads * parts * D;
   DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
                  c.block_size, c.n_kv_heads, n_heads, group, row_groups, parts, scale * 1.4426950408889634f,
-                 partial_out, partial_lse};
+                 partial_out, partial_lse, part_len};
   launch_dependent("paged_decode_attention", LaunchRole::kOther, kernel,
                    dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream, p);
   if (parts > 1)

@@ -1,6 +1,6 @@
 // Split-KV paged decode (flash-decoding) on tensor cores. One CTA takes one
-// partition of kPart keys (0: decode_partition of the sequence's length) of
-// one sequence for one KV head and all the
+// partition of kPart keys (0: p.part_len, or with that 0 too the
+// decode_partition of the sequence's length) of one sequence for one KV head and all the
 // query heads that share it (GQA: up to 16 heads as the 16 rows of the mma
 // tile, so each key is read once for the whole group). Its warps take the
 // partition's 16-key chunks in turn, each with its own cp.async ring of
@@ -37,6 +37,7 @@ struct DecodeParams {
   float scale_log2;
   float* partial_out;  // [n_seqs, n_heads, max_parts, D]
   float* partial_lse;  // [n_seqs, n_heads, max_parts], log2 domain
+  int32_t part_len;    // keys per partition; 0: decode_partition of each sequence's length
 };
 
 template <int D, int WARPS, int STAGES>
@@ -68,7 +69,7 @@ __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(co
   const int row_group = blockIdx.y % p.row_groups;
   const int seq = blockIdx.z;
   const int ctx_len = p.seq_lens[seq];
-  const int part_len = kPart > 0 ? kPart : decode_partition(ctx_len);
+  const int part_len = kPart > 0 ? kPart : p.part_len > 0 ? p.part_len : decode_partition(ctx_len);
   const int part_begin = part * part_len;
   if (part_begin >= ctx_len) return;
   const int part_end = min(ctx_len, part_begin + part_len);
@@ -259,7 +260,7 @@ __global__ void __launch_bounds__(D) merge_partitions_kernel(const DecodeParams 
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int ctx_len = p.seq_lens[seq];
-  const int part_len = kPart > 0 ? kPart : decode_partition(ctx_len);
+  const int part_len = kPart > 0 ? kPart : p.part_len > 0 ? p.part_len : decode_partition(ctx_len);
   const int n_parts = (ctx_len + part_len - 1) / part_len;
   if (n_parts <= 1) return;  // written directly by the decode kernel
   const int d = threadIdx.x;
