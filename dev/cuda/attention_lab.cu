@@ -26,6 +26,7 @@
 #include "variants/flash_prefill_sm90_sync.cuh"
 #include "variants/flash_prefill_sm90_pipelined.cuh"
 #include "kernels/cuda/flash_prefill_sm90_ws.cuh"
+#include "variants/flash_prefill_sm90_pingpong.cuh"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
 using namespace exactly::kernels::cuda;
@@ -242,10 +243,10 @@ std::function<void()> prefill_sm90(const Problem& pr) {
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, bool kPingPong = false>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
   using S = Sm90WsShape<BN, STAGES>;
-  auto kernel = flash_prefill_sm90_ws_kernel<BN, STAGES>;
+  auto kernel = kPingPong ? flash_prefill_sm90_pingpong_kernel<BN, STAGES> : flash_prefill_sm90_ws_kernel<BN, STAGES>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
   CUtensorMap k_map, v_map;
@@ -275,6 +276,9 @@ static const std::vector<Version> kPrefillVersions = {
     {"v11 as v6, one warpgroup per CTA", prefill_sm90<128, false, 1>},
     {"v12 TMA producer warpgroup + 2 consumers, 128-key tiles, 3 stages", prefill_sm90_ws<128, 3>},
     {"v13 TMA producer warpgroup + 2 consumers, 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
+    {"v14 v12 + consumers taking turns (ping-pong), P V one tile late", prefill_sm90_ws<128, 3, true>},
+    {"v15 v14 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4, true>},
+    {"v16 v14 with 64-key tiles, 6 stages", prefill_sm90_ws<64, 6, true>},
 };
 
 static bool run_versions(const char* what, const std::vector<Version>& versions, int only,
