@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "lab_common.h"
 #include "kernels/cuda/flash_prefill_kernel.cuh"
 #include "variants/flash_prefill_sm90_sync.cuh"
 #include "variants/flash_prefill_sm90_pipelined.cuh"
@@ -32,14 +33,6 @@
 using namespace exactly::kernels::cuda;
 using bf16 = __nv_bfloat16;
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e = (x);                                                                      \
-    if (e != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 // ---- problem: a paged batch with a shuffled block table -------------------
 struct Problem {

@@ -14,14 +14,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e = (x);                                                                      \
-    if (e != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "lab_common.h"
+
 #define LT(x)                                                                           \
   do {                                                                                  \
     cublasStatus_t status_ = (x);                                                             \
@@ -54,10 +48,6 @@ __global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint32_t seed) {
   }
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -4,7 +4,7 @@
 // reference), then timed the way a decode step runs them: Llama-3-8B's 32
 // layers of q/k/v, o, gate/up and down products plus the head, each layer
 // with its own weights (15 GB, far beyond L2), captured in one CUDA graph
-// with the products launched as dependents, optionally with a small ordinary
+// with the products launched as dependents (median of 20 replays), optionally with a small ordinary
 // kernel between products as in the engine's chain.
 //
 //   gemv_lab [VERSION]     without VERSION every version runs
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "lab_common.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
 #include "variants/gemv_bulk.cuh"
@@ -28,14 +29,6 @@
 using namespace exactly::kernels::cuda;
 using bf16 = __nv_bfloat16;
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e = (x);                                                                      \
-    if (e != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace {
 
@@ -201,39 +194,6 @@ bool validate(const std::vector<Version>& vs, Buffers& b) {
   return ok;
 }
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Times a captured sequence: median of 15 replays (after 3 warm-ups), in ms.
-float time_graph(const std::function<void(cudaStream_t)>& record) {
-  cudaStream_t stream;
-  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  record(stream);
-  CK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, z;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&z));
-  std::vector<float> ms;
-  for (int i = 0; i < 18; ++i) {
-    CK(cudaEventRecord(a, stream));
-    CK(cudaGraphLaunch(exec, stream));
-    CK(cudaEventRecord(z, stream));
-    CK(cudaEventSynchronize(z));
-    float t;
-    CK(cudaEventElapsedTime(&t, a, z));
-    if (i >= 3) ms.push_back(t);
-  }
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  CK(cudaStreamDestroy(stream));
-  return median(ms);
-}
 
 }  // namespace
 

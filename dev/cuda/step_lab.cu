@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "lab_common.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
@@ -28,14 +29,6 @@
 
 namespace kc = exactly::kernels::cuda;
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e = (x);                                                                      \
-    if (e != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace {
 
@@ -200,40 +193,6 @@ struct Step {
   }
 };
 
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-float time_graph(const std::function<void(cudaStream_t)>& record) {
-  cudaStream_t stream;
-  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  record(stream);
-  CK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, z;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&z));
-  std::vector<float> ms;
-  for (int i = 0; i < 23; ++i) {
-    CK(cudaEventRecord(a, stream));
-    CK(cudaGraphLaunch(exec, stream));
-    CK(cudaEventRecord(z, stream));
-    CK(cudaEventSynchronize(z));
-    float t;
-    CK(cudaEventElapsedTime(&t, a, z));
-    if (i >= 3) ms.push_back(t);
-  }
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  CK(cudaStreamDestroy(stream));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(z));
-  return median(ms);
-}
 
 }  // namespace
 
