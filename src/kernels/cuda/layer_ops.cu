@@ -1,6 +1,7 @@
-// Element-wise and row-wise layer operations (see layer_ops.h). They are a
-// few percent of a step's time: written for clarity, with 16-bit loads where
-// the rows are long.
+// Element-wise and row-wise layer operations (see layer_ops.h). Their work is
+// small, but at batch 1 each one's latency sits between two products: spread
+// over enough threads that no thread walks a chain of dependent loads (they
+// were a quarter of a batch-1 step before: BENCHMARKS.md §6).
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/dependent_launch.h"
