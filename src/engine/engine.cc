@@ -331,13 +331,13 @@ RowSampling device_sampling(Sampler& sampler, std::span<const int32_t> context, 
   return row;
 }
 
-// Whether the model can verify these drafts: it verifies at all, and every
-// draft distribution is within its width (prompt lookup's are one-hot).
-bool verifiable_on_model(const std::vector<std::vector<TokenProb>>& draft_dists, int32_t max_entries) {
-  if (max_entries <= 0) return false;
-  for (const auto& q : draft_dists)
-    if (q.size() > static_cast<size_t>(max_entries)) return false;
-  return true;
+// The draft-distribution entries a verify of these drafts hands the model
+// (a deterministic drafter's are one-hot: one per draft).
+int64_t draft_entries(const std::vector<std::vector<TokenProb>>& draft_dists, size_t num_drafts) {
+  if (draft_dists.empty()) return static_cast<int64_t>(num_drafts);
+  int64_t n = 0;
+  for (const auto& q : draft_dists) n += static_cast<int64_t>(q.size());
+  return n;
 }
 
 // A sampled verify run by the model: its drafts and draft distributions, and
@@ -380,6 +380,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
   size_t max_blocks = 1;
   for (const ScheduledChunk& c : out.scheduled) max_blocks = std::max(max_blocks, kv_manager_.block_table(c.id).size());
   b.reset(out.scheduled.size(), max_blocks);
+  int64_t entries_left = model_.model->verified_draft_entries();  // for the verifies the model runs
 
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledChunk& c = out.scheduled[i];
@@ -430,7 +431,8 @@ void Engine::pack_batch(const SchedulerOutput& out) {
           if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
         }
       } else if (token_only && drafts > 0 &&
-                 verifiable_on_model(s.draft_dists, model_.model->verified_draft_entries())) {
+                 draft_entries(s.draft_dists, static_cast<size_t>(drafts)) <= entries_left) {
+        entries_left -= draft_entries(s.draft_dists, static_cast<size_t>(drafts));
         pack_device_verify(b, s.sampler, *r, s.draft_dists, first_row);
       }
     }

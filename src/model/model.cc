@@ -11,7 +11,7 @@ namespace exactly {
 int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layers) {
   const ModelConfig& c = model.config();
   const bool can_sample = model.samples_rows();
-  const int32_t max_entries = model.verified_draft_entries();
+  const int64_t max_entries = model.verified_draft_entries();
   if (num_layers < 0) num_layers = c.n_layers;
   EXACTLY_CHECK(num_layers >= 1 && num_layers <= c.n_layers, "%d layers of %d", num_layers, c.n_layers);
   const int64_t n = b.num_tokens();
@@ -38,13 +38,14 @@ int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layer
     for (size_t j = 0; j < k; ++j) {
       const int32_t begin = b.q_offsets[static_cast<size_t>(v.q_begin) + j];
       const int32_t end = b.q_offsets[static_cast<size_t>(v.q_begin) + j + 1];
-      EXACTLY_CHECK(0 <= begin && begin <= end && static_cast<size_t>(end) <= b.q_entries.size() &&
-                        end - begin <= max_entries,
-                    "draft distribution [%d, %d) of %zu entries (at most %d)", begin, end, b.q_entries.size(),
-                    max_entries);
+      EXACTLY_CHECK(0 <= begin && begin <= end && static_cast<size_t>(end) <= b.q_entries.size(),
+                    "draft distribution [%d, %d) of %zu entries", begin, end, b.q_entries.size());
     }
     verify_rows += k + 1;
   }
+  EXACTLY_CHECK(b.verifies.empty() || static_cast<int64_t>(b.q_entries.size()) <= max_entries,
+                "%zu draft-distribution entries for a model that takes %lld", b.q_entries.size(),
+                static_cast<long long>(max_entries));
   EXACTLY_CHECK(verify_rows == static_cast<size_t>(std::count(b.row_use.begin(), b.row_use.end(), RowUse::kVerify)),
                 "rows marked kVerify outside any verify");
   for (size_t i = 0; i < b.row_use.size(); ++i) {

@@ -82,9 +82,11 @@ class Model {
   // Whether forward() samples rows marked kSample itself (on its device,
   // where the logits are); a model that does not refuses such rows.
   virtual bool samples_rows() const { return false; }
-  // The widest draft distribution (tokens per position) of a sampled verify
-  // that forward() runs itself (batch.verifies); 0: it runs none.
-  virtual int32_t verified_draft_entries() const { return 0; }
+  // How many draft-distribution entries (summed over a batch's verifies and
+  // their positions) forward() can take in the verifies it runs itself
+  // (batch.verifies); 0: it runs none. The engine leaves a verify that would
+  // not fit to the host's rejection sampler.
+  virtual int64_t verified_draft_entries() const { return 0; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside

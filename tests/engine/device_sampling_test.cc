@@ -24,7 +24,8 @@ enum class Fault { kNone, kIgnorePenalties };
 
 class SamplingModel final : public Model {
  public:
-  SamplingModel(std::unique_ptr<Model> inner, Fault fault) : inner_(std::move(inner)), fault_(fault) {}
+  SamplingModel(std::unique_ptr<Model> inner, Fault fault, int64_t draft_entries)
+      : inner_(std::move(inner)), fault_(fault), draft_entries_(draft_entries) {}
 
   const ModelConfig& config() const override { return inner_->config(); }
   const char* device() const override { return inner_->device(); }
@@ -36,7 +37,7 @@ class SamplingModel final : public Model {
     return inner_->make_kv_pool(num_blocks, block_size);
   }
   bool samples_rows() const override { return true; }
-  int32_t verified_draft_entries() const override { return 64; }
+  int64_t verified_draft_entries() const override { return draft_entries_; }
 
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers,
                int32_t* tokens) override {
@@ -119,6 +120,7 @@ class SamplingModel final : public Model {
 
   std::unique_ptr<Model> inner_;
   Fault fault_;
+  int64_t draft_entries_;
 };
 
 class DeviceSampling : public RealModelTest {
@@ -160,13 +162,18 @@ class DeviceSampling : public RealModelTest {
     return reqs;
   }
 
+  // Draft-distribution entries the wrapped model takes per step: by default
+  // room for whole-vocabulary drafts of every sequence.
+  static constexpr int64_t kRoomy = int64_t{1} << 30;
+
   static std::vector<std::vector<int32_t>> run_with(Fault fault, int64_t* sampled_rows,
-                                                     const EngineConfig& c = config(), int64_t* verified = nullptr) {
+                                                     const EngineConfig& c = config(), int64_t* verified = nullptr,
+                                                     int64_t draft_entries = kRoomy, EngineStats* stats = nullptr) {
     LoadedModel m = load_model(test_model_path(), false);
-    auto wrapped = std::make_unique<SamplingModel>(std::move(m.model), fault);
+    auto wrapped = std::make_unique<SamplingModel>(std::move(m.model), fault, draft_entries);
     SamplingModel* probe = wrapped.get();
     m.model = std::move(wrapped);
-    auto out = testing::run_engine(m, requests(), c);
+    auto out = testing::run_engine(m, requests(), c, stats);
     *sampled_rows = probe->sampled_rows;
     if (verified != nullptr) *verified = probe->verified_jobs;
     return out;
@@ -212,6 +219,21 @@ TEST_F(DeviceSampling, SameTokensAsHostSamplingWithSpeculation) {
     ASSERT_EQ(host.size(), device.size());
     for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << method << ", request " << i;
   }
+}
+
+// With room for few draft-distribution entries per step, the verifies that do
+// not fit stay with the host's rejection sampler, in the same step as those
+// the model runs, and every token is still the host's.
+TEST_F(DeviceSampling, VerifiesBeyondTheModelsRoomStayOnTheHost) {
+  const EngineConfig c = speculative_config("layerskip:8");
+  const auto host = testing::run_engine(*model_, requests(), c);
+  int64_t sampled = 0, verified = 0;
+  EngineStats stats;
+  const auto device = run_with(Fault::kNone, &sampled, c, &verified, 200, &stats);
+  EXPECT_GT(verified, 10) << "no verify fitted the model's room";
+  EXPECT_GT(stats.spec_verifies - verified, 10) << "every verify fitted: the room was not tested";
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
 }
 
 TEST_F(DeviceSampling, IgnoringPenaltiesIsCaught) {

@@ -44,7 +44,7 @@ constexpr int64_t kSampleRowsPerLaunch = 256;
 
 // A verify on the GPU takes draft distributions of at most this many tokens
 // per position (its arrays are sized for them with the workspace).
-static_assert(CudaLlamaModel::kMaxDraftEntries > 0);
+static_assert(CudaLlamaModel::kSparseDraftEntries > 0 && CudaLlamaModel::kDenseDraftRows > 0);
 
 // The batch's sampling rows go to the kernel as they are.
 static_assert(sizeof(RowSampling) == sizeof(kc::SampleRowParams) &&
@@ -79,6 +79,7 @@ struct CudaLlamaModel::Workspace {
   kc::PinnedBuffer verify_params_staging, verify_staging;
   size_t off_jobs = 0, off_drafts = 0, off_q_offsets = 0, off_q_entries = 0, off_uniforms = 0, off_accepted = 0,
          off_final = 0, verify_bytes = 0;
+  int64_t q_capacity = 0;  // draft-distribution entries a step's verifies may carry
   size_t decode_bytes = 0;
   // Offsets of the index arrays (bytes).
   size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_query_start = 0, off_seq_lens = 0, off_tables = 0,
@@ -276,7 +277,9 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
       w.off_jobs = take_v(S * sizeof(RowVerify));
       w.off_drafts = take_v(S * kMaxDrafts * 4);
       w.off_q_offsets = take_v(S * (kMaxDrafts + 1) * 4);
-      w.off_q_entries = take_v(S * kMaxDrafts * static_cast<size_t>(kMaxDraftEntries) * sizeof(DraftProb));
+      w.q_capacity = std::max<int64_t>(static_cast<int64_t>(S) * kMaxDrafts * kSparseDraftEntries,
+                                       kDenseDraftRows * int64_t{c.vocab_size});
+      w.off_q_entries = take_v(static_cast<size_t>(w.q_capacity) * sizeof(DraftProb));
       w.off_uniforms = take_v(S * (kMaxDrafts + 1) * 8);
       w.off_accepted = take_v(S * 4);
       w.off_final = take_v(S * 4);
@@ -393,6 +396,10 @@ bool CudaLlamaModel::samples_rows() const {
     return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return on;
+}
+
+int64_t CudaLlamaModel::verified_draft_entries() const {
+  return samples_rows() && ws_ != nullptr ? ws_->q_capacity : 0;
 }
 
 void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool&, int num_layers,
@@ -592,7 +599,7 @@ void CudaLlamaModel::upload_verifies(const ForwardBatch& b) {
   const auto S = static_cast<size_t>(w.seqs);
   EXACTLY_CHECK(b.verifies.size() <= S && b.verify_drafts.size() <= S * kMaxDrafts &&
                     b.q_offsets.size() <= S * (kMaxDrafts + 1) &&
-                    b.q_entries.size() <= S * kMaxDrafts * static_cast<size_t>(kMaxDraftEntries) &&
+                    static_cast<int64_t>(b.q_entries.size()) <= w.q_capacity &&
                     b.verify_uniforms.size() <= S * (kMaxDrafts + 1),
                 "verify arrays beyond the workspace (%zu jobs)", b.verifies.size());
   auto* host = w.verify_staging.as<uint8_t>();

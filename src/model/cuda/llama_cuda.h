@@ -64,10 +64,13 @@ class CudaLlamaModel final : public Model {
   // unless EXACTLY_CUDA_SAMPLING=0 sends them back to the host's Sampler.
   bool samples_rows() const override;
   // Sampled verifies run on the GPU too (kernels/cuda/sampling.h), under the
-  // same switch, for draft distributions of at most kMaxDraftEntries tokens
-  // (top-k 40 drafts, one-hot prompt lookup); wider ones stay on the host.
-  int32_t verified_draft_entries() const override { return samples_rows() ? kMaxDraftEntries : 0; }
-  static constexpr int32_t kMaxDraftEntries = 64;
+  // same switch, as many as the workspace's draft-distribution space takes in
+  // a step: kSparseDraftEntries per draft of every sequence (one-hot prompt
+  // lookup, top-k drafts), or kDenseDraftRows whole-vocabulary distributions
+  // (a draft model sampled without top-k); beyond that the host verifies.
+  int64_t verified_draft_entries() const override;
+  static constexpr int64_t kSparseDraftEntries = 64;
+  static constexpr int64_t kDenseDraftRows = 16;
 
   // Bytes of the weights a pass reads (on the GPU: all but the embedding table, unless tied).
   int64_t weight_bytes() const override { return weight_bytes_; }
