@@ -513,14 +513,19 @@ std::vector<RequestOutput> Engine::step() {
           v = RejectionSampler::verify_greedy(drafts,
                                               std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
         } else {
-          // p_i is conditioned on the context followed by drafts x_1..x_{i-1}.
-          std::vector<int32_t> context = r->tokens;
+          // p_i is conditioned on the context followed by drafts x_1..x_{i-1};
+          // processed only for the positions the verification reaches.
           std::vector<std::vector<TokenProb>> dists(drafts.size() + 1);
-          for (size_t i = 0; i <= drafts.size(); ++i) {
-            dists[i] = s.sampler.distribution(logits_at(i), context, num_prompt);
-            if (i < drafts.size()) context.push_back(drafts[i]);
-          }
-          v = speculator_->verify(drafts, s.draft_dists, dists, s.sampler);
+          std::vector<int32_t> context;
+          v = speculator_->verify(
+              drafts, s.draft_dists,
+              [&](size_t i) -> const std::vector<TokenProb>& {
+                context.assign(r->tokens.begin(), r->tokens.end());
+                context.insert(context.end(), drafts.begin(), drafts.begin() + static_cast<ptrdiff_t>(i));
+                dists[i] = s.sampler.distribution(logits_at(i), context, num_prompt);
+                return dists[i];
+              },
+              s.sampler);
         }
         s.draft_dists.clear();
         s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);

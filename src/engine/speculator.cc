@@ -71,18 +71,27 @@ void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
 }
 
 VerifyOutcome Speculator::verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> draft_dists,
-                                 std::span<const std::vector<TokenProb>> target_dists, Sampler& target_sampler) {
-  EXACTLY_CHECK(target_dists.size() == drafts.size() + 1 && (draft_dists.empty() || draft_dists.size() == drafts.size()),
-                "%zu drafts, %zu draft and %zu target distributions", drafts.size(), draft_dists.size(),
-                target_dists.size());
-  if (target_sampler.params().greedy()) {
-    std::vector<int32_t> argmax(target_dists.size());
-    for (size_t i = 0; i < target_dists.size(); ++i) argmax[i] = target_dists[i].front().id;
-    return RejectionSampler::verify_greedy(drafts, argmax);
+                                 const TargetAt& target_at, Sampler& target_sampler) {
+  EXACTLY_CHECK(draft_dists.empty() || draft_dists.size() == drafts.size(), "%zu drafts, %zu draft distributions",
+                drafts.size(), draft_dists.size());
+  if (target_sampler.params().greedy()) {  // verify_greedy's rule, one position at a time
+    VerifyOutcome out;
+    for (size_t i = 0;; ++i) {
+      const int32_t best = target_at(i).front().id;
+      if (i == drafts.size() || drafts[i] != best) {
+        out.num_accepted = static_cast<int32_t>(i);
+        out.tokens.push_back(best);
+        return out;
+      }
+      out.tokens.push_back(drafts[i]);
+    }
   }
-  std::vector<DistributionView> p, q;
-  for (const auto& d : target_dists) p.push_back(DistributionView::sparse(std::span<const TokenProb>(d)));
-  if (draft_dists.empty()) return rejection_sampler_.verify_deterministic_drafts(drafts, p, target_sampler.rng());
+  const auto p = [&](size_t i) { return DistributionView::sparse(std::span<const TokenProb>(target_at(i))); };
+  std::vector<DistributionView> q;
+  if (draft_dists.empty()) {  // n-gram drafts: each q_i one-hot at its draft
+    for (int32_t x : drafts) q.push_back(DistributionView::one_hot(x));
+    return rejection_sampler_.verify(drafts, q, p, target_sampler.rng());
+  }
   // Without top-k a draft distribution spans the vocabulary, and the
   // residual would look each of p's tokens up in it. Indexed by id, each
   // lookup is O(1). Draws walk p's order, so nothing they return changes.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,11 +51,15 @@ class Speculator {
   void propose(std::span<const DraftJob> jobs, ThreadPool& pool);
 
   // Emitted tokens for one request's verify: the target distributions p
-  // ([k + 1]) against the drafts and, for model drafts, their q ([k]; empty
-  // for n-gram drafts, which are one-hot). Greedy requests keep drafts while
-  // they equal the target's argmax.
+  // against the drafts and, for model drafts, their q ([k]; empty for n-gram
+  // drafts, which are one-hot). Greedy requests keep drafts while they equal
+  // the target's argmax. target_at(i) gives p_{i+1} (i in 0..k); it is asked
+  // only for the positions the verification reaches, in order, so the caller
+  // processes no logits row past the first rejection (each returned vector
+  // must stay valid until verify returns).
+  using TargetAt = std::function<const std::vector<TokenProb>&(size_t)>;
   VerifyOutcome verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> draft_dists,
-                       std::span<const std::vector<TokenProb>> target_dists, Sampler& target_sampler);
+                       const TargetAt& target_at, Sampler& target_sampler);
 
   // Seconds one draft position costs (one pass over `decoding` requests), once
   // measured; 0 for n-gram drafting, which runs no model.
