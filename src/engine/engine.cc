@@ -430,9 +430,9 @@ void Engine::pack_batch(const SchedulerOutput& out) {
           }
           if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
         }
-      } else if (token_only && drafts > 0 &&
-                 draft_entries(s.draft_dists, static_cast<size_t>(drafts)) <= entries_left) {
-        entries_left -= draft_entries(s.draft_dists, static_cast<size_t>(drafts));
+      } else if (const int64_t entries = draft_entries(s.draft_dists, static_cast<size_t>(drafts));
+                 token_only && drafts > 0 && entries <= entries_left) {
+        entries_left -= entries;
         pack_device_verify(b, s.sampler, *r, s.draft_dists, first_row);
       }
     }

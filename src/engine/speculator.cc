@@ -74,18 +74,8 @@ VerifyOutcome Speculator::verify(std::span<const int32_t> drafts, std::span<cons
                                  const TargetAt& target_at, Sampler& target_sampler) {
   EXACTLY_CHECK(draft_dists.empty() || draft_dists.size() == drafts.size(), "%zu drafts, %zu draft distributions",
                 drafts.size(), draft_dists.size());
-  if (target_sampler.params().greedy()) {  // verify_greedy's rule, one position at a time
-    VerifyOutcome out;
-    for (size_t i = 0;; ++i) {
-      const int32_t best = target_at(i).front().id;
-      if (i == drafts.size() || drafts[i] != best) {
-        out.num_accepted = static_cast<int32_t>(i);
-        out.tokens.push_back(best);
-        return out;
-      }
-      out.tokens.push_back(drafts[i]);
-    }
-  }
+  if (target_sampler.params().greedy())
+    return RejectionSampler::verify_greedy(drafts, [&](size_t i) { return target_at(i).front().id; });
   const auto p = [&](size_t i) { return DistributionView::sparse(std::span<const TokenProb>(target_at(i))); };
   std::vector<DistributionView> q;
   if (draft_dists.empty()) {  // n-gram drafts: each q_i one-hot at its draft

@@ -55,13 +55,22 @@ VerifyOutcome RejectionSampler::verify_deterministic_drafts(std::span<const int3
 VerifyOutcome RejectionSampler::verify_greedy(std::span<const int32_t> drafts, std::span<const int32_t> target_argmax) {
   EXACTLY_CHECK(target_argmax.size() == drafts.size() + 1, "%zu drafts need %zu target tokens, got %zu",
                 drafts.size(), drafts.size() + 1, target_argmax.size());
+  return verify_greedy(drafts, [&](size_t i) { return target_argmax[i]; });
+}
+
+VerifyOutcome RejectionSampler::verify_greedy(std::span<const int32_t> drafts,
+                                              const std::function<int32_t(size_t)>& argmax_at) {
   VerifyOutcome out;
   out.tokens.reserve(drafts.size() + 1);
-  size_t i = 0;
-  while (i < drafts.size() && drafts[i] == target_argmax[i]) out.tokens.push_back(drafts[i++]);
-  out.num_accepted = static_cast<int32_t>(i);
-  out.tokens.push_back(target_argmax[i]);
-  return out;
+  for (size_t i = 0;; ++i) {
+    const int32_t best = argmax_at(i);
+    if (i == drafts.size() || drafts[i] != best) {
+      out.num_accepted = static_cast<int32_t>(i);
+      out.tokens.push_back(best);
+      return out;
+    }
+    out.tokens.push_back(drafts[i]);
+  }
 }
 
 }  // namespace exactly

@@ -83,6 +83,10 @@ class RejectionSampler {
   // last draft). Deterministic; no RNG draws.
   static VerifyOutcome verify_greedy(std::span<const int32_t> drafts,          // [k]
                                      std::span<const int32_t> target_argmax);  // [k + 1]
+  // The same with argmax_at(i) giving position i's argmax (i in 0..k), asked
+  // only for the positions the comparison reaches, in order.
+  static VerifyOutcome verify_greedy(std::span<const int32_t> drafts,
+                                     const std::function<int32_t(size_t)>& argmax_at);
 
  private:
   AcceptanceRule rule_;

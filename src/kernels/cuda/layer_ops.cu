@@ -238,8 +238,7 @@ void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps, void* out,
                   cudaStream_t stream) {
   if (n == 0) return;
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-  const bool vectorised = dim % 4 == 0 && dim <= kNormVectors * 4 * kRowThreads && aligned(x) && aligned(weight);
+  const bool vectorised = dim % 4 == 0 && dim <= kNormVectors * 4 * kRowThreads && aligned16(x) && aligned16(weight);
   launch_dependent("rmsnorm_bf16", LaunchRole::kOther, rmsnorm_kernel, static_cast<unsigned>(n), kRowThreads, 0,
                    stream, x, weight, rows, dim, eps, vectorised, static_cast<bf16*>(out));
 }

@@ -40,6 +40,14 @@ struct DecodeParams {
   int32_t part_len;    // keys per partition; 0: decode_partition of each sequence's length
 };
 
+// Keys per partition of a sequence of ctx_len keys: kPart when the kernel
+// fixes it, else the launch's p.part_len, else the sequence's own
+// decode_partition. The decode and merge kernels must agree on it.
+template <int kPart>
+__device__ __forceinline__ int partition_keys(const DecodeParams& p, int ctx_len) {
+  return kPart > 0 ? kPart : p.part_len > 0 ? p.part_len : decode_partition(ctx_len);
+}
+
 template <int D, int WARPS, int STAGES>
 struct DecodeShape {
   static constexpr int kThreads = 32 * WARPS;
@@ -69,7 +77,7 @@ __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(co
   const int row_group = blockIdx.y % p.row_groups;
   const int seq = blockIdx.z;
   const int ctx_len = p.seq_lens[seq];
-  const int part_len = kPart > 0 ? kPart : p.part_len > 0 ? p.part_len : decode_partition(ctx_len);
+  const int part_len = partition_keys<kPart>(p, ctx_len);
   const int part_begin = part * part_len;
   if (part_begin >= ctx_len) return;
   const int part_end = min(ctx_len, part_begin + part_len);
@@ -260,7 +268,7 @@ __global__ void __launch_bounds__(D) merge_partitions_kernel(const DecodeParams 
   const int head = blockIdx.x;
   const int seq = blockIdx.y;
   const int ctx_len = p.seq_lens[seq];
-  const int part_len = kPart > 0 ? kPart : p.part_len > 0 ? p.part_len : decode_partition(ctx_len);
+  const int part_len = partition_keys<kPart>(p, ctx_len);
   const int n_parts = (ctx_len + part_len - 1) / part_len;
   if (n_parts <= 1) return;  // written directly by the decode kernel
   const int d = threadIdx.x;
