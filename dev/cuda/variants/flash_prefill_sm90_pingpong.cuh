@@ -1,14 +1,17 @@
-// Lab version v14 of the Hopper prefill (production: flash_prefill_sm90_ws.cuh):
-// the same producer and consumers, with the two consumer warpgroups taking
-// turns at the tensor cores (two named barriers), so that one's softmax runs
-// while the other's products do. Each turn issues the previous tile's P V and
+// Lab versions v23/v24 of the Hopper prefill (production:
+// flash_prefill_sm90_ws.cuh): the same producer, consumers and softmax, with
+// the two consumer warpgroups taking turns at the tensor cores (two named
+// barriers), so that one's softmax runs while the other's products do. Each turn issues the previous tile's P V and
 // this tile's Q K^T together; a stage is released once its V has been used.
+// (v14-v16 were the same with v12's softmax and, until the operand fences and
+// a branch-free turn, ptxas serialising the turn's products.)
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cuda/flash_prefill_kernel.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 #include "kernels/cuda/flash_prefill_sm90_ws.cuh"
@@ -22,7 +25,7 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_pingpong_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const PrefillParams p) {
@@ -31,11 +34,7 @@ __global__ void __launch_bounds__(384, 1)
   using S = Sm90WsShape<BN, STAGES>;
   constexpr int D = S::kD;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base = (smem_address(smem_raw) + 1023u) & ~1023u;
-  const uint32_t k_smem = base;
-  const uint32_t v_smem = base + STAGES * S::kTileBytes;
-  const uint32_t full_bar = v_smem + STAGES * S::kTileBytes;  // STAGES barriers of 8 bytes
-  const uint32_t empty_bar = full_bar + STAGES * 8;
+  const Sm90WsStages<BN, STAGES> st((smem_address(smem_raw) + 1023u) & ~1023u);
 
   const int seq = blockIdx.z;
   const int head = blockIdx.y;
@@ -50,36 +49,12 @@ __global__ void __launch_bounds__(384, 1)
   const int n_tiles = (n_keys + BN - 1) / BN;
   const int tid = threadIdx.x;
 
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full_bar + 8 * s, 1);    // the producer's arrive, plus the copies' bytes
-      mbarrier_init(empty_bar + 8 * s, 8);   // one arrive per consumer warp
-    }
-    mbarrier_init_fence();
-  }
+  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
   __syncthreads();
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    if (tid == 0) {
-      const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
-      for (int t = 0; t < n_tiles; ++t) {
-        const int s = t % STAGES;
-        mbarrier_wait(empty_bar + 8 * s, ((t / STAGES) & 1) ^ 1);
-        mbarrier_arrive_expect_tx(full_bar + 8 * s, 2 * S::kTileBytes);
-#pragma unroll 1
-        for (int g = 0; g < BN / 16; ++g) {
-          int key0 = t * BN + g * 16;
-          if (key0 >= n_keys) key0 = 0;  // a whole 16-key group past the end: any finite block, masked
-          const int slot0 = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
-          for (int panel = 0; panel < 2; ++panel) {
-            const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + g * 16 * 128;
-            tma_load_3d(k_smem + dst, &k_map, panel * 64, kv_head, slot0, full_bar + 8 * s);
-            tma_load_3d(v_smem + dst, &v_map, panel * 64, kv_head, slot0, full_bar + 8 * s);
-          }
-        }
-      }
-    }
+    sm90_ws_produce<BN, STAGES, ISSUERS>(st, &k_map, &v_map, p, seq, kv_head, n_keys, n_tiles, tid);
     return;
   }
 
@@ -107,28 +82,29 @@ __global__ void __launch_bounds__(384, 1)
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY};
-  float l_run[2] = {0.f, 0.f};
+  OnlineSoftmax<BN> sm;
   const int qpos0 = prefix + m0 + warp_row0 + lane / 4;
 
   const int wg = ctid / 128;
-  uint32_t pa[BN / 16][4];  // the previous tile's P, packed for its P V product
-  int prev_stage = 0;
+  uint32_t pa[BN / 16][4] = {};  // the previous tile's P, packed for its P V product
+  float sc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) sc[i] = 0.f;
   if (wg == 1) named_barrier_arrive(1, 256);  // warpgroup 0 takes the first turn
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t % STAGES;
-    mbarrier_wait(full_bar + 8 * s, (t / STAGES) & 1);
-    const uint32_t k_tile = k_smem + s * S::kTileBytes;
-    const uint32_t v_prev = v_smem + prev_stage * S::kTileBytes;
+    const int prev = t > 0 ? t - 1 : 0;  // at t = 0, P is zero and tile 0's V a finite stand-in
+    st.wait_k(t);
+    st.wait_v(prev);
+    const uint32_t k_tile = st.k_tile(t);
+    const uint32_t v_prev = st.v_tile(prev);
 
-    float sc[BN / 2];
     named_barrier_sync(1 + wg, 256);
+    wgmma_keep(o);  // operand fences: nothing that defines them moves into the products
+    wgmma_keep(sc);
     wgmma_fence();
-    if (t > 0) {
 #pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks)
-        wgmma_m64n128k16_rs<1>(o, pa[ks], wgmma_descriptor(v_prev + ks * 16 * 128, S::kPanelBytes, 1024), 1);
-    }
+    for (int ks = 0; ks < BN / 16; ++ks)  // at t = 0, P is zero: adds nothing
+      wgmma_m64n128k16_rs<1>(o, pa[ks], wgmma_descriptor(v_prev + ks * 16 * 128, S::kPanelBytes, 1024), 1);
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint64_t desc = wgmma_descriptor(k_tile + (ks / 4) * S::kPanelBytes + (ks % 4) * 32, S::kPanelBytes, 1024);
@@ -139,47 +115,19 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     wgmma_commit();
+    wgmma_keep(o);
+    wgmma_keep(sc);
     named_barrier_arrive(1 + (1 - wg), 256);  // the other warpgroup's turn
     wgmma_wait<0>();
     wgmma_keep(o);
     wgmma_keep(sc);
-    if (t > 0) {
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(empty_bar + 8 * prev_stage);  // its V is used
-    }
+    if (t > 0) st.release(t - 1, lane);  // its V is used
 
     const int key0 = t * BN;
-    const bool edge = key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0);
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) {
-      const int key = key0 + (i / 4) * 8 + (lane % 4) * 2 + (i & 1);
-      const bool masked = edge && (key >= ctx_len || (p.causal && key > qpos0 + 8 * ((i % 4) / 2)));
-      sc[i] = masked ? -INFINITY : sc[i] * p.scale_log2;
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m_run[r];
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base_m = mx == -INFINITY ? 0.f : mx;
-      const float correction = exp2f(m_run[r] - base_m);
-      m_run[r] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - base_m);
-        sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - base_m);
-        sum += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
-      }
-      l_run[r] = l_run[r] * correction + sum;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 2 * r] *= correction;
-        o[4 * j + 2 * r + 1] *= correction;
-      }
-    }
+    if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0))
+      OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos0);
+    sm.update(sc, p.scale_log2);
+    sm.rescale(o);
 #pragma unroll
     for (int ks = 0; ks < BN / 16; ++ks) {
       pa[ks][0] = Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
@@ -187,13 +135,14 @@ __global__ void __launch_bounds__(384, 1)
       pa[ks][2] = Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
       pa[ks][3] = Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
     }
-    prev_stage = s;
   }
   // The last tile's P V, in a last turn.
   named_barrier_sync(1 + wg, 256);
+  wgmma_keep(o);
   wgmma_fence();
-  if (n_tiles > 0) {
-    const uint32_t v_prev = v_smem + prev_stage * S::kTileBytes;
+  {  // n_tiles >= 1: a CTA with queries has at least one key
+    st.wait_v(n_tiles - 1);
+    const uint32_t v_prev = st.v_tile(n_tiles - 1);
 #pragma unroll
     for (int ks = 0; ks < BN / 16; ++ks)
       wgmma_m64n128k16_rs<1>(o, pa[ks], wgmma_descriptor(v_prev + ks * 16 * 128, S::kPanelBytes, 1024), 1);
@@ -206,10 +155,7 @@ __global__ void __launch_bounds__(384, 1)
   T* out = static_cast<T*>(p.out);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = sm.inverse_sum(r);
     const int row = m0 + warp_row0 + lane / 4 + 8 * r;
     if (row >= q_len) continue;
     uint32_t* dst = reinterpret_cast<uint32_t*>(out + (q_begin + row) * token_stride + head * D + (lane % 4) * 2);

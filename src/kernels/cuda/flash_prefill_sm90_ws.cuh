@@ -1,11 +1,14 @@
 // Hopper FlashAttention prefill with warp specialisation in the manner of
-// FlashAttention-3: a producer warpgroup (one thread issuing, registers given
+// FlashAttention-3: a producer warpgroup (four threads issuing, registers given
 // back with setmaxnreg) moves K/V tiles into shared memory with the tensor
 // memory accelerator, one bulk copy per 16-key block-table entry and 64-column
-// panel, completing on a "full" mbarrier per stage; two consumer warpgroups of
-// 64 query rows run the wgmma products and the softmax, and release each stage
-// on its "empty" mbarrier. No consumer thread computes a K/V address or waits
-// at a CTA-wide barrier. bf16, head dim 128.
+// panel, completing on "full" mbarriers per stage (K and V apart); two
+// consumer warpgroups of 64 query rows run the wgmma products and the softmax
+// (online_softmax.cuh), and release each stage on its "empty" mbarrier. Inside
+// a consumer, tile t's scores are issued, then P_{t-1} V_{t-1}, and the
+// softmax of tile t runs while that product still holds the tensor cores
+// (FlashAttention-3's intra-warpgroup overlap). No consumer thread computes a
+// K/V address or waits at a CTA-wide barrier. bf16, head dim 128.
 //
 // Keys past the sequence's length inside its last block are read as they are
 // in the pool and masked; the pool must hold finite values there (the engine
@@ -16,6 +19,7 @@
 
 #include "kernels/cuda/flash_prefill_kernel.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
@@ -28,12 +32,92 @@ struct Sm90WsShape {
   static constexpr int kThreads = 384;
   static constexpr int kPanelBytes = BN * 128;
   static constexpr int kTileBytes = 2 * kPanelBytes;
-  static constexpr int kBarrierBytes = 2 * STAGES * 8;
+  static constexpr int kBarrierBytes = 3 * STAGES * 8;  // K full, V full, empty
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kBarrierBytes + 1024;
   static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
 };
 
+// Where a CTA's stages and their barriers live in shared memory. K and V of a
+// stage complete on barriers of their own, so a tile's scores can start once
+// its K has landed, while its V is still on the way.
 template <int BN, int STAGES>
+struct Sm90WsStages {
+  using S = Sm90WsShape<BN, STAGES>;
+  uint32_t k, v, k_full, v_full, empty;
+  __device__ explicit Sm90WsStages(uint32_t base)
+      : k(base),
+        v(base + STAGES * S::kTileBytes),
+        k_full(base + 2 * STAGES * S::kTileBytes),
+        v_full(k_full + STAGES * 8),
+        empty(k_full + 2 * STAGES * 8) {}
+  __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
+  __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
+  __device__ void wait_k(int t) const { mbarrier_wait(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
+  __device__ void wait_v(int t) const { mbarrier_wait(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
+  // Called by every consumer warp once it is done with tile t's K and V.
+  __device__ void release(int t, int lane) const {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(empty + 8 * (t % STAGES));
+  }
+};
+
+// Producer warps that issue copies: one thread issuing all of a tile's 32
+// copies (8 blocks of 16 keys x 2 panels x K and V) in turn fell behind the
+// consumers; four share them.
+constexpr int kSm90Issuers = 4;
+
+template <int BN, int STAGES, int ISSUERS>
+__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES>& st) {
+  for (int s = 0; s < STAGES; ++s) {
+    mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
+    mbarrier_init(st.v_full + 8 * s, ISSUERS);
+    mbarrier_init(st.empty + 8 * s, 8);  // one arrive per consumer warp
+  }
+  mbarrier_init_fence();
+}
+
+// The producer warpgroup's work: lane 0 of each of the first ISSUERS warps
+// copies every ISSUERS-th 16-key group of each tile, K before V, into the
+// tile's stage once the consumers have released it.
+template <int BN, int STAGES, int ISSUERS>
+__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid) {
+  using S = Sm90WsShape<BN, STAGES>;
+  static_assert((BN / 16) % ISSUERS == 0, "whole groups per issuer");
+  const int warp = tid / 32;
+  if (warp >= ISSUERS || tid % 32 != 0) return;
+  constexpr int kGroups = BN / 16 / ISSUERS;
+  constexpr uint32_t kBytes = kGroups * 2 * 16 * 128;  // of K (and of V) per issuer and tile
+  const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
+  for (int t = 0; t < n_tiles; ++t) {
+    const int s = t % STAGES;
+    mbarrier_wait(st.empty + 8 * s, ((t / STAGES) & 1) ^ 1);
+    mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
+    mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
+    int slots[kGroups];  // table lookups all in flight at once
+#pragma unroll
+    for (int i = 0; i < kGroups; ++i) {
+      int key0 = t * BN + (i * ISSUERS + warp) * 16;
+      if (key0 >= n_keys) key0 = 0;  // a whole 16-key group past the end: any finite block, masked
+      slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
+    }
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv)
+#pragma unroll
+      for (int i = 0; i < kGroups; ++i)
+#pragma unroll
+        for (int panel = 0; panel < 2; ++panel) {
+          const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + (i * ISSUERS + warp) * 16 * 128;
+          if (kv == 0) {
+            tma_load_3d(st.k + dst, k_map, panel * 64, kv_head, slots[i], st.k_full + 8 * s);
+          } else {
+            tma_load_3d(st.v + dst, v_map, panel * 64, kv_head, slots[i], st.v_full + 8 * s);
+          }
+        }
+  }
+}
+
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const PrefillParams p) {
@@ -42,11 +126,7 @@ __global__ void __launch_bounds__(384, 1)
   using S = Sm90WsShape<BN, STAGES>;
   constexpr int D = S::kD;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base = (smem_address(smem_raw) + 1023u) & ~1023u;
-  const uint32_t k_smem = base;
-  const uint32_t v_smem = base + STAGES * S::kTileBytes;
-  const uint32_t full_bar = v_smem + STAGES * S::kTileBytes;  // STAGES barriers of 8 bytes
-  const uint32_t empty_bar = full_bar + STAGES * 8;
+  const Sm90WsStages<BN, STAGES> st((smem_address(smem_raw) + 1023u) & ~1023u);
 
   const int seq = blockIdx.z;
   const int head = blockIdx.y;
@@ -61,36 +141,12 @@ __global__ void __launch_bounds__(384, 1)
   const int n_tiles = (n_keys + BN - 1) / BN;
   const int tid = threadIdx.x;
 
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full_bar + 8 * s, 1);    // the producer's arrive, plus the copies' bytes
-      mbarrier_init(empty_bar + 8 * s, 8);   // one arrive per consumer warp
-    }
-    mbarrier_init_fence();
-  }
+  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
   __syncthreads();
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    if (tid == 0) {
-      const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
-      for (int t = 0; t < n_tiles; ++t) {
-        const int s = t % STAGES;
-        mbarrier_wait(empty_bar + 8 * s, ((t / STAGES) & 1) ^ 1);
-        mbarrier_arrive_expect_tx(full_bar + 8 * s, 2 * S::kTileBytes);
-#pragma unroll 1
-        for (int g = 0; g < BN / 16; ++g) {
-          int key0 = t * BN + g * 16;
-          if (key0 >= n_keys) key0 = 0;  // a whole 16-key group past the end: any finite block, masked
-          const int slot0 = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
-          for (int panel = 0; panel < 2; ++panel) {
-            const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + g * 16 * 128;
-            tma_load_3d(k_smem + dst, &k_map, panel * 64, kv_head, slot0, full_bar + 8 * s);
-            tma_load_3d(v_smem + dst, &v_map, panel * 64, kv_head, slot0, full_bar + 8 * s);
-          }
-        }
-      }
-    }
+    sm90_ws_produce<BN, STAGES, ISSUERS>(st, &k_map, &v_map, p, seq, kv_head, n_keys, n_tiles, tid);
     return;
   }
 
@@ -118,17 +174,14 @@ __global__ void __launch_bounds__(384, 1)
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY};
-  float l_run[2] = {0.f, 0.f};
   const int qpos0 = prefix + m0 + warp_row0 + lane / 4;
 
-  for (int t = 0; t < n_tiles; ++t) {
-    const int s = t % STAGES;
-    mbarrier_wait(full_bar + 8 * s, (t / STAGES) & 1);
-    const uint32_t k_tile = k_smem + s * S::kTileBytes;
-    const uint32_t v_tile = v_smem + s * S::kTileBytes;
+  float sc[BN / 2];
+  uint32_t pk[BN / 16][4];
 
-    float sc[BN / 2];
+  auto issue_scores = [&](int t) {
+    const uint32_t k_tile = st.k_tile(t);
+    wgmma_keep(sc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
@@ -140,63 +193,71 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     wgmma_commit();
-    wgmma_wait<0>();
     wgmma_keep(sc);
-
-    const int key0 = t * BN;
-    const bool edge = key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0);
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) {
-      const int key = key0 + (i / 4) * 8 + (lane % 4) * 2 + (i & 1);
-      const bool masked = edge && (key >= ctx_len || (p.causal && key > qpos0 + 8 * ((i % 4) / 2)));
-      sc[i] = masked ? -INFINITY : sc[i] * p.scale_log2;
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m_run[r];
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base_m = mx == -INFINITY ? 0.f : mx;
-      const float correction = exp2f(m_run[r] - base_m);
-      m_run[r] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        sc[4 * j + 2 * r] = exp2f(sc[4 * j + 2 * r] - base_m);
-        sc[4 * j + 2 * r + 1] = exp2f(sc[4 * j + 2 * r + 1] - base_m);
-        sum += sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
-      }
-      l_run[r] = l_run[r] * correction + sum;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 2 * r] *= correction;
-        o[4 * j + 2 * r + 1] *= correction;
-      }
-    }
-
+  };
+  auto issue_pv = [&](int t) {
+    st.wait_v(t);
+    const uint32_t v_tile = st.v_tile(t);
+    wgmma_keep(o);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks) {
-      const uint32_t pa[4] = {Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]), Elem<T>::pack(sc[8 * ks + 2], sc[8 * ks + 3]),
-                              Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]), Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7])};
-      wgmma_m64n128k16_rs<1>(o, pa, wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024), 1);
-    }
+    for (int ks = 0; ks < BN / 16; ++ks)
+      wgmma_m64n128k16_rs<1>(o, pk[ks], wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024), 1);
     wgmma_commit();
+    wgmma_keep(o);
+  };
+  // The online softmax of tile t's scores (in sc, in place); leaves in
+  // sm.correction the factor by which O must be rescaled before P_t V_t.
+  OnlineSoftmax<BN> sm;
+  auto softmax = [&](int t) {
+    const int key0 = t * BN;
+    if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0))
+      OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos0);
+    sm.update(sc, p.scale_log2);
+  };
+  auto pack = [&] {
+#pragma unroll
+    for (int ks = 0; ks < BN / 16; ++ks) {
+      pk[ks][0] = Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
+      pk[ks][1] = Elem<T>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
+      pk[ks][2] = Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
+      pk[ks][3] = Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+    }
+  };
+  auto rescale = [&] { sm.rescale(o); };
+
+  // Tile 0 alone; then each step scores tile t on the tensor cores while
+  // P_{t-1} V_{t-1} follows it, and the softmax of tile t runs under that
+  // product (FlashAttention-3's overlap inside a warpgroup).
+  st.wait_k(0);
+  issue_scores(0);
+  wgmma_wait<0>();
+  wgmma_keep(sc);
+  softmax(0);  // O is zero: nothing to rescale
+  pack();
+  for (int t = 1; t < n_tiles; ++t) {
+    st.wait_k(t);
+    issue_scores(t);
+    rescale();  // by tile t-1's factor, while the scores run
+    issue_pv(t - 1);
+    wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
+    wgmma_keep(sc);
+    softmax(t);
     wgmma_wait<0>();
     wgmma_keep(o);
-    __syncwarp();
-    if (lane == 0) mbarrier_arrive(empty_bar + 8 * s);  // this warp is done with the stage
+    st.release(t - 1, lane);
+    pack();
   }
+  rescale();
+  issue_pv(n_tiles - 1);
+  wgmma_wait<0>();
+  wgmma_keep(o);
+  st.release(n_tiles - 1, lane);
 
   T* out = static_cast<T*>(p.out);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = sm.inverse_sum(r);
     const int row = m0 + warp_row0 + lane / 4 + 8 * r;
     if (row >= q_len) continue;
     uint32_t* dst = reinterpret_cast<uint32_t*>(out + (q_begin + row) * token_stride + head * D + (lane % 4) * 2);

@@ -58,10 +58,10 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 
 // One layer's K or V pool [slots, n_kv_heads, head_dim] of 16-bit elements as
 // a 3-D tensor (head_dim innermost) whose box is 64 elements x 1 head x 16
-// slots, landing as sixteen 128-byte rows in the 128-byte swizzle that the
+// slots (box_slots), landing as sixteen 128-byte rows in the 128-byte swizzle that the
 // wgmma descriptors expect.
 inline bool make_kv_tensor_map(CUtensorMap* map, void* pool, int64_t slots, int n_kv_heads, int head_dim,
-                               bool bf16) {
+                               bool bf16, uint32_t box_slots = 16) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult status;
@@ -74,7 +74,7 @@ inline bool make_kv_tensor_map(CUtensorMap* map, void* pool, int64_t slots, int 
   if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {cuuint64_t(head_dim), cuuint64_t(n_kv_heads), cuuint64_t(slots)};
   const cuuint64_t strides[2] = {cuuint64_t(head_dim) * 2, cuuint64_t(head_dim) * n_kv_heads * 2};
-  const cuuint32_t box[3] = {64, 1, 16};
+  const cuuint32_t box[3] = {64, 1, box_slots};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   return encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, pool, dims,
                 strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
