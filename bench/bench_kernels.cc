@@ -106,6 +106,33 @@ void bench_model(ThreadPool* pools[2], double read_gbs[2]) {
   }
 }
 
+// The matmuls of a speculative verify: every layer and the head (logits at
+// every position) over 1 to 16 tokens, against one decode token. What a
+// verified token costs beyond the step it rides on decides whether drafting
+// pays (src/engine/step_cost.h learns the same curve at run time).
+void bench_verify(ThreadPool& pool) {
+  const int kLayers = 30;
+  std::mt19937 rng(2);
+  std::vector<Matrix> mats;
+  for (int l = 0; l < kLayers; ++l)
+    for (auto [rows, cols] : {std::pair{576, 576}, std::pair{192, 576}, std::pair{192, 576}, std::pair{576, 576},
+                              std::pair{1536, 576}, std::pair{1536, 576}, std::pair{576, 1536}})
+      mats.push_back(random_matrix(rng, GGMLType::Q4_1, rows, cols));
+  mats.push_back(random_matrix(rng, GGMLType::Q8_0, 49152, 576));
+  std::vector<float> x(16 * 1536, 0.5f), y(static_cast<size_t>(16 * 49152));
+  std::printf("\nverify matmuls (all layers + head at every position, %d thr)\n", pool.size());
+  std::printf("%6s %9s %12s %14s\n", "tokens", "ms", "x one token", "ms per extra");
+  double one = 0;
+  for (int64_t n = 1; n <= 16; ++n) {
+    const double sec = median_seconds(15, [&] {
+      for (const auto& m : mats) kernels::matmul(m.w, x.data(), n, y.data(), pool);
+    });
+    if (n == 1) one = sec;
+    std::printf("%6lld %9.3f %12.2f %14.3f\n", static_cast<long long>(n), sec * 1e3, sec / one,
+                n == 1 ? 0.0 : (sec - one) / static_cast<double>(n - 1) * 1e3);
+  }
+}
+
 // Attention of the default model's shape (9 heads over 3 KV heads, head_dim
 // 64, block size 16, a shuffled block table): one 512-token prompt, and one
 // decode token at contexts 512, 2048 and 8192.
@@ -154,6 +181,10 @@ int main(int argc, char** argv) {
     read_gbs[p] = bench::read_bandwidth_gbs(*pools[p]);
     std::printf("machine, %d thread(s): FMA peak %.1f GFLOP/s, read %.1f GB/s, copy %.1f GB/s\n", p + 1, peak[p],
                 read_gbs[p], bench::copy_bandwidth_gbs(*pools[p]));
+  }
+  if (argc > 1 && std::string(argv[1]) == "--verify") {
+    bench::bench_verify(two);
+    return 0;
   }
   if (argc > 1 && std::string(argv[1]) == "--attention") {
     bench::bench_attention(pools, peak);

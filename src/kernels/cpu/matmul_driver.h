@@ -11,9 +11,12 @@
 #if EXACTLY_KERNELS_AVX2
 namespace exactly::kernels::cpu {
 
-// Below this many tokens, re-decoding the weights per group of 4 tokens is
-// cheaper than writing and re-reading a dequantised tile (see bench/README.md).
-constexpr int64_t kMinTiledTokens = 4;
+// Up to one fused pass of tokens, decoding in registers beats writing and
+// re-reading a dequantised tile: the tiled path's fill and its one- and
+// two-token micro-kernels cost 14.5 ms for a 4-token verify's matmuls where
+// the fused pass takes 9.0 (`bench_kernels --verify`, BENCHMARKS.md §4); from
+// 9 tokens on the two are even and the GEMM wins as tokens grow.
+constexpr int64_t kMinTiledTokens = kFusedTokens + 1;
 
 template <class D>
 void run_matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

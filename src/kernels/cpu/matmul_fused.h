@@ -1,5 +1,5 @@
 // Matmul for one to a few tokens (decode, short speculative verifies): the
-// weights are streamed once per group of up to 4 tokens, each 32-element group
+// weights are streamed once per group of up to kFusedTokens tokens, each 32-element group
 // decoded in registers and multiplied straight into the accumulators. The
 // work is bounded by the decode instructions and memory bandwidth, not FMAs.
 #pragma once
@@ -46,12 +46,16 @@ inline void fused_block(const uint8_t* w,  // [NR, row_bytes] first row of the b
     for (int r = 0; r < NR; ++r) y[t * y_stride + r] = fold_lanes(acc[t][r]);
 }
 
+// Tokens multiplied per decode of the weights: NT accumulators plus the four
+// decoded vectors must fit the 16 ymm registers.
+constexpr int kFusedTokens = 8;
+
 // Rows [r0, r1) of NT tokens. Four rows at a time give the FMA chains enough
 // independent work; fewer when many tokens would run out of registers.
 template <class D, int NT>
 void fused_rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t y_stride,
                 int64_t r0, int64_t r1) {
-  constexpr int kRows = NT <= 2 ? 4 : 2;
+  constexpr int kRows = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
   int64_t r = r0;
   for (; r + kRows <= r1; r += kRows)
     fused_block<D, kRows, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
@@ -64,14 +68,18 @@ void fused_matmul_rows(const uint8_t* w,  // [rows, row_bytes]
                        int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t r0,
                        int64_t r1) {
   const int64_t row_bytes = cols / kGroup * D::kGroupBytes;
-  for (int64_t t = 0; t < n_tokens; t += 4) {
+  for (int64_t t = 0; t < n_tokens; t += kFusedTokens) {
     const float* xt = x + t * cols;
     float* yt = y + t * rows;
-    switch (std::min<int64_t>(4, n_tokens - t)) {
+    switch (std::min<int64_t>(kFusedTokens, n_tokens - t)) {
       case 1: fused_rows<D, 1>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
       case 2: fused_rows<D, 2>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
       case 3: fused_rows<D, 3>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
-      default: fused_rows<D, 4>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 4: fused_rows<D, 4>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 5: fused_rows<D, 5>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 6: fused_rows<D, 6>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 7: fused_rows<D, 7>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      default: fused_rows<D, 8>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
     }
   }
 }
