@@ -6,6 +6,7 @@
 //
 //   attention_lab decode  [VERSION]   batch 64 x 2048 and 16 x 8192, 32/8 heads, d 128
 //   attention_lab prefill [VERSION]   batch 4 x 32 heads x 4096, d 128, causal and not
+//   attention_lab prefill64 [VERSION] the same at d 64
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
 #include <cuda_bf16.h>
@@ -48,8 +49,8 @@ struct Problem {
   int32_t *dqs, *dsl, *dtab;
   float* ws;
 
-  Problem(int seqs, int qlen, int context, int heads, int kv, bool is_causal, uint32_t seed)
-      : n_seqs(seqs), q_len(qlen), ctx(context), n_heads(heads), n_kv(kv), causal(is_causal) {
+  Problem(int seqs, int qlen, int context, int heads, int kv, bool is_causal, uint32_t seed, int head_dim = 128)
+      : n_seqs(seqs), q_len(qlen), ctx(context), n_heads(heads), n_kv(kv), d(head_dim), causal(is_causal) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal;
     max_blocks = (ctx + block_size - 1) / block_size;
@@ -215,14 +216,14 @@ static const std::vector<Version> kDecodeVersions = {
 };
 
 // ---- prefill versions -------------------------------------------------------
-template <int WARPS, int BN, int MT>
+template <int WARPS, int BN, int MT, int D = 128>
 std::function<void()> prefill(const Problem& pr) {
-  using S = PrefillShape<128, WARPS, BN, MT>;
-  auto kernel = flash_prefill_kernel<bf16, 128, WARPS, BN, MT>;
+  using S = PrefillShape<D, WARPS, BN, MT>;
+  auto kernel = flash_prefill_kernel<bf16, D, WARPS, BN, MT>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
   const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
-                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(128.f), pr.causal};
+                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
   const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
@@ -241,9 +242,9 @@ std::function<void()> prefill_sm90(const Problem& pr) {
 
 enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong };
 
-template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain>
+template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
-  using S = Sm90WsShape<BN, STAGES>;
+  using S = Sm90WsShape<BN, STAGES, D>;
   auto kernel = kConsumers == Consumers::kPingPong  ? flash_prefill_sm90_pingpong_kernel<BN, STAGES>
                 : kConsumers == Consumers::kSerial1   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 1>
                 : kConsumers == Consumers::kSerial2   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 2>
@@ -254,19 +255,19 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
                 : kConsumers == Consumers::kNeither   ? flash_prefill_sm90_ablate_kernel<BN, STAGES, false, false>
                 : kConsumers == Consumers::kBigBoxes  ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, true, true>
                 : kConsumers == Consumers::kV12 ? flash_prefill_sm90_ws_v12_kernel<BN, STAGES>
-                                                : flash_prefill_sm90_ws_kernel<BN, STAGES>;
+                                                : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
   CUtensorMap k_map, v_map;
   const uint32_t box_slots = kConsumers == Consumers::kBigBoxes ? BN : 16;
-  if (!make_kv_tensor_map(&k_map, pr.dk, slots, pr.n_kv, 128, true, box_slots) ||
-      !make_kv_tensor_map(&v_map, pr.dv, slots, pr.n_kv, 128, true, box_slots)) {
+  if (!make_kv_tensor_map(&k_map, pr.dk, slots, pr.n_kv, D, true, box_slots) ||
+      !make_kv_tensor_map(&v_map, pr.dv, slots, pr.n_kv, D, true, box_slots)) {
     std::fprintf(stderr, "tensor map creation failed\n");
     std::exit(1);
   }
   const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
-                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(128.f), pr.causal};
+                        pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
   const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p); };
 }
@@ -297,6 +298,16 @@ static const std::vector<Version> kPrefillVersions = {
     {"a2 timing only: v20 without feeding (stages reused)", prefill_sm90_ws<128, 3, Consumers::kNoFeed>},
     {"a3 timing only: v20 with neither", prefill_sm90_ws<128, 3, Consumers::kNeither>},
     {"a4 timing only: v20 with one copy per 128-key panel", prefill_sm90_ws<128, 3, Consumers::kBigBoxes>},
+};
+
+// Head dim 64 (the default model's): the mma.sync kernel the launcher used
+// before, and the warp-specialised kernel at a few depths of its ring.
+static const std::vector<Version> kPrefill64Versions = {
+    {"d64 v1 mma.sync, 4 warps x 32 rows, 64-key tiles (production before)", prefill<4, 64, 2, 64>},
+    {"d64 v2 warp-specialised, 128-key tiles, 3 stages", prefill_sm90_ws<128, 3, Consumers::kPlain, 64>},
+    {"d64 v3 warp-specialised, 128-key tiles, 4 stages (production)", prefill_sm90_ws<128, 4, Consumers::kPlain, 64>},
+    {"d64 v4 warp-specialised, 128-key tiles, 6 stages", prefill_sm90_ws<128, 6, Consumers::kPlain, 64>},
+    {"d64 v5 warp-specialised, 64-key tiles, 6 stages", prefill_sm90_ws<64, 6, Consumers::kPlain, 64>},
 };
 
 static bool run_versions(const char* what, const std::vector<Version>& versions, int only,
@@ -344,6 +355,14 @@ int main(int argc, char** argv) {
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
     ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
+      return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
+    }, "TFLOP/s");
+  }
+  if (what == "all" || what == "prefill64") {
+    Problem s1(2, 200, 300, 4, 2, true, 5, 64), s2(1, 70, 70, 4, 4, false, 6, 64);
+    Problem b1(4, 4096, 4096, 32, 32, false, 7, 64), b2(4, 4096, 4096, 32, 32, true, 8, 64);
+    std::printf("lab prefill64: TFLOP/s at 4 x 32 heads x 4096, d 64, non-causal and causal (block 16)\n");
+    ok &= run_versions("prefill64", kPrefill64Versions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
       return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
     }, "TFLOP/s");
   }

@@ -174,24 +174,27 @@ def main():
     bf, fp = torch.bfloat16, torch.float16
     if args.small:
         attention_case(lib, "small prefill mixed", [1, 17, 40], [1, 17, 100], 8, 2, 128, bf)
+        attention_case(lib, "small prefill mixed d64", [1, 17, 40], [1, 17, 100], 9, 3, 64, bf)
         attention_case(lib, "small decode", [1, 1, 1], [1, 600, 1100], 8, 2, 64, fp, decode=True)
         kv_store_case(lib, bf)
         copy_blocks_case(lib, bf)
     else:
-        for n in (1, 17, 113, 1023, 4097, 16384):
-            attention_case(lib, f"prefill L={n} bf16 d128 gqa4 causal", [n], [n], 8, 2, 128, bf)
+        for d in (64, 128):
+            for n in (1, 17, 113, 1023, 4097, 16384):
+                attention_case(lib, f"prefill L={n} bf16 d{d} gqa4 causal", [n], [n], 8, 2, d, bf)
         for d in (64, 128):
             for dtype in (bf, fp):
                 for n_heads, n_kv in ((8, 8), (8, 2), (8, 1)):
                     attention_case(lib, f"prefill mixed {dtype} d{d} gqa{n_heads // n_kv}",
                                    [1, 17, 1023, 113, 300], [1, 17, 1023, 113, 300], n_heads, n_kv, d, dtype,
                                    seed=d + n_kv)
-        for causal in (True, False):
-            attention_case(lib, f"prefill batch causal={causal} bf16 d128", [113, 1023, 4097], [113, 1023, 4097],
-                           8, 2, 128, bf, causal=causal)
-        for bs in (16, 32, 64):
-            attention_case(lib, f"prefix+chunk bs={bs} bf16 d128", [300, 1, 64, 17, 129], [1500, 4097, 764, 50, 129],
-                           8, 2, 128, bf, block_size=bs, seed=bs)
+        for d in (64, 128):
+            for causal in (True, False):
+                attention_case(lib, f"prefill batch causal={causal} bf16 d{d}", [113, 1023, 4097], [113, 1023, 4097],
+                               8, 2, d, bf, causal=causal)
+            for bs in (16, 32, 64):
+                attention_case(lib, f"prefix+chunk bs={bs} bf16 d{d}", [300, 1, 64, 17, 129],
+                               [1500, 4097, 764, 50, 129], 8, 2, d, bf, block_size=bs, seed=bs)
         attention_case(lib, "prefix+chunk fp16 d64 gqa8", [77, 5, 1], [1000, 2000, 3], 16, 2, 64, fp)
         attention_case(lib, "prefix+chunk non-causal", [77, 5], [1000, 2000], 8, 2, 128, bf, causal=False)
         decode_lens = [1, 17, 511, 512, 513, 2048, 8192]
@@ -207,6 +210,8 @@ def main():
                        cpu=True)
         attention_case(lib, "GPU vs CPU engine: prefill non-causal", [33, 64], [33, 64], 8, 8, 64, fp, causal=False,
                        cpu=True)
+        attention_case(lib, "GPU vs CPU engine: prefill 9/3 heads d64 (the default model's)", [1, 17, 300, 64],
+                       [1, 17, 300, 700], 9, 3, 64, bf, cpu=True)
         attention_case(lib, "GPU vs CPU engine: decode", [1] * 5, [1, 100, 513, 1500, 3000], 32, 8, 128, bf,
                        decode=True, cpu=True)
         for dtype in (bf, fp):

@@ -31,16 +31,19 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   check_launch("flash_attention_prefill");
 }
 
-// Hopper, bf16, head dim 128: the warp-specialised kernel (a TMA producer
-// warpgroup, two wgmma consumer warpgroups, 128-key tiles in three stages;
-// dev/cuda/NOTES.md has the alternatives and their figures).
+// Hopper, bf16: the warp-specialised kernel (a TMA producer warpgroup, two
+// wgmma consumer warpgroups, 128-key tiles; dev/cuda/NOTES.md has the
+// alternatives and their figures). At head dim 64 a stage is half the size;
+// 3, 4 and 6 of them measured the same there (lab prefill64 v2-v4).
 constexpr int kSm90BN = 128;
-constexpr int kSm90Stages = 3;
+template <int D>
+constexpr int kSm90Stages = D == 64 ? 4 : 3;
 
+template <int D>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
-  using Shape = Sm90WsShape<kSm90BN, kSm90Stages>;
-  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages>;
+  using Shape = Sm90WsShape<kSm90BN, kSm90Stages<D>, D>;
+  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages<D>, kSm90Issuers, D>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
   // The maps describe the pools, not the batch: a few microseconds of host
   // work per call, no device memory.
@@ -66,7 +69,7 @@ bool use_sm90(const PagedKVDevice& c) {
     const char* force = std::getenv("EXACTLY_PREFILL_KERNEL");
     return major == 9 && !(force != nullptr && std::string(force) == "mma");
   }();
-  return hopper && c.dtype == DType::bf16 && c.head_dim == 128;
+  return hopper && c.dtype == DType::bf16 && (c.head_dim == 64 || c.head_dim == 128);
 }
 
 }  // namespace
@@ -76,7 +79,10 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
   check_attention_args(cache, batch, q, out, n_heads, "flash_attention_prefill");
   EXACTLY_CUDA_REQUIRE(n_heads <= 65535, "flash_attention_prefill: %d heads", n_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
-  if (use_sm90(cache)) return launch_sm90(cache, batch, q, n_heads, scale, causal, out, stream);
+  if (use_sm90(cache)) {
+    return cache.head_dim == 64 ? launch_sm90<64>(cache, batch, q, n_heads, scale, causal, out, stream)
+                                : launch_sm90<128>(cache, batch, q, n_heads, scale, causal, out, stream);
+  }
   const bool bf16 = cache.dtype == DType::bf16;
   if (cache.head_dim == 64) {
     bf16 ? launch<__nv_bfloat16, 64>(cache, batch, q, n_heads, scale, causal, out, stream)

@@ -8,7 +8,8 @@
 // a consumer, tile t's scores are issued, then P_{t-1} V_{t-1}, and the
 // softmax of tile t runs while that product still holds the tensor cores
 // (FlashAttention-3's intra-warpgroup overlap). No consumer thread computes a
-// K/V address or waits at a CTA-wide barrier. bf16, head dim 128.
+// K/V address or waits at a CTA-wide barrier. bf16, head dim 64 or 128 (one
+// or two 64-column panels per K/V row).
 //
 // Keys past the sequence's length inside its last block are read as they are
 // in the pool and masked; the pool must hold finite values there (the engine
@@ -25,24 +26,26 @@
 
 namespace exactly::kernels::cuda {
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, int D = 128>
 struct Sm90WsShape {
-  static constexpr int kD = 128;
+  static constexpr int kD = D;
   static constexpr int kBM = 128;  // two consumer warpgroups x 64 rows
   static constexpr int kThreads = 384;
+  static constexpr int kPanels = D / 64;  // 64 bf16 columns = one 128-byte swizzled row
   static constexpr int kPanelBytes = BN * 128;
-  static constexpr int kTileBytes = 2 * kPanelBytes;
+  static constexpr int kTileBytes = kPanels * kPanelBytes;
   static constexpr int kBarrierBytes = 3 * STAGES * 8;  // K full, V full, empty
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kBarrierBytes + 1024;
   static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
+  static_assert(D == 64 || D == 128, "wgmma N of the P V product");
 };
 
 // Where a CTA's stages and their barriers live in shared memory. K and V of a
 // stage complete on barriers of their own, so a tile's scores can start once
 // its K has landed, while its V is still on the way.
-template <int BN, int STAGES>
+template <int BN, int STAGES, int D = 128>
 struct Sm90WsStages {
-  using S = Sm90WsShape<BN, STAGES>;
+  using S = Sm90WsShape<BN, STAGES, D>;
   uint32_t k, v, k_full, v_full, empty;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
@@ -62,12 +65,12 @@ struct Sm90WsStages {
 };
 
 // Producer warps that issue copies: one thread issuing all of a tile's 32
-// copies (8 blocks of 16 keys x 2 panels x K and V) in turn fell behind the
+// copies (8 blocks of 16 keys x 2 panels x K and V, at head dim 128) in turn fell behind the
 // consumers; four share them.
 constexpr int kSm90Issuers = 4;
 
-template <int BN, int STAGES, int ISSUERS>
-__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES>& st) {
+template <int BN, int STAGES, int ISSUERS, int D>
+__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D>& st) {
   for (int s = 0; s < STAGES; ++s) {
     mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
@@ -79,15 +82,15 @@ __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES>& st) {
 // The producer warpgroup's work: lane 0 of each of the first ISSUERS warps
 // copies every ISSUERS-th 16-key group of each tile, K before V, into the
 // tile's stage once the consumers have released it.
-template <int BN, int STAGES, int ISSUERS>
-__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
+template <int BN, int STAGES, int ISSUERS, int D>
+__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                 const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid) {
-  using S = Sm90WsShape<BN, STAGES>;
+  using S = Sm90WsShape<BN, STAGES, D>;
   static_assert((BN / 16) % ISSUERS == 0, "whole groups per issuer");
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
   constexpr int kGroups = BN / 16 / ISSUERS;
-  constexpr uint32_t kBytes = kGroups * 2 * 16 * 128;  // of K (and of V) per issuer and tile
+  constexpr uint32_t kBytes = kGroups * S::kPanels * 16 * 128;  // of K (and of V) per issuer and tile
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   for (int t = 0; t < n_tiles; ++t) {
     const int s = t % STAGES;
@@ -106,7 +109,7 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES>& st, const CUtens
 #pragma unroll
       for (int i = 0; i < kGroups; ++i)
 #pragma unroll
-        for (int panel = 0; panel < 2; ++panel) {
+        for (int panel = 0; panel < S::kPanels; ++panel) {
           const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + (i * ISSUERS + warp) * 16 * 128;
           if (kv == 0) {
             tma_load_3d(st.k + dst, k_map, panel * 64, kv_head, slots[i], st.k_full + 8 * s);
@@ -117,16 +120,15 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES>& st, const CUtens
   }
 }
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers>
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const PrefillParams p) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES>;
-  constexpr int D = S::kD;
+  using S = Sm90WsShape<BN, STAGES, D>;
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<BN, STAGES, D> st((smem_address(smem_raw) + 1023u) & ~1023u);
 
   const int seq = blockIdx.z;
   const int head = blockIdx.y;
@@ -201,8 +203,14 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_keep(o);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks)
-      wgmma_m64n128k16_rs<1>(o, pk[ks], wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024), 1);
+    for (int ks = 0; ks < BN / 16; ++ks) {
+      const uint64_t desc = wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024);
+      if constexpr (D == 64) {
+        wgmma_m64n64k16_rs<1>(o, pk[ks], desc, 1);
+      } else {
+        wgmma_m64n128k16_rs<1>(o, pk[ks], desc, 1);
+      }
+    }
     wgmma_commit();
     wgmma_keep(o);
   };
