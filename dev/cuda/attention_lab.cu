@@ -242,21 +242,9 @@ std::function<void()> prefill_sm90(const Problem& pr) {
 
 enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong };
 
-template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128>
+template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
   using S = Sm90WsShape<BN, STAGES, D>;
-  auto kernel = kConsumers == Consumers::kPingPong  ? flash_prefill_sm90_pingpong_kernel<BN, STAGES>
-                : kConsumers == Consumers::kSerial1   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 1>
-                : kConsumers == Consumers::kSerial2   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 2>
-                : kConsumers == Consumers::kSerial4   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 4>
-                : kConsumers == Consumers::kV20       ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, true>
-                : kConsumers == Consumers::kNoSoftmax ? flash_prefill_sm90_ablate_kernel<BN, STAGES, false, true>
-                : kConsumers == Consumers::kNoFeed    ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, false>
-                : kConsumers == Consumers::kNeither   ? flash_prefill_sm90_ablate_kernel<BN, STAGES, false, false>
-                : kConsumers == Consumers::kBigBoxes  ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, true, true>
-                : kConsumers == Consumers::kV12 ? flash_prefill_sm90_ws_v12_kernel<BN, STAGES>
-                                                : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D>;
-  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
   CUtensorMap k_map, v_map;
   const uint32_t box_slots = kConsumers == Consumers::kBigBoxes ? BN : 16;
@@ -268,8 +256,36 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
   const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
                         pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
-  const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
-  return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p); };
+  if constexpr (kConsumers == Consumers::kPlain) {  // the production kernel, plain grid or persistent
+    auto kernel = flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, PERSISTENT>;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    static int32_t* counter = [] {
+      int32_t* c = nullptr;
+      CK(cudaMalloc(&c, 2 * sizeof(int32_t)));
+      CK(cudaMemset(c, 0, 2 * sizeof(int32_t)));
+      return c;
+    }();
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const int n_mblocks = (pr.q_len + S::kBM - 1) / S::kBM;
+    const Sm90WsSchedule sched{n_mblocks, n_mblocks * pr.n_heads * pr.n_seqs, counter};
+    const int grid = PERSISTENT ? std::min(sched.n_items, sms) : sched.n_items;
+    return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p, sched); };
+  } else {
+    auto kernel = kConsumers == Consumers::kPingPong  ? flash_prefill_sm90_pingpong_kernel<BN, STAGES>
+                  : kConsumers == Consumers::kSerial1   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 1>
+                  : kConsumers == Consumers::kSerial2   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 2>
+                  : kConsumers == Consumers::kSerial4   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 4>
+                  : kConsumers == Consumers::kV20       ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, true>
+                  : kConsumers == Consumers::kNoSoftmax ? flash_prefill_sm90_ablate_kernel<BN, STAGES, false, true>
+                  : kConsumers == Consumers::kNoFeed    ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, false>
+                  : kConsumers == Consumers::kNeither   ? flash_prefill_sm90_ablate_kernel<BN, STAGES, false, false>
+                  : kConsumers == Consumers::kBigBoxes ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, true, true>
+                                                        : flash_prefill_sm90_ws_v12_kernel<BN, STAGES>;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    const dim3 grid((pr.q_len + S::kBM - 1) / S::kBM, pr.n_heads, pr.n_seqs);
+    return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p); };
+  }
 }
 
 static const std::vector<Version> kPrefillVersions = {
@@ -290,10 +306,12 @@ static const std::vector<Version> kPrefillVersions = {
     {"v27 v20 + a tile's lookups in flight, K and V on own barriers", prefill_sm90_ws<128, 3, Consumers::kSerial1>},
     {"v28 v27 with two producer warps issuing copies", prefill_sm90_ws<128, 3, Consumers::kSerial2>},
     {"v29 v27 with four producer warps issuing copies", prefill_sm90_ws<128, 3, Consumers::kSerial4>},
-    {"v22 v29 + softmax of tile t under P V of tile t-1 (production)", prefill_sm90_ws<128, 3>},
+    {"v22 v29 + softmax of tile t under P V of tile t-1", prefill_sm90_ws<128, 3>},
     {"v23 v29 + consumers taking turns (ping-pong), P V one tile late", prefill_sm90_ws<128, 3, Consumers::kPingPong>},
     {"v24 v23 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4, Consumers::kPingPong>},
     {"v25 v22 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
+    {"v32 v22 persistent: items from a global counter, the producer running on (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true>},
     {"a1 timing only: v20 without softmax", prefill_sm90_ws<128, 3, Consumers::kNoSoftmax>},
     {"a2 timing only: v20 without feeding (stages reused)", prefill_sm90_ws<128, 3, Consumers::kNoFeed>},
     {"a3 timing only: v20 with neither", prefill_sm90_ws<128, 3, Consumers::kNeither>},
@@ -305,9 +323,10 @@ static const std::vector<Version> kPrefillVersions = {
 static const std::vector<Version> kPrefill64Versions = {
     {"d64 v1 mma.sync, 4 warps x 32 rows, 64-key tiles (production before)", prefill<4, 64, 2, 64>},
     {"d64 v2 warp-specialised, 128-key tiles, 3 stages", prefill_sm90_ws<128, 3, Consumers::kPlain, 64>},
-    {"d64 v3 warp-specialised, 128-key tiles, 4 stages (production)", prefill_sm90_ws<128, 4, Consumers::kPlain, 64>},
+    {"d64 v3 warp-specialised, 128-key tiles, 4 stages", prefill_sm90_ws<128, 4, Consumers::kPlain, 64>},
     {"d64 v4 warp-specialised, 128-key tiles, 6 stages", prefill_sm90_ws<128, 6, Consumers::kPlain, 64>},
     {"d64 v5 warp-specialised, 64-key tiles, 6 stages", prefill_sm90_ws<64, 6, Consumers::kPlain, 64>},
+    {"d64 v6 v2 persistent (production)", prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
 };
 
 static bool run_versions(const char* what, const std::vector<Version>& versions, int only,

@@ -1,8 +1,12 @@
 // Launcher of the FlashAttention prefill kernel: picks the tile shape for the
 // head dimension, raises the shared-memory limit, sizes the grid from the
 // host-known longest query.
+#include <climits>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_prefill_kernel.cuh"
@@ -32,19 +36,51 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
 }
 
 // Hopper, bf16: the warp-specialised kernel (a TMA producer warpgroup, two
-// wgmma consumer warpgroups, 128-key tiles; dev/cuda/NOTES.md has the
-// alternatives and their figures). At head dim 64 a stage is half the size;
-// 3, 4 and 6 of them measured the same there (lab prefill64 v2-v4).
+// wgmma consumer warpgroups, 128-key tiles), persistent when there are more
+// work items than SMs; dev/cuda/NOTES.md has the alternatives and their
+// figures. At head dim 64 a stage is half the size,
+// but 4 or 6 of them measured no better than 3 (lab prefill64 v2-v4).
 constexpr int kSm90BN = 128;
-template <int D>
-constexpr int kSm90Stages = D == 64 ? 4 : 3;
+constexpr int kSm90Stages = 3;
+
+// The persistent kernel's counter for launches on `stream` (two ints, zero
+// between launches; launches on one stream run in order, so one per stream
+// suffices). None while the stream is being captured into a graph before its
+// first plain launch, since allocating is not allowed then: that launch takes
+// the plain grid. Lives as long as the process.
+int32_t* schedule_counter(cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, int32_t*> counters;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard lock(mutex);
+  const auto found = counters.find({device, stream});
+  if (found != counters.end()) return found->second;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) return nullptr;
+  int32_t* counter = nullptr;
+  check_cuda(cudaMalloc(&counter, 2 * sizeof(int32_t)), "flash_attention_prefill: scheduler counter");
+  check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int32_t), stream), "flash_attention_prefill: scheduler counter");
+  counters[{device, stream}] = counter;
+  return counter;
+}
+
+int sm_count() {
+  int device = 0, count = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "SM count");
+  return count;
+}
 
 template <int D>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
-  using Shape = Sm90WsShape<kSm90BN, kSm90Stages<D>, D>;
-  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages<D>, kSm90Issuers, D>;
-  allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
+  using Shape = Sm90WsShape<kSm90BN, kSm90Stages, D>;
+  constexpr auto persistent = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, true>;
+  constexpr auto plain = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, false>;
+  allow_shared_memory<persistent>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
+  allow_shared_memory<plain>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
   // The maps describe the pools, not the batch: a few microseconds of host
   // work per call, no device memory.
   CUtensorMap k_map, v_map;
@@ -54,8 +90,17 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
                        "flash_attention_prefill: the driver refused a tensor map of the KV pool");
   PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
                   c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
-  const dim3 grid((b.max_query_len + Shape::kBM - 1) / Shape::kBM, n_heads, b.n_seqs);
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p);
+  const int n_mblocks = (b.max_query_len + Shape::kBM - 1) / Shape::kBM;
+  const int64_t n_items = int64_t{n_mblocks} * n_heads * b.n_seqs;
+  EXACTLY_CUDA_REQUIRE(n_items <= INT32_MAX, "flash_attention_prefill: %lld work items",
+                       static_cast<long long>(n_items));
+  static const int sms = sm_count();
+  Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream)};
+  if (sched.counter != nullptr && n_items > sms) {
+    persistent<<<sms, Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p, sched);
+  } else {
+    plain<<<static_cast<unsigned>(n_items), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p, sched);
+  }
   check_launch("flash_attention_prefill (sm90)");
 }
 

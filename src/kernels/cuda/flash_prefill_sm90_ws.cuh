@@ -11,6 +11,13 @@
 // K/V address or waits at a CTA-wide barrier. bf16, head dim 64 or 128 (one
 // or two 64-column panels per K/V row).
 //
+// Persistent: one CTA per SM takes work items (a sequence, a head, a block of
+// 128 query rows) from a global counter until none are left, heaviest block
+// of each head first, the blocks of one head together (their K/V stay in L2),
+// as the hardware hands out the blocks of a plain grid. The producer runs on
+// into the next item's K/V while the consumers finish the current one, so a
+// CTA's pipeline fills once, not once per item.
+//
 // Keys past the sequence's length inside its last block are read as they are
 // in the pool and masked; the pool must hold finite values there (the engine
 // zeroes it at allocation and only ever writes finite K/V).
@@ -34,7 +41,8 @@ struct Sm90WsShape {
   static constexpr int kPanels = D / 64;  // 64 bf16 columns = one 128-byte swizzled row
   static constexpr int kPanelBytes = BN * 128;
   static constexpr int kTileBytes = kPanels * kPanelBytes;
-  static constexpr int kBarrierBytes = 3 * STAGES * 8;  // K full, V full, empty
+  // K full, V full, empty per stage; item full and empty, two item slots
+  static constexpr int kBarrierBytes = 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 4;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kBarrierBytes + 1024;
   static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
@@ -46,18 +54,22 @@ struct Sm90WsShape {
 template <int BN, int STAGES, int D = 128>
 struct Sm90WsStages {
   using S = Sm90WsShape<BN, STAGES, D>;
-  uint32_t k, v, k_full, v_full, empty;
+  uint32_t k, v, k_full, v_full, empty, item_full, item_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
         v(base + STAGES * S::kTileBytes),
         k_full(base + 2 * STAGES * S::kTileBytes),
         v_full(k_full + STAGES * 8),
-        empty(k_full + 2 * STAGES * 8) {}
+        empty(k_full + 2 * STAGES * 8),
+        item_full(empty + STAGES * 8),
+        item_empty(item_full + 2 * 8),
+        items(item_empty + 2 * 8) {}
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
   __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
   __device__ void wait_k(int t) const { mbarrier_wait(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
   __device__ void wait_v(int t) const { mbarrier_wait(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
-  // Called by every consumer warp once it is done with tile t's K and V.
+  // Tile indices count on across a CTA's work items, so stages and phases carry
+// over. Called by every consumer warp once it is done with tile t's K and V.
   __device__ void release(int t, int lane) const {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(empty + 8 * (t % STAGES));
@@ -76,15 +88,21 @@ __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D>& st) {
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
     mbarrier_init(st.empty + 8 * s, 8);  // one arrive per consumer warp
   }
+  for (int s = 0; s < 2; ++s) {
+    mbarrier_init(st.item_full + 8 * s, 1);                 // the scheduling thread's arrive
+    mbarrier_init(st.item_empty + 8 * s, 8 + ISSUERS - 1);  // every consumer warp and the other issuers
+  }
   mbarrier_init_fence();
 }
 
-// The producer warpgroup's work: lane 0 of each of the first ISSUERS warps
-// copies every ISSUERS-th 16-key group of each tile, K before V, into the
-// tile's stage once the consumers have released it.
+// The producer warpgroup's work for one item: lane 0 of each of the first
+// ISSUERS warps copies every ISSUERS-th 16-key group of each tile, K before
+// V, into the tile's stage once the consumers have released it. The item's
+// tiles are the CTA's tile_base, tile_base + 1, ...
 template <int BN, int STAGES, int ISSUERS, int D>
 __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid) {
+                                const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid,
+                                int tile_base = 0) {
   using S = Sm90WsShape<BN, STAGES, D>;
   static_assert((BN / 16) % ISSUERS == 0, "whole groups per issuer");
   const int warp = tid / 32;
@@ -93,8 +111,9 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUt
   constexpr uint32_t kBytes = kGroups * S::kPanels * 16 * 128;  // of K (and of V) per issuer and tile
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
   for (int t = 0; t < n_tiles; ++t) {
-    const int s = t % STAGES;
-    mbarrier_wait(st.empty + 8 * s, ((t / STAGES) & 1) ^ 1);
+    const int g = tile_base + t;
+    const int s = g % STAGES;
+    mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);
     mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
     mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
     int slots[kGroups];  // table lookups all in flight at once
@@ -120,27 +139,99 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUt
   }
 }
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128>
+// The work items of a launch and the counter that hands them out.
+struct Sm90WsSchedule {
+  int32_t n_mblocks;  // blocks of 128 query rows per (sequence, head): the longest query's
+  int32_t n_items;    // sequences x heads x n_mblocks
+  int32_t* counter;   // [2]: items handed out after each CTA's first, CTAs done; zero between launches
+};
+
+struct Sm90WsItem {
+  int seq, head, m0;
+};
+
+// Item i: the blocks of one (sequence, head) are consecutive, the last query
+// block (the most keys under a causal mask) first.
+__device__ __forceinline__ Sm90WsItem sm90_ws_item(int i, const Sm90WsSchedule& sched, int n_heads) {
+  const int seq_head = i / sched.n_mblocks;
+  return {seq_head / n_heads, seq_head % n_heads, (sched.n_mblocks - 1 - i % sched.n_mblocks) * 128};
+}
+
+__device__ __forceinline__ void shared_store(uint32_t addr, int v) {
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ int shared_load(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// Item k of this CTA, passed through a two-slot ring: thread 0 publishes it
+// (fetching the one after from the counter), every consumer warp and the
+// other issuing warps read it. An index >= n_items means none is left. A
+// consumer warp's read, all lanes present.
+template <int BN, int STAGES, int D>
+__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGES, D>& st, int k, int lane) {
+  mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+  const int item = shared_load(st.items + 4 * (k & 1));
+  __syncwarp();
+  if (lane == 0) mbarrier_arrive(st.item_empty + 8 * (k & 1));
+  return item;
+}
+
+// The producer warpgroup over the CTA's items (PERSISTENT: from the counter;
+// otherwise the one item of blockIdx.x).
+template <int BN, int STAGES, int ISSUERS, int D, bool PERSISTENT>
+__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map,
+                                 const CUtensorMap* v_map, const PrefillParams& p, const Sm90WsSchedule& sched,
+                                 int tid) {
+  const int warp = tid / 32;
+  if (warp >= ISSUERS || tid % 32 != 0) return;
+  int item = blockIdx.x, tile_base = 0;
+  for (int k = 0;; ++k) {
+    int next = sched.n_items;
+    if (warp == 0) {
+      mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
+      shared_store(st.items + 4 * (k & 1), item);
+      mbarrier_arrive(st.item_full + 8 * (k & 1));
+      // Fetched now, used after this item's copies are issued.
+      if (PERSISTENT && item < sched.n_items) next = gridDim.x + atomicAdd(sched.counter, 1);
+    } else {  // the warp's other lanes have returned: no __syncwarp here
+      mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+      item = shared_load(st.items + 4 * (k & 1));
+      mbarrier_arrive(st.item_empty + 8 * (k & 1));
+    }
+    if (item >= sched.n_items) break;
+    const Sm90WsItem w = sm90_ws_item(item, sched, p.n_heads);
+    const int q_len = p.query_start[w.seq + 1] - p.query_start[w.seq];
+    if (w.m0 < q_len) {
+      const int ctx_len = p.seq_lens[w.seq];
+      const int n_keys = p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, w.m0 + 128)) : ctx_len;
+      const int n_tiles = (n_keys + BN - 1) / BN;
+      sm90_ws_produce<BN, STAGES, ISSUERS>(st, k_map, v_map, p, w.seq, w.head / p.group, n_keys, n_tiles, tid,
+                                           tile_base);
+      tile_base += n_tiles;
+    }
+    if (warp == 0) item = next;
+  }
+  // The last CTA to finish zeroes the counter for the next launch: by then
+  // every CTA has taken its last index.
+  if (PERSISTENT && warp == 0 && atomicAdd(sched.counter + 1, 1) == int(gridDim.x) - 1) {
+    sched.counter[0] = 0;
+    sched.counter[1] = 0;
+  }
+}
+
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, bool PERSISTENT = true>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
-                                 const PrefillParams p) {
+                                 const PrefillParams p, const Sm90WsSchedule sched) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
   using S = Sm90WsShape<BN, STAGES, D>;
+  static_assert(S::kBM == 128, "sm90_ws_item's query blocks");
   extern __shared__ unsigned char smem_raw[];
   const Sm90WsStages<BN, STAGES, D> st((smem_address(smem_raw) + 1023u) & ~1023u);
-
-  const int seq = blockIdx.z;
-  const int head = blockIdx.y;
-  const int q_begin = p.query_start[seq];
-  const int q_len = p.query_start[seq + 1] - q_begin;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * S::kBM;
-  if (m0 >= q_len) return;
-  const int ctx_len = p.seq_lens[seq];
-  const int prefix = ctx_len - q_len;
-  const int kv_head = head / p.group;
-  const int n_keys = p.causal ? min(ctx_len, prefix + min(q_len, m0 + S::kBM)) : ctx_len;
-  const int n_tiles = (n_keys + BN - 1) / BN;
   const int tid = threadIdx.x;
 
   if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
@@ -148,7 +239,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_produce<BN, STAGES, ISSUERS>(st, &k_map, &v_map, p, seq, kv_head, n_keys, n_tiles, tid);
+    sm90_ws_producer<BN, STAGES, ISSUERS, D, PERSISTENT>(st, &k_map, &v_map, p, sched, tid);
     return;
   }
 
@@ -158,119 +249,139 @@ __global__ void __launch_bounds__(384, 1)
   const int warp_row0 = (ctid / 32) * 16;
   const int64_t token_stride = int64_t{p.n_heads} * D;
   const T* q = static_cast<const T*>(p.q);
+  T* out = static_cast<T*>(p.out);
 
-  uint32_t qf[D / 16][4];
-  {
-    const int r0 = m0 + warp_row0 + lane / 4;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = r0 + (i % 2) * 8;
-        const int col = ks * 16 + (lane % 4) * 2 + (i / 2) * 8;
-        qf[ks][i] = row < q_len ? *reinterpret_cast<const uint32_t*>(q + (q_begin + row) * token_stride +
-                                                                      head * D + col)
-                                : 0u;
-      }
-  }
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  const int qpos0 = prefix + m0 + warp_row0 + lane / 4;
+  int tile_base = 0;
+  for (int k = 0;; ++k) {
+    const int item = sm90_ws_receive_item(st, k, lane);
+    if (item >= sched.n_items) break;
+    const Sm90WsItem w = sm90_ws_item(item, sched, p.n_heads);
+    const int seq = w.seq, head = w.head, m0 = w.m0;
+    const int q_begin = p.query_start[seq];
+    const int q_len = p.query_start[seq + 1] - q_begin;
+    if (m0 >= q_len) continue;
+    const int ctx_len = p.seq_lens[seq];
+    const int prefix = ctx_len - q_len;
+    const int n_keys = p.causal ? min(ctx_len, prefix + min(q_len, m0 + S::kBM)) : ctx_len;
+    const int n_tiles = (n_keys + BN - 1) / BN;
 
-  float sc[BN / 2];
-  uint32_t pk[BN / 16][4];
-
-  auto issue_scores = [&](int t) {
-    const uint32_t k_tile = st.k_tile(t);
-    wgmma_keep(sc);
-    wgmma_fence();
+    uint32_t qf[D / 16][4];
+    {
+      const int r0 = m0 + warp_row0 + lane / 4;
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      const uint64_t desc = wgmma_descriptor(k_tile + (ks / 4) * S::kPanelBytes + (ks % 4) * 32, S::kPanelBytes, 1024);
-      if constexpr (BN == 64) {
-        wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
-      } else {
-        wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
-      }
+      for (int ks = 0; ks < D / 16; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int row = r0 + (i % 2) * 8;
+          const int col = ks * 16 + (lane % 4) * 2 + (i / 2) * 8;
+          qf[ks][i] = row < q_len ? *reinterpret_cast<const uint32_t*>(q + (q_begin + row) * token_stride +
+                                                                        head * D + col)
+                                  : 0u;
+        }
     }
-    wgmma_commit();
-    wgmma_keep(sc);
-  };
-  auto issue_pv = [&](int t) {
-    st.wait_v(t);
-    const uint32_t v_tile = st.v_tile(t);
-    wgmma_keep(o);
-    wgmma_fence();
+    float o[D / 2];
 #pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks) {
-      const uint64_t desc = wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024);
-      if constexpr (D == 64) {
-        wgmma_m64n64k16_rs<1>(o, pk[ks], desc, 1);
-      } else {
-        wgmma_m64n128k16_rs<1>(o, pk[ks], desc, 1);
-      }
-    }
-    wgmma_commit();
-    wgmma_keep(o);
-  };
-  // The online softmax of tile t's scores (in sc, in place); leaves in
-  // sm.correction the factor by which O must be rescaled before P_t V_t.
-  OnlineSoftmax<BN> sm;
-  auto softmax = [&](int t) {
-    const int key0 = t * BN;
-    if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0))
-      OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos0);
-    sm.update(sc, p.scale_log2);
-  };
-  auto pack = [&] {
-#pragma unroll
-    for (int ks = 0; ks < BN / 16; ++ks) {
-      pk[ks][0] = Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
-      pk[ks][1] = Elem<T>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
-      pk[ks][2] = Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
-      pk[ks][3] = Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
-    }
-  };
-  auto rescale = [&] { sm.rescale(o); };
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    const int qpos0 = prefix + m0 + warp_row0 + lane / 4;
 
-  // Tile 0 alone; then each step scores tile t on the tensor cores while
-  // P_{t-1} V_{t-1} follows it, and the softmax of tile t runs under that
-  // product (FlashAttention-3's overlap inside a warpgroup).
-  st.wait_k(0);
-  issue_scores(0);
-  wgmma_wait<0>();
-  wgmma_keep(sc);
-  softmax(0);  // O is zero: nothing to rescale
-  pack();
-  for (int t = 1; t < n_tiles; ++t) {
-    st.wait_k(t);
-    issue_scores(t);
-    rescale();  // by tile t-1's factor, while the scores run
-    issue_pv(t - 1);
-    wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
+    float sc[BN / 2];
+    uint32_t pk[BN / 16][4];
+
+    // t: the item's own tile index; g = tile_base + t: the CTA's, for stages.
+    auto issue_scores = [&](int t) {
+      const uint32_t k_tile = st.k_tile(tile_base + t);
+      wgmma_keep(sc);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const uint64_t desc =
+            wgmma_descriptor(k_tile + (ks / 4) * S::kPanelBytes + (ks % 4) * 32, S::kPanelBytes, 1024);
+        if constexpr (BN == 64) {
+          wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
+        } else {
+          wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
+        }
+      }
+      wgmma_commit();
+      wgmma_keep(sc);
+    };
+    auto issue_pv = [&](int t) {
+      st.wait_v(tile_base + t);
+      const uint32_t v_tile = st.v_tile(tile_base + t);
+      wgmma_keep(o);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        const uint64_t desc = wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024);
+        if constexpr (D == 64) {
+          wgmma_m64n64k16_rs<1>(o, pk[ks], desc, 1);
+        } else {
+          wgmma_m64n128k16_rs<1>(o, pk[ks], desc, 1);
+        }
+      }
+      wgmma_commit();
+      wgmma_keep(o);
+    };
+    // The online softmax of tile t's scores (in sc, in place); leaves in
+    // sm.correction the factor by which O must be rescaled before P_t V_t.
+    OnlineSoftmax<BN> sm;
+    auto softmax = [&](int t) {
+      const int key0 = t * BN;
+      if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0))
+        OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos0);
+      sm.update(sc, p.scale_log2);
+    };
+    auto pack = [&] {
+#pragma unroll
+      for (int ks = 0; ks < BN / 16; ++ks) {
+        pk[ks][0] = Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
+        pk[ks][1] = Elem<T>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
+        pk[ks][2] = Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
+        pk[ks][3] = Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+      }
+    };
+    auto rescale = [&] { sm.rescale(o); };
+
+    // Tile 0 alone; then each step scores tile t on the tensor cores while
+    // P_{t-1} V_{t-1} follows it, and the softmax of tile t runs under that
+    // product (FlashAttention-3's overlap inside a warpgroup).
+    st.wait_k(tile_base);
+    issue_scores(0);
+    wgmma_wait<0>();
     wgmma_keep(sc);
-    softmax(t);
+    softmax(0);  // O is zero: nothing to rescale
+    pack();
+    for (int t = 1; t < n_tiles; ++t) {
+      st.wait_k(tile_base + t);
+      issue_scores(t);
+      rescale();  // by tile t-1's factor, while the scores run
+      issue_pv(t - 1);
+      wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
+      wgmma_keep(sc);
+      softmax(t);
+      wgmma_wait<0>();
+      wgmma_keep(o);
+      st.release(tile_base + t - 1, lane);
+      pack();
+    }
+    rescale();
+    issue_pv(n_tiles - 1);
     wgmma_wait<0>();
     wgmma_keep(o);
-    st.release(t - 1, lane);
-    pack();
-  }
-  rescale();
-  issue_pv(n_tiles - 1);
-  wgmma_wait<0>();
-  wgmma_keep(o);
-  st.release(n_tiles - 1, lane);
+    st.release(tile_base + n_tiles - 1, lane);
+    tile_base += n_tiles;
 
-  T* out = static_cast<T*>(p.out);
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float inv = sm.inverse_sum(r);
-    const int row = m0 + warp_row0 + lane / 4 + 8 * r;
-    if (row >= q_len) continue;
-    uint32_t* dst = reinterpret_cast<uint32_t*>(out + (q_begin + row) * token_stride + head * D + (lane % 4) * 2);
+    for (int r = 0; r < 2; ++r) {
+      const float inv = sm.inverse_sum(r);
+      const int row = m0 + warp_row0 + lane / 4 + 8 * r;
+      if (row >= q_len) continue;
+      uint32_t* dst =
+          reinterpret_cast<uint32_t*>(out + (q_begin + row) * token_stride + head * D + (lane % 4) * 2);
 #pragma unroll
-    for (int dt = 0; dt < D / 8; ++dt) dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv, o[4 * dt + 2 * r + 1] * inv);
+      for (int dt = 0; dt < D / 8; ++dt)
+        dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv, o[4 * dt + 2 * r + 1] * inv);
+    }
   }
 #endif
 }
