@@ -41,9 +41,10 @@ struct AttentionBatchDevice {
 
 // Causal (or unmasked) attention for a flattened batch of query tokens: token
 // j of sequence s sits at position seq_lens[s] - q_len(s) + j. scale is
-// usually 1/sqrt(head_dim). On Hopper (bf16, head dim 128) a warp-specialised
-// TMA + wgmma kernel, elsewhere a tensor-core (mma.sync) kernel, sm_80 and
-// later. The Hopper kernel copies whole 16-slot groups of the last block, so
+// usually 1/sqrt(head_dim). On Hopper (bf16, head dim 64 or 128) a persistent
+// warp-specialised TMA + wgmma kernel (it keeps one small scheduling counter
+// per stream for the life of the process), elsewhere a tensor-core (mma.sync)
+// kernel, sm_80 and later. The Hopper kernel copies whole 16-slot groups of the last block, so
 // slots past a sequence's length must hold finite values (masked, but 0 * NaN
 // is NaN): zero the pool when allocating it.
 void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q,
