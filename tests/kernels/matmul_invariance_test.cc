@@ -1,6 +1,6 @@
 // Batch and thread invariance of matmul: a token's outputs are bit-identical
 // whatever else is in the call, where it falls in a tile, and how many
-// threads ran, across the fused (up to 8 tokens) and tiled (more) paths.
+// threads ran, across the fused (up to 10 tokens) and tiled (more) paths.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -28,7 +28,7 @@ TEST_P(MatmulInvariance, TokenRowsDoNotDependOnBatchOrThreads) {
   std::vector<float> alone(static_cast<size_t>(max_tokens * rows));
   for (int64_t t = 0; t < max_tokens; ++t) matmul(w.matrix, x.data() + t * cols, 1, alone.data() + t * rows, one);
 
-  for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17, 64, 97, 100, 200}) {
+  for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 17, 21, 64, 97, 100, 200}) {
     for (ThreadPool* pool : {&one, &two}) {
       // Batches starting at different offsets put each token at a different
       // place within a micro-tile and a token block.

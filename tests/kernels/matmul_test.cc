@@ -60,7 +60,7 @@ TEST_P(MatmulAllTypes, MatchesReferenceBitwiseAndFloat64WithinBound) {
   uint32_t seed = 1;
   for (int64_t k : cols)
     for (int64_t rows : {1, 3, 17, 33, 100, 257})
-      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 100})
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 17, 100})
         for (int threads : {1, 2}) {
           if (k >= 1536 && (rows > 33 || n > 17)) continue;  // keep the float64 loop short
           check_matmul(type, {rows, k, n}, threads, seed++);

@@ -47,8 +47,9 @@ inline void fused_block(const uint8_t* w,  // [NR, row_bytes] first row of the b
 }
 
 // Tokens multiplied per decode of the weights: NT accumulators plus the four
-// decoded vectors must fit the 16 ymm registers.
-constexpr int kFusedTokens = 8;
+// decoded vectors must fit the 16 ymm registers (at 10, one constant is
+// reloaded per group; a verify of up to 9 drafts is one pass).
+constexpr int kFusedTokens = 10;
 
 // Rows [r0, r1) of NT tokens. Four rows at a time give the FMA chains enough
 // independent work; fewer when many tokens would run out of registers.
@@ -79,7 +80,9 @@ void fused_matmul_rows(const uint8_t* w,  // [rows, row_bytes]
       case 5: fused_rows<D, 5>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
       case 6: fused_rows<D, 6>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
       case 7: fused_rows<D, 7>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
-      default: fused_rows<D, 8>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 8: fused_rows<D, 8>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      case 9: fused_rows<D, 9>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
+      default: fused_rows<D, 10>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
     }
   }
 }
