@@ -38,8 +38,18 @@ void rmsnorm(const float* x, const float* weight, int64_t n_tokens, int64_t dim,
 void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
                    int rope_dims, float freq_base);
 
+// The same in two parts, so that a forward pass computes each token's angles
+// once for all its layers: rope_angles fills cos/sin [n_tokens, rope_dims/2]
+// (the values rope_adjacent uses), rope_adjacent_with rotates with them.
+void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, float* cos_out,
+                 float* sin_out);
+void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
+                        const float* sin_in);
+
 // out[i] = silu(gate[i]) * up[i] for i < n. out may alias gate.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// The same split over the pool's threads (every element computed alike).
+void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool);
 
 // y[i] += x[i] for i < n.
 void add_inplace(float* y, const float* x, int64_t n);

@@ -74,6 +74,8 @@ void LlamaModel::ensure_scratch(int64_t n) {
   grow(attn_, n * c.n_heads * c.head_dim);
   grow(proj_, n * c.dim);
   grow(gate_, n * c.ffn_dim);
+  grow(rope_cos_, n * (c.rope_dims / 2));
+  grow(rope_sin_, n * (c.rope_dims / 2));
   grow(up_, n * c.ffn_dim);
 }
 
@@ -106,6 +108,7 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
                                            b.block_tables.data(), b.max_blocks_per_seq};
   float* x = x_.data();
   kernels::embedding_lookup(weights_.token_embd, b.tokens.data(), n, x);
+  kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data());
 
   for (int l = 0; l < num_layers; ++l) {
     const LlamaLayerWeights& L = weights_.layers[static_cast<size_t>(l)];
@@ -114,8 +117,9 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
     kernels::matmul(L.wq, h_.data(), n, q_.data(), pool);
     kernels::matmul(L.wk, h_.data(), n, k_.data(), pool);
     kernels::matmul(L.wv, h_.data(), n, v_.data(), pool);
-    kernels::rope_adjacent(q_.data(), b.positions.data(), n, c.n_heads, c.head_dim, c.rope_dims, c.rope_freq_base);
-    kernels::rope_adjacent(k_.data(), b.positions.data(), n, c.n_kv_heads, c.head_dim, c.rope_dims, c.rope_freq_base);
+    kernels::rope_adjacent_with(q_.data(), n, c.n_heads, c.head_dim, c.rope_dims, rope_cos_.data(), rope_sin_.data());
+    kernels::rope_adjacent_with(k_.data(), n, c.n_kv_heads, c.head_dim, c.rope_dims, rope_cos_.data(),
+                                rope_sin_.data());
     const kernels::PagedKV cache = kv.layer(l);
     kernels::kv_store(cache, k_.data(), v_.data(), b.slot_mapping.data(), n);
     kernels::attention(cache, attn_batch, q_.data(), c.n_heads, scale, attn_.data(), pool);
@@ -126,7 +130,7 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
     kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, h_.data());
     kernels::matmul(L.w_gate, h_.data(), n, gate_.data(), pool);
     kernels::matmul(L.w_up, h_.data(), n, up_.data(), pool);
-    kernels::silu_mul(gate_.data(), up_.data(), n * c.ffn_dim, gate_.data());
+    kernels::silu_mul(gate_.data(), up_.data(), n * c.ffn_dim, gate_.data(), pool);
     kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
     kernels::add_inplace(x, proj_.data(), n * c.dim);
   }
@@ -142,13 +146,15 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   }
   kernels::matmul(weights_.output, last_.data(), n_out, logits, pool);
   if (argmax != nullptr)
-    for (int64_t i = 0; i < n_out; ++i) {
-      const float* row = logits + i * c.vocab_size;
-      int32_t best = 0;
-      for (int32_t v = 1; v < c.vocab_size; ++v)
-        if (row[v] > row[best]) best = v;
-      argmax[i] = best;
-    }
+    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* row = logits + i * c.vocab_size;
+        int32_t best = 0;
+        for (int32_t v = 1; v < c.vocab_size; ++v)
+          if (row[v] > row[best]) best = v;
+        argmax[i] = best;
+      }
+    });
 }
 
 }  // namespace exactly

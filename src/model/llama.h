@@ -83,6 +83,7 @@ class LlamaModel final : public Model {
   std::vector<float> gate_;    // [n_tokens, ffn_dim]
   std::vector<float> up_;      // [n_tokens, ffn_dim]
   std::vector<float> last_;    // [n_logits, dim] rows that produce logits
+  std::vector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
 };
 
 }  // namespace exactly

@@ -81,6 +81,35 @@ TEST(Rope, MatchesFloat64AndReferenceBitwise) {
   }
 }
 
+// The model computes each token's angles once per forward and rotates every
+// layer's q and k with them: the same bits as rotating with fresh angles.
+TEST(Rope, AngleTableGivesTheSameBits) {
+  std::mt19937 rng(15);
+  const int n_heads = 3, head_dim = 64, rope_dims = 64;
+  std::vector<int32_t> pos = {0, 1, 17, 4095, 100000, 5};
+  const int64_t n = static_cast<int64_t>(pos.size());
+  auto x = testing::random_floats(rng, n * n_heads * head_dim);
+  auto y = x, y_table = x;
+  std::vector<float> c(static_cast<size_t>(n * rope_dims / 2)), s(c.size());
+  rope_angles(pos.data(), n, rope_dims, 10000.0f, c.data(), s.data());
+  rope_adjacent(y.data(), pos.data(), n, n_heads, head_dim, rope_dims, 10000.0f);
+  rope_adjacent_with(y_table.data(), n, n_heads, head_dim, rope_dims, c.data(), s.data());
+  EXPECT_EQ(std::memcmp(y.data(), y_table.data(), y.size() * sizeof(float)), 0);
+}
+
+// Split over threads, every element is computed alike: the same bits.
+TEST(SiluMul, PooledGivesTheSameBits) {
+  std::mt19937 rng(16);
+  const int64_t n = 9 * 1536 + 7;
+  auto g = testing::random_floats(rng, n, -20.0f, 20.0f);
+  auto u = testing::random_floats(rng, n, -3.0f, 3.0f);
+  std::vector<float> serial(static_cast<size_t>(n)), pooled = g;
+  silu_mul(g.data(), u.data(), n, serial.data());
+  ThreadPool two(2);
+  silu_mul(pooled.data(), u.data(), n, pooled.data(), two);  // aliased, as the model calls it
+  EXPECT_EQ(std::memcmp(serial.data(), pooled.data(), serial.size() * sizeof(float)), 0);
+}
+
 TEST(SiluMul, MatchesFloat64) {
   std::mt19937 rng(6);
   const int64_t n = 1537;

@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kMaxRopePairs = 512;
 
-void rope_angles(int32_t pos, int rope_dims, float freq_base, float* cos_out, float* sin_out) {  // [rope_dims/2]
+void token_angles(int32_t pos, int rope_dims, float freq_base, float* cos_out, float* sin_out) {  // [rope_dims/2]
   for (int i = 0; i < rope_dims / 2; ++i) {
     const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
     const double theta = static_cast<double>(pos) * freq;
@@ -44,9 +44,26 @@ void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_h
   check_rope(head_dim, rope_dims);
   float c[kMaxRopePairs], s[kMaxRopePairs];
   for (int64_t t = 0; t < n_tokens; ++t) {
-    rope_angles(positions[t], rope_dims, freq_base, c, s);
+    token_angles(positions[t], rope_dims, freq_base, c, s);
     for (int h = 0; h < n_heads; ++h) rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, c, s);
   }
+}
+
+void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, float* cos_out,
+                 float* sin_out) {
+  check_rope(rope_dims, rope_dims);
+  const int pairs = rope_dims / 2;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    token_angles(positions[t], rope_dims, freq_base, cos_out + t * pairs, sin_out + t * pairs);
+}
+
+void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
+                        const float* sin_in) {
+  check_rope(head_dim, rope_dims);
+  const int pairs = rope_dims / 2;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h)
+      rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
 }
 
 namespace reference {
@@ -56,7 +73,7 @@ void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_h
   std::vector<float> c(static_cast<size_t>(rope_dims / 2)), s(c.size());
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int h = 0; h < n_heads; ++h) {
-      rope_angles(positions[t], rope_dims, freq_base, c.data(), s.data());
+      token_angles(positions[t], rope_dims, freq_base, c.data(), s.data());
       rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, c.data(), s.data());
     }
 }
