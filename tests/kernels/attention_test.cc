@@ -142,14 +142,18 @@ TEST_P(AttentionTest, MatchesFloat64AndIsBatchInvariant) {
     const double naive_err = max_error(naive, exact, begin, end);
     EXPECT_LE(err, 2 * naive_err + 1e-6) << "sequence " << s << " of length " << ac.seqs[s].len;
 
-    // The same sequence alone in its own batch, on one thread: identical bits.
+    // The same sequence alone in its own batch, on one thread and on two
+    // (alone, a short chunk is cut into smaller query tiles to keep both
+    // threads busy): identical bits.
     const std::vector<int32_t> qs{0, ac.seqs[s].n_new};
     const AttentionBatch alone_batch{1, qs.data(), &ac.seq_lens[s],
                                      ac.block_tables.data() + s * static_cast<size_t>(ac.max_blocks), ac.max_blocks};
-    std::vector<float> out_alone(static_cast<size_t>(end - begin));
-    attention(cache, alone_batch, ac.q.data() + begin, ac.n_heads, scale, out_alone.data(), one);
-    EXPECT_EQ(std::memcmp(out_alone.data(), out.data() + begin, out_alone.size() * sizeof(float)), 0)
-        << "sequence " << s << " alone differs from its outputs in the batch";
+    for (ThreadPool* pool : {&one, &two}) {
+      std::vector<float> out_alone(static_cast<size_t>(end - begin));
+      attention(cache, alone_batch, ac.q.data() + begin, ac.n_heads, scale, out_alone.data(), *pool);
+      EXPECT_EQ(std::memcmp(out_alone.data(), out.data() + begin, out_alone.size() * sizeof(float)), 0)
+          << "sequence " << s << " alone on " << pool->size() << " thread(s) differs from its outputs in the batch";
+    }
   }
 }
 

@@ -53,13 +53,37 @@ cpu::flash::FlashProblem make_problem(const PagedKV& cache, const AttentionBatch
   return {cache, batch, q, out, n_heads, n_heads / cache.n_kv_heads, scale * kLog2e, mask == AttentionMask::causal};
 }
 
-Plan make_plan(const cpu::flash::FlashProblem& p) {
-  Plan plan;
+// Query tokens per tile of each sequence. Whole tiles of tokens_per_tile
+// unless they make fewer work items than two per thread (a lone 9-token
+// verify over 3 KV heads is 3 items for 2 threads): then each sequence's
+// tokens are cut into more, equal tiles. A row's result never depends on the
+// rows it shares a tile with, so this changes no bit.
+std::vector<int32_t> tile_tokens(const cpu::flash::FlashProblem& p, int n_threads) {
   const int per_tile = cpu::flash::tokens_per_tile(p.group);
+  std::vector<int32_t> tokens(static_cast<size_t>(p.batch.n_seqs));
+  int64_t items = 0;
+  for (int32_t s = 0; s < p.batch.n_seqs; ++s) {
+    const int32_t n_new = p.batch.query_start[s + 1] - p.batch.query_start[s];
+    items += (n_new + per_tile - 1) / per_tile * p.cache.n_kv_heads;
+  }
+  const int64_t wanted = 2 * int64_t{n_threads};
+  const int64_t factor = items == 0 || items >= wanted ? 1 : (wanted + items - 1) / items;
+  for (int32_t s = 0; s < p.batch.n_seqs; ++s) {
+    const int32_t n_new = p.batch.query_start[s + 1] - p.batch.query_start[s];
+    const int64_t tiles = std::min<int64_t>(n_new, (n_new + per_tile - 1) / per_tile * factor);
+    tokens[static_cast<size_t>(s)] = tiles == 0 ? per_tile : static_cast<int32_t>((n_new + tiles - 1) / tiles);
+  }
+  return tokens;
+}
+
+Plan make_plan(const cpu::flash::FlashProblem& p, int n_threads) {
+  Plan plan;
+  const std::vector<int32_t> per_seq = tile_tokens(p, n_threads);
   const int hd = p.cache.head_dim;
   for (int32_t s = 0; s < p.batch.n_seqs; ++s) {
     const int32_t first = p.batch.query_start[s], n_new = p.batch.query_start[s + 1] - first;
     const int32_t first_pos = p.batch.seq_lens[s] - n_new;
+    const int32_t per_tile = per_seq[static_cast<size_t>(s)];
     for (int32_t t0 = 0; t0 < n_new; t0 += per_tile)
       for (int32_t h = 0; h < p.cache.n_kv_heads; ++h) {
         const QueryTile tile{s, first + t0, std::min(per_tile, n_new - t0), first_pos + t0, h};
@@ -98,7 +122,7 @@ int64_t attention_scratch_bytes(const PagedKV& cache, const AttentionBatch& batc
                                 AttentionMask mask) {
   const cpu::flash::FlashProblem p = make_problem(cache, batch, nullptr, n_heads, 1.0f, nullptr, mask);
   return n_threads * cpu::flash::tile_buffer_bytes(p.group, cache.head_dim) +
-         make_plan(p).partial_floats * static_cast<int64_t>(sizeof(float));
+         make_plan(p, n_threads).partial_floats * static_cast<int64_t>(sizeof(float));
 }
 
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads, float scale,
@@ -108,7 +132,7 @@ void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q
     EXACTLY_CHECK(batch.seq_lens[s] >= batch.query_start[s + 1] - batch.query_start[s],
                   "attention: sequence %d has more new tokens than its length %d", s, batch.seq_lens[s]);
   const cpu::flash::FlashProblem p = make_problem(cache, batch, q, n_heads, scale, out, mask);
-  const Plan plan = make_plan(p);
+  const Plan plan = make_plan(p, pool.size());
   const int hd = cache.head_dim;
   const int64_t tile_bytes = cpu::flash::tile_buffer_bytes(p.group, hd);
   const int64_t bytes = attention_scratch_bytes(cache, batch, n_heads, pool.size(), mask);
