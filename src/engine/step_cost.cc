@@ -13,9 +13,12 @@ void StepCostModel::observe(int64_t tokens, double seconds) {
   wt_ = decay * wt_ + weight_ * seconds;
   wnn_ = decay * wnn_ + weight_ * n * n;
   wnt_ = decay * wnt_ + weight_ * n * seconds;
+  if (const auto f = current_fit()) last_fit_ = f;
 }
 
-std::optional<StepCostModel::Fit> StepCostModel::fit() const {
+std::optional<StepCostModel::Fit> StepCostModel::fit() const { return last_fit_; }
+
+std::optional<StepCostModel::Fit> StepCostModel::current_fit() const {
   if (w_ <= 0) return std::nullopt;
   const double mean_n = wn_ / w_, mean_t = wt_ / w_;
   const double var_n = wnn_ / w_ - mean_n * mean_n;

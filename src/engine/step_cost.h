@@ -20,7 +20,11 @@ class StepCostModel {
     double fixed;      // seconds per step whatever its size (weights streamed once)
     double per_token;  // seconds per additional token
   };
-  // None until the observed step sizes vary enough to separate the two terms.
+  // None until the observed step sizes vary enough to separate the two terms;
+  // once they have, the fit of the last time they did. When speculation turns
+  // itself off, steps become one size and the slope stops being identifiable:
+  // forgetting it sent the decision back to its optimistic prior, which drafted
+  // again, at a loss, until the slope was learned anew.
   std::optional<Fit> fit() const;
   // Weighted mean seconds per step; none before the first. What a step costs
   // when the sizes do not vary enough for fit(), as a draft pass that feeds
@@ -29,7 +33,9 @@ class StepCostModel {
 
  private:
   double weight_;
+  std::optional<Fit> current_fit() const;
   double w_ = 0, wn_ = 0, wt_ = 0, wnn_ = 0, wnt_ = 0;  // weighted sums of 1, n, t, n², n·t
+  std::optional<Fit> last_fit_;
 };
 
 // Cost of one more verified token relative to a request's share of a step in

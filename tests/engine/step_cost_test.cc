@@ -24,6 +24,22 @@ TEST(StepCostModel, NoFitWhileStepSizesDoNotVary) {
   EXPECT_FALSE(m.fit().has_value());
 }
 
+// Once learned, the slope outlives a stretch of one-size steps (speculation
+// off): the decision must not fall back to its prior and draft at a loss.
+TEST(StepCostModel, KeepsTheLastFitWhenStepSizesStopVarying) {
+  StepCostModel m;
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 4 + (i * 7) % 9;
+    m.observe(n, 0.004 + 0.002 * static_cast<double>(n));
+  }
+  ASSERT_TRUE(m.fit().has_value());
+  for (int i = 0; i < 1000; ++i) m.observe(4, 0.012);
+  const auto fit = m.fit();
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->per_token, 0.002, 2e-4);
+  EXPECT_NEAR(fit->fixed, 0.004, 1e-3);
+}
+
 // Speculation pays when verifying is cheap relative to a step and drafts are
 // often accepted, and switches off when a large batch makes each verified
 // token cost nearly a full token.
