@@ -40,6 +40,10 @@ struct Engine::Group {
 
 namespace {
 
+// Drafts per verify of pseudo-evidence at every request's rate that a
+// request's own rate is shrunk towards (AcceptanceStats::shrunk_acceptance_rate).
+constexpr double kAcceptanceShrink = 2.0;
+
 // A model drafter processes its logits with the request's settings but draws
 // from a generator of its own (seeded from the request's seed, when it has
 // one), so drafting takes no uniforms from the stream verification uses.
@@ -292,8 +296,8 @@ void Engine::propose_drafts() {
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
     Sequence& s = sequence_of(r->id);
-    const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(s.spec_stats.recent_acceptance_rate(),
-                                                                      relative_cost, config_.num_speculative_tokens)
+    const double rate = s.spec_stats.shrunk_acceptance_rate(spec_all_.recent_acceptance_rate(), kAcceptanceShrink);
+    const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens)
                                               : s.spec_stats.next_k();
     int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)
                                              : config_.num_speculative_tokens;
@@ -529,6 +533,7 @@ std::vector<RequestOutput> Engine::step() {
         }
         s.draft_dists.clear();
         s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+        spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
         ++stats_.spec_verifies;
         stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());
         stats_.spec_accepted_tokens += v.num_accepted;

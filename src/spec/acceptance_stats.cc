@@ -66,6 +66,12 @@ double AcceptanceStats::recent_acceptance_rate() const {
   return verifies_ > 0 ? ema_accepted_ / ema_examined_ : config_.prior_rate;
 }
 
+double AcceptanceStats::shrunk_acceptance_rate(double prior, double weight) const {
+  EXACTLY_CHECK(prior >= 0 && prior <= 1 && weight >= 0, "prior %g, weight %g", prior, weight);
+  if (verifies_ == 0) return prior;
+  return (ema_accepted_ + weight * prior) / (ema_examined_ + weight);
+}
+
 int32_t AcceptanceStats::next_k() const { return best_draft_length(recent_acceptance_rate(), config_); }
 
 }  // namespace exactly

@@ -49,6 +49,12 @@ class AcceptanceStats {
   double mean_accepted_length() const;
   // The recent per-draft acceptance rate that drives next_k().
   double recent_acceptance_rate() const;
+  // The recent rate shrunk towards `prior` as if `weight` more drafts per
+  // verify had been examined at that rate (the prior alone before any
+  // verify). A request drafts when its estimate is high, which is most often
+  // just after a lucky verify; shrinking towards what drafts of all requests
+  // achieve keeps one or two lucky verifies from paying for a run of losses.
+  double shrunk_acceptance_rate(double prior, double weight) const;
   // Draft length for the next step.
   int32_t next_k() const;
 

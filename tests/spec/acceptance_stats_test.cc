@@ -71,6 +71,20 @@ TEST(AcceptanceStats, RecentRateCountsOnlyExaminedDrafts) {
   EXPECT_NEAR(stats.acceptance_rate(), 0.5, 1e-12);
 }
 
+// One lucky verify moves a request's own rate to 1; shrunk towards what all
+// requests' drafts achieve it stays near that, and a long record outweighs
+// the prior.
+TEST(AcceptanceStats, ShrunkRateWeighsOneVerifyAgainstThePrior) {
+  AcceptanceStats stats;
+  EXPECT_DOUBLE_EQ(stats.shrunk_acceptance_rate(0.3, 2.0), 0.3);
+  stats.record(1, 1);
+  EXPECT_DOUBLE_EQ(stats.recent_acceptance_rate(), 1.0);
+  EXPECT_NEAR(stats.shrunk_acceptance_rate(0.3, 2.0), (1.0 + 2.0 * 0.3) / (1.0 + 2.0), 1e-12);
+  for (int i = 0; i < 50; ++i) stats.record(6, 6);  // six examined per verify, all accepted
+  EXPECT_NEAR(stats.shrunk_acceptance_rate(0.3, 2.0), (6.0 + 0.6) / (6.0 + 2.0), 1e-4);  // the first verify has decayed to 0.8^50
+  EXPECT_DOUBLE_EQ(stats.shrunk_acceptance_rate(0.3, 0.0), stats.recent_acceptance_rate());
+}
+
 TEST(AcceptanceStats, NextKShrinksWhenDraftsFailAndGrowsWhenTheyPass) {
   AdaptiveKConfig c;
   c.k_max = 6;
