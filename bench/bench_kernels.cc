@@ -69,15 +69,22 @@ void bench_shapes(ThreadPool* pools[2], double peak[2]) {
   }
 }
 
-// All matmuls of the model's forward pass, each layer with its own weights.
-void bench_model(ThreadPool* pools[2], double read_gbs[2]) {
+// The 30 layers' matrices of the default model (q, k, v, o, gate, up, down),
+// each layer with its own weights as a forward pass streams them.
+std::vector<Matrix> layer_matrices(std::mt19937& rng) {
   const int kLayers = 30;
-  std::mt19937 rng(2);
   std::vector<Matrix> mats;
   for (int l = 0; l < kLayers; ++l)
     for (auto [rows, cols] : {std::pair{576, 576}, std::pair{192, 576}, std::pair{192, 576}, std::pair{576, 576},
                               std::pair{1536, 576}, std::pair{1536, 576}, std::pair{576, 1536}})
       mats.push_back(random_matrix(rng, GGMLType::Q4_1, rows, cols));
+  return mats;
+}
+
+// All matmuls of the model's forward pass.
+void bench_model(ThreadPool* pools[2], double read_gbs[2]) {
+  std::mt19937 rng(2);
+  std::vector<Matrix> mats = layer_matrices(rng);
   Matrix head = random_matrix(rng, GGMLType::Q8_0, 49152, 576);
   size_t bytes = head.bytes.size();
   double macs = static_cast<double>(head.w.rows * head.w.cols);
@@ -111,13 +118,8 @@ void bench_model(ThreadPool* pools[2], double read_gbs[2]) {
 // verified token costs beyond the step it rides on decides whether drafting
 // pays (src/engine/step_cost.h learns the same curve at run time).
 void bench_verify(ThreadPool& pool) {
-  const int kLayers = 30;
   std::mt19937 rng(2);
-  std::vector<Matrix> mats;
-  for (int l = 0; l < kLayers; ++l)
-    for (auto [rows, cols] : {std::pair{576, 576}, std::pair{192, 576}, std::pair{192, 576}, std::pair{576, 576},
-                              std::pair{1536, 576}, std::pair{1536, 576}, std::pair{576, 1536}})
-      mats.push_back(random_matrix(rng, GGMLType::Q4_1, rows, cols));
+  std::vector<Matrix> mats = layer_matrices(rng);
   mats.push_back(random_matrix(rng, GGMLType::Q8_0, 49152, 576));
   std::vector<float> x(16 * 1536, 0.5f), y(static_cast<size_t>(16 * 49152));
   std::printf("\nverify matmuls (all layers + head at every position, %d thr)\n", pool.size());
