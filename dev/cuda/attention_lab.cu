@@ -257,7 +257,7 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
                         pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
   if constexpr (kConsumers == Consumers::kPlain) {  // the production kernel, plain grid or persistent
-    auto kernel = flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, PERSISTENT>;
+    auto kernel = flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D>;
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     static int32_t* counter = [] {
       int32_t* c = nullptr;
@@ -268,7 +268,7 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
     int sms = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const int n_mblocks = (pr.q_len + S::kBM - 1) / S::kBM;
-    const Sm90WsSchedule sched{n_mblocks, n_mblocks * pr.n_heads * pr.n_seqs, counter};
+    const Sm90WsSchedule sched{n_mblocks, n_mblocks * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr};
     const int grid = PERSISTENT ? std::min(sched.n_items, sms) : sched.n_items;
     return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p, sched); };
   } else {

@@ -1,6 +1,7 @@
 // Launcher of the FlashAttention prefill kernel: picks the tile shape for the
 // head dimension, raises the shared-memory limit, sizes the grid from the
 // host-known longest query.
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <map>
@@ -38,16 +39,16 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
 // Hopper, bf16: the warp-specialised kernel (a TMA producer warpgroup, two
 // wgmma consumer warpgroups, 128-key tiles), persistent when there are more
 // work items than SMs; dev/cuda/NOTES.md has the alternatives and their
-// figures. At head dim 64 a stage is half the size,
-// but 4 or 6 of them measured no better than 3 (lab prefill64 v2-v4).
+// figures. At head dim 64 a stage is half the size, but 4 or 6 of them
+// measured no better than 3 (lab prefill64 v2-v4).
 constexpr int kSm90BN = 128;
 constexpr int kSm90Stages = 3;
 
 // The persistent kernel's counter for launches on `stream` (two ints, zero
 // between launches; launches on one stream run in order, so one per stream
 // suffices). None while the stream is being captured into a graph before its
-// first plain launch, since allocating is not allowed then: that launch takes
-// the plain grid. Lives as long as the process.
+// first plain launch, since allocating is not allowed then: that launch runs
+// one CTA per item. Lives as long as the process.
 int32_t* schedule_counter(cudaStream_t stream) {
   static std::mutex mutex;
   static std::map<std::pair<int, cudaStream_t>, int32_t*> counters;
@@ -77,10 +78,8 @@ template <int D>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
   using Shape = Sm90WsShape<kSm90BN, kSm90Stages, D>;
-  constexpr auto persistent = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, true>;
-  constexpr auto plain = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, false>;
-  allow_shared_memory<persistent>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
-  allow_shared_memory<plain>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
+  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D>;
+  allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
   // The maps describe the pools, not the batch: a few microseconds of host
   // work per call, no device memory.
   CUtensorMap k_map, v_map;
@@ -95,12 +94,9 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   EXACTLY_CUDA_REQUIRE(n_items <= INT32_MAX, "flash_attention_prefill: %lld work items",
                        static_cast<long long>(n_items));
   static const int sms = sm_count();
-  Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream)};
-  if (sched.counter != nullptr && n_items > sms) {
-    persistent<<<sms, Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p, sched);
-  } else {
-    plain<<<static_cast<unsigned>(n_items), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p, sched);
-  }
+  const Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream)};
+  const int64_t grid = sched.counter != nullptr ? std::min<int64_t>(n_items, sms) : n_items;
+  kernel<<<static_cast<unsigned>(grid), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p, sched);
   check_launch("flash_attention_prefill (sm90)");
 }
 

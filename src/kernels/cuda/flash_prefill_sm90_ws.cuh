@@ -143,7 +143,9 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUt
 struct Sm90WsSchedule {
   int32_t n_mblocks;  // blocks of 128 query rows per (sequence, head): the longest query's
   int32_t n_items;    // sequences x heads x n_mblocks
-  int32_t* counter;   // [2]: items handed out after each CTA's first, CTAs done; zero between launches
+  // [2]: items handed out after each CTA's first, CTAs done; zero between
+  // launches. Null: a plain grid, one item per CTA.
+  int32_t* counter;
 };
 
 struct Sm90WsItem {
@@ -179,9 +181,9 @@ __device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGE
   return item;
 }
 
-// The producer warpgroup over the CTA's items (PERSISTENT: from the counter;
-// otherwise the one item of blockIdx.x).
-template <int BN, int STAGES, int ISSUERS, int D, bool PERSISTENT>
+// The producer warpgroup over the CTA's items: blockIdx.x's, then (with a
+// counter) those the counter hands out.
+template <int BN, int STAGES, int ISSUERS, int D>
 __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map,
                                  const CUtensorMap* v_map, const PrefillParams& p, const Sm90WsSchedule& sched,
                                  int tid) {
@@ -195,7 +197,7 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CU
       shared_store(st.items + 4 * (k & 1), item);
       mbarrier_arrive(st.item_full + 8 * (k & 1));
       // Fetched now, used after this item's copies are issued.
-      if (PERSISTENT && item < sched.n_items) next = gridDim.x + atomicAdd(sched.counter, 1);
+      if (sched.counter != nullptr && item < sched.n_items) next = gridDim.x + atomicAdd(sched.counter, 1);
     } else {  // the warp's other lanes have returned: no __syncwarp here
       mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
       item = shared_load(st.items + 4 * (k & 1));
@@ -216,13 +218,13 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CU
   }
   // The last CTA to finish zeroes the counter for the next launch: by then
   // every CTA has taken its last index.
-  if (PERSISTENT && warp == 0 && atomicAdd(sched.counter + 1, 1) == int(gridDim.x) - 1) {
+  if (sched.counter != nullptr && warp == 0 && atomicAdd(sched.counter + 1, 1) == int(gridDim.x) - 1) {
     sched.counter[0] = 0;
     sched.counter[1] = 0;
   }
 }
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, bool PERSISTENT = true>
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const PrefillParams p, const Sm90WsSchedule sched) {
@@ -239,7 +241,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D, PERSISTENT>(st, &k_map, &v_map, p, sched, tid);
+    sm90_ws_producer<BN, STAGES, ISSUERS, D>(st, &k_map, &v_map, p, sched, tid);
     return;
   }
 
