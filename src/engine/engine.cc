@@ -293,10 +293,11 @@ void Engine::propose_drafts() {
   const auto num_decoding = static_cast<int64_t>(decoding.size());
   const double relative_cost = relative_speculation_cost(
       step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
+  const double all_rate = spec_all_.recent_acceptance_rate();
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
     Sequence& s = sequence_of(r->id);
-    const double rate = s.spec_stats.shrunk_acceptance_rate(spec_all_.recent_acceptance_rate(), kAcceptanceShrink);
+    const double rate = s.spec_stats.shrunk_acceptance_rate(all_rate, kAcceptanceShrink);
     const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens)
                                               : s.spec_stats.next_k();
     int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)

@@ -39,16 +39,6 @@ void check_rope(int head_dim, int rope_dims) {
 
 }  // namespace
 
-void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
-                   int rope_dims, float freq_base) {
-  check_rope(head_dim, rope_dims);
-  float c[kMaxRopePairs], s[kMaxRopePairs];
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    token_angles(positions[t], rope_dims, freq_base, c, s);
-    for (int h = 0; h < n_heads; ++h) rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, c, s);
-  }
-}
-
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, float* cos_out,
                  float* sin_out) {
   check_rope(rope_dims, rope_dims);
@@ -64,6 +54,16 @@ void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, i
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int h = 0; h < n_heads; ++h)
       rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
+}
+
+void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
+                   int rope_dims, float freq_base) {
+  check_rope(head_dim, rope_dims);
+  float c[kMaxRopePairs], s[kMaxRopePairs];
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rope_angles(positions + t, 1, rope_dims, freq_base, c, s);
+    rope_adjacent_with(x + t * n_heads * head_dim, 1, n_heads, head_dim, rope_dims, c, s);
+  }
 }
 
 namespace reference {
