@@ -4,9 +4,11 @@
 // src/kernels/cuda/; the versions here are their template parameters (and a
 // naive baseline) so a change can be tried without touching production.
 //
+// VERSION: N, N-M, or -N (N and after).
 //   attention_lab decode  [VERSION]   batch 64 x 2048 and 16 x 8192, 32/8 heads, d 128
 //   attention_lab prefill [VERSION]   batch 4 x 32 heads x 4096, d 128, causal and not
 //   attention_lab prefill64 [VERSION] the same at d 64
+//   attention_lab prefill-items [VERSION]  each item's time beyond its tiles
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
 #include <cuda_bf16.h>
@@ -329,13 +331,30 @@ static const std::vector<Version> kPrefill64Versions = {
     {"d64 v6 v2 persistent (production)", prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
 };
 
-static bool run_versions(const char* what, const std::vector<Version>& versions, int only,
+// Which versions run: all, one (N), N and after (-N), or N to M (N-M).
+struct Selection {
+  int first = 1, last = 1 << 30;
+  explicit Selection(const char* arg) {
+    if (arg == nullptr || *arg == 0) return;
+    const char* dash = std::strchr(arg + 1, '-');
+    const int n = std::atoi(arg);
+    if (n < 0) {
+      first = -n;
+    } else if (dash != nullptr) {
+      first = n, last = std::atoi(dash + 1);
+    } else if (n > 0) {
+      first = last = n;
+    }
+  }
+  bool has(int version) const { return version >= first && version <= last; }
+};
+
+static bool run_versions(const char* what, const std::vector<Version>& versions, const Selection& only,
                          const std::vector<Problem*>& small, const std::vector<Problem*>& big,
                          const std::function<double(const Problem&, float)>& rate, const char* unit) {
   bool ok = true;
   for (size_t i = 0; i < versions.size(); ++i) {
-    if (only > 0 && int(i) + 1 != only) continue;  // one version
-    if (only < 0 && int(i) + 1 < -only) continue;   // this one and those after it
+    if (!only.has(int(i) + 1)) continue;
     double err = 0;
     for (Problem* pr : small) {
       CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));  // NaN poison
@@ -356,7 +375,7 @@ static bool run_versions(const char* what, const std::vector<Version>& versions,
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "all";
-  const int only = argc > 2 ? std::atoi(argv[2]) : 0;
+  const Selection only(argc > 2 ? argv[2] : nullptr);
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("lab on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
@@ -371,17 +390,37 @@ int main(int argc, char** argv) {
   }
   if (what == "all" || what == "prefill") {
     Problem s1(2, 200, 300, 4, 2, true, 5), s2(1, 70, 70, 4, 4, false, 6);
+    // More query blocks than SMs: a persistent CTA runs several items.
+    Problem s3(2, 600, 700, 32, 8, true, 9), s4(3, 130, 130, 32, 8, false, 10);
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
-    ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
+    ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, [](const Problem& p, float ms) {
       return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
     }, "TFLOP/s");
   }
+  if (what == "prefill-items") {  // not part of "all": where a version's time per item goes
+    // Each item (128 query rows of one head) runs n key tiles; the same items
+    // with twice the keys (a cached prefix as long as the query) give the
+    // cost of a tile, and the rest of an item's time in tiles.
+    std::printf("lab prefill-items: non-causal, 32 heads, d 128: ms at 1x and 2x the keys, and each item's cost\n"
+                "beyond its tiles, in tiles\n");
+    for (const auto& [seqs, len] : {std::pair{16, 1024}, std::pair{4, 4096}}) {
+      Problem one(seqs, len, len, 32, 32, false, 11), two(seqs, len, 2 * len, 32, 32, false, 12);
+      for (size_t i = 0; i < kPrefillVersions.size(); ++i) {
+        if (!only.has(int(i) + 1)) continue;
+        const float t1 = median_ms(kPrefillVersions[i].make(one)), t2 = median_ms(kPrefillVersions[i].make(two));
+        const double tiles = len / 128.0, per_tile = (t2 - t1) / tiles;
+        std::printf("  %5d x %-5d %-58s %8.3f %8.3f ms  item overhead %.2f tiles\n", seqs, len,
+                    kPrefillVersions[i].name, t1, t2, t1 / per_tile - tiles);
+      }
+    }
+  }
   if (what == "all" || what == "prefill64") {
     Problem s1(2, 200, 300, 4, 2, true, 5, 64), s2(1, 70, 70, 4, 4, false, 6, 64);
+    Problem s3(2, 600, 700, 32, 8, true, 9, 64), s4(3, 130, 130, 32, 8, false, 10, 64);
     Problem b1(4, 4096, 4096, 32, 32, false, 7, 64), b2(4, 4096, 4096, 32, 32, true, 8, 64);
     std::printf("lab prefill64: TFLOP/s at 4 x 32 heads x 4096, d 64, non-causal and causal (block 16)\n");
-    ok &= run_versions("prefill64", kPrefill64Versions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
+    ok &= run_versions("prefill64", kPrefill64Versions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, [](const Problem& p, float ms) {
       return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
     }, "TFLOP/s");
   }
