@@ -33,6 +33,7 @@
 #include "variants/flash_prefill_sm90_pingpong.cuh"
 #include "variants/flash_prefill_sm90_serial.cuh"
 #include "variants/flash_prefill_sm90_ws_v12.cuh"
+#include "variants/flash_prefill_sm90_ws_v32.cuh"
 #include "variants/flash_prefill_sm90_ablate.cuh"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
@@ -242,7 +243,7 @@ std::function<void()> prefill_sm90(const Problem& pr) {
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
 
-enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong };
+enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong, kV32 };
 
 template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
@@ -258,8 +259,9 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
   const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
                         pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
-  if constexpr (kConsumers == Consumers::kPlain) {  // the production kernel, plain grid or persistent
-    auto kernel = flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D>;
+  if constexpr (kConsumers == Consumers::kPlain || kConsumers == Consumers::kV32) {  // plain grid or persistent
+    auto kernel = kConsumers == Consumers::kV32 ? flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>
+                                                : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D>;
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     static int32_t* counter = [] {
       int32_t* c = nullptr;
@@ -312,7 +314,9 @@ static const std::vector<Version> kPrefillVersions = {
     {"v23 v29 + consumers taking turns (ping-pong), P V one tile late", prefill_sm90_ws<128, 3, Consumers::kPingPong>},
     {"v24 v23 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4, Consumers::kPingPong>},
     {"v25 v22 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
-    {"v32 v22 persistent: items from a global counter, the producer running on (production)",
+    {"v32 v22 persistent: items from a global counter, the producer running on",
+     prefill_sm90_ws<128, 3, Consumers::kV32, 128, true>},
+    {"v40 v32 with items pipelined into one another (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true>},
     {"a1 timing only: v20 without softmax", prefill_sm90_ws<128, 3, Consumers::kNoSoftmax>},
     {"a2 timing only: v20 without feeding (stages reused)", prefill_sm90_ws<128, 3, Consumers::kNoFeed>},
@@ -328,7 +332,9 @@ static const std::vector<Version> kPrefill64Versions = {
     {"d64 v3 warp-specialised, 128-key tiles, 4 stages", prefill_sm90_ws<128, 4, Consumers::kPlain, 64>},
     {"d64 v4 warp-specialised, 128-key tiles, 6 stages", prefill_sm90_ws<128, 6, Consumers::kPlain, 64>},
     {"d64 v5 warp-specialised, 64-key tiles, 6 stages", prefill_sm90_ws<64, 6, Consumers::kPlain, 64>},
-    {"d64 v6 v2 persistent (production)", prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
+    {"d64 v6 v2 persistent", prefill_sm90_ws<128, 3, Consumers::kV32, 64, true>},
+    {"d64 v7 v6 with items pipelined into one another (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).

@@ -5,18 +5,25 @@
 // panel, completing on "full" mbarriers per stage (K and V apart); two
 // consumer warpgroups of 64 query rows run the wgmma products and the softmax
 // (online_softmax.cuh), and release each stage on its "empty" mbarrier. Inside
-// a consumer, tile t's scores are issued, then P_{t-1} V_{t-1}, and the
-// softmax of tile t runs while that product still holds the tensor cores
-// (FlashAttention-3's intra-warpgroup overlap). No consumer thread computes a
-// K/V address or waits at a CTA-wide barrier. bf16, head dim 64 or 128 (one
-// or two 64-column panels per K/V row).
+// a consumer, tile t's scores are issued, then P_{t-1} V_{t-1}, then the
+// softmax of tile t, then the wait for that product (FlashAttention-3's
+// intra-warpgroup order; ptxas hoists the wait above the softmax, so in
+// practice the two consumer warpgroups overlap each other's softmax with
+// their products: dev/cuda/NOTES.md, v38). No consumer thread computes a K/V
+// address or waits at a CTA-wide barrier. bf16, head dim 64 or 128 (one or
+// two 64-column panels per K/V row).
 //
 // Persistent: one CTA per SM takes work items (a sequence, a head, a block of
 // 128 query rows) from a global counter until none are left, heaviest block
 // of each head first, the blocks of one head together (their K/V stay in L2),
-// as the hardware hands out the blocks of a plain grid. The producer runs on
-// into the next item's K/V while the consumers finish the current one, so a
-// CTA's pipeline fills once, not once per item.
+// as the hardware hands out the blocks of a plain grid. The producer's first
+// warp describes each item once (where its rows are, how many keys it sees)
+// in a shared-memory slot and runs on into the next item's K/V while the
+// consumers finish the current one. The consumers run their steps on across
+// items too: the next item's Q is loaded once the current item's last scores
+// are done, and its first tile is scored, and its softmax run, under the
+// current item's last P V. So neither the pipeline nor an item's first and
+// last steps stand alone between items.
 //
 // Keys past the sequence's length inside its last block are read as they are
 // in the pool and masked; the pool must hold finite values there (the engine
@@ -41,8 +48,8 @@ struct Sm90WsShape {
   static constexpr int kPanels = D / 64;  // 64 bf16 columns = one 128-byte swizzled row
   static constexpr int kPanelBytes = BN * 128;
   static constexpr int kTileBytes = kPanels * kPanelBytes;
-  // K full, V full, empty per stage; item full and empty, two item slots
-  static constexpr int kBarrierBytes = 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 4;
+  // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full and empty
+  static constexpr int kBarrierBytes = 2 * 32 + 3 * STAGES * 8 + 2 * 2 * 8;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kBarrierBytes + 1024;
   static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
@@ -58,12 +65,13 @@ struct Sm90WsStages {
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
         v(base + STAGES * S::kTileBytes),
-        k_full(base + 2 * STAGES * S::kTileBytes),
+        k_full(base + 2 * STAGES * S::kTileBytes + 2 * 32),
         v_full(k_full + STAGES * 8),
         empty(k_full + 2 * STAGES * 8),
         item_full(empty + STAGES * 8),
         item_empty(item_full + 2 * 8),
-        items(item_empty + 2 * 8) {}
+        items(base + 2 * STAGES * S::kTileBytes) {}
+  __device__ uint32_t item_slot(int k) const { return items + 32 * (k & 1); }
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
   __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
   __device__ void wait_k(int t) const { mbarrier_wait(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
@@ -148,72 +156,97 @@ struct Sm90WsSchedule {
   int32_t* counter;
 };
 
-struct Sm90WsItem {
-  int seq, head, m0;
+// A work item as the producer's first warp publishes it, so that no other
+// warp reads the sequence's lengths from global memory (in the consumers that
+// would stall a step). item >= n_items: none is left.
+struct Sm90WsDesc {
+  int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys;
 };
 
 // Item i: the blocks of one (sequence, head) are consecutive, the last query
-// block (the most keys under a causal mask) first.
-__device__ __forceinline__ Sm90WsItem sm90_ws_item(int i, const Sm90WsSchedule& sched, int n_heads) {
+// block (the most keys under a causal mask) first. n_keys: the keys its
+// query block sees.
+__device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedule& sched, const PrefillParams& p,
+                                                       int block_rows) {
   const int seq_head = i / sched.n_mblocks;
-  return {seq_head / n_heads, seq_head % n_heads, (sched.n_mblocks - 1 - i % sched.n_mblocks) * 128};
+  const int seq = seq_head / p.n_heads;
+  const int m0 = (sched.n_mblocks - 1 - i % sched.n_mblocks) * block_rows;
+  const int q_begin = p.query_start[seq];
+  const int q_len = p.query_start[seq + 1] - q_begin;
+  const int ctx_len = p.seq_lens[seq];
+  const int n_keys = p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, m0 + block_rows)) : ctx_len;
+  return {i, seq, seq_head % p.n_heads, m0, q_begin, q_len, ctx_len, n_keys};
 }
 
-__device__ __forceinline__ void shared_store(uint32_t addr, int v) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+__device__ __forceinline__ void sm90_ws_store_desc(uint32_t addr, const Sm90WsDesc& d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(d.item), "r"(d.seq), "r"(d.head),
+               "r"(d.m0)
+               : "memory");
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 16), "r"(d.q_begin), "r"(d.q_len),
+               "r"(d.ctx_len), "r"(d.n_keys)
+               : "memory");
 }
-__device__ __forceinline__ int shared_load(uint32_t addr) {
-  int v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-  return v;
+__device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
+  Sm90WsDesc d;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(d.item), "=r"(d.seq), "=r"(d.head), "=r"(d.m0)
+               : "r"(addr)
+               : "memory");
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(d.q_begin), "=r"(d.q_len), "=r"(d.ctx_len), "=r"(d.n_keys)
+               : "r"(addr + 16)
+               : "memory");
+  return d;
 }
 
-// Item k of this CTA, passed through a two-slot ring: thread 0 publishes it
-// (fetching the one after from the counter), every consumer warp and the
-// other issuing warps read it. An index >= n_items means none is left. A
-// consumer warp's read, all lanes present.
+// Item k of this CTA, passed through a two-slot ring: the producer's first
+// warp publishes it (fetching the one after from the counter); every consumer
+// warp and the other issuing warps read it. A consumer warp's wait, all lanes
+// present; the slot stays the warp's until it arrives on item_empty.
 template <int BN, int STAGES, int D>
-__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGES, D>& st, int k, int lane) {
+__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D>& st, int k) {
   mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
-  const int item = shared_load(st.items + 4 * (k & 1));
+  return sm90_ws_load_desc(st.item_slot(k));
+}
+template <int BN, int STAGES, int D>
+__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D>& st, int k, int lane) {
   __syncwarp();
   if (lane == 0) mbarrier_arrive(st.item_empty + 8 * (k & 1));
-  return item;
 }
 
 // The producer warpgroup over the CTA's items: blockIdx.x's, then (with a
-// counter) those the counter hands out.
+// counter) those the counter hands out. Query blocks past their sequence's
+// query are skipped here and never published.
 template <int BN, int STAGES, int ISSUERS, int D>
 __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map,
                                  const CUtensorMap* v_map, const PrefillParams& p, const Sm90WsSchedule& sched,
                                  int tid) {
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
+  auto take = [&] { return sched.counter != nullptr ? int(gridDim.x) + atomicAdd(sched.counter, 1) : sched.n_items; };
   int item = blockIdx.x, tile_base = 0;
   for (int k = 0;; ++k) {
+    Sm90WsDesc d;
     int next = sched.n_items;
     if (warp == 0) {
+      for (;; item = take()) {
+        d = item < sched.n_items ? sm90_ws_describe(item, sched, p, 128) : Sm90WsDesc{sched.n_items};
+        if (d.item >= sched.n_items || d.m0 < d.q_len) break;
+      }
       mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
-      shared_store(st.items + 4 * (k & 1), item);
+      sm90_ws_store_desc(st.item_slot(k), d);
       mbarrier_arrive(st.item_full + 8 * (k & 1));
-      // Fetched now, used after this item's copies are issued.
-      if (sched.counter != nullptr && item < sched.n_items) next = gridDim.x + atomicAdd(sched.counter, 1);
+      if (d.item < sched.n_items) next = take();  // fetched now, used after this item's copies are issued
     } else {  // the warp's other lanes have returned: no __syncwarp here
       mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
-      item = shared_load(st.items + 4 * (k & 1));
+      d = sm90_ws_load_desc(st.item_slot(k));
       mbarrier_arrive(st.item_empty + 8 * (k & 1));
     }
-    if (item >= sched.n_items) break;
-    const Sm90WsItem w = sm90_ws_item(item, sched, p.n_heads);
-    const int q_len = p.query_start[w.seq + 1] - p.query_start[w.seq];
-    if (w.m0 < q_len) {
-      const int ctx_len = p.seq_lens[w.seq];
-      const int n_keys = p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, w.m0 + 128)) : ctx_len;
-      const int n_tiles = (n_keys + BN - 1) / BN;
-      sm90_ws_produce<BN, STAGES, ISSUERS>(st, k_map, v_map, p, w.seq, w.head / p.group, n_keys, n_tiles, tid,
-                                           tile_base);
-      tile_base += n_tiles;
-    }
+    if (d.item >= sched.n_items) break;
+    const int n_tiles = (d.n_keys + BN - 1) / BN;
+    sm90_ws_produce<BN, STAGES, ISSUERS>(st, k_map, v_map, p, d.seq, d.head / p.group, d.n_keys, n_tiles, tid,
+                                         tile_base);
+    tile_base += n_tiles;
     if (warp == 0) item = next;
   }
   // The last CTA to finish zeroes the counter for the next launch: by then
@@ -231,7 +264,7 @@ __global__ void __launch_bounds__(384, 1)
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
   using S = Sm90WsShape<BN, STAGES, D>;
-  static_assert(S::kBM == 128, "sm90_ws_item's query blocks");
+  static_assert(S::kBM == 128, "the producer's query blocks");
   extern __shared__ unsigned char smem_raw[];
   const Sm90WsStages<BN, STAGES, D> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
@@ -253,137 +286,210 @@ __global__ void __launch_bounds__(384, 1)
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
 
-  int tile_base = 0;
-  for (int k = 0;; ++k) {
-    const int item = sm90_ws_receive_item(st, k, lane);
-    if (item >= sched.n_items) break;
-    const Sm90WsItem w = sm90_ws_item(item, sched, p.n_heads);
-    const int seq = w.seq, head = w.head, m0 = w.m0;
-    const int q_begin = p.query_start[seq];
-    const int q_len = p.query_start[seq + 1] - q_begin;
-    if (m0 >= q_len) continue;
-    const int ctx_len = p.seq_lens[seq];
-    const int prefix = ctx_len - q_len;
-    const int n_keys = p.causal ? min(ctx_len, prefix + min(q_len, m0 + S::kBM)) : ctx_len;
-    const int n_tiles = (n_keys + BN - 1) / BN;
-
-    uint32_t qf[D / 16][4];
-    {
-      const int r0 = m0 + warp_row0 + lane / 4;
+  uint32_t qf[D / 16][4];
+  auto load_q = [&](const Sm90WsDesc& w) {
+    const int r0 = w.m0 + warp_row0 + lane / 4;
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
+    for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int row = r0 + (i % 2) * 8;
-          const int col = ks * 16 + (lane % 4) * 2 + (i / 2) * 8;
-          qf[ks][i] = row < q_len ? *reinterpret_cast<const uint32_t*>(q + (q_begin + row) * token_stride +
-                                                                        head * D + col)
+      for (int i = 0; i < 4; ++i) {
+        const int row = r0 + (i % 2) * 8;
+        const int col = ks * 16 + (lane % 4) * 2 + (i / 2) * 8;
+        qf[ks][i] = row < w.q_len ? *reinterpret_cast<const uint32_t*>(q + (w.q_begin + row) * token_stride +
+                                                                       w.head * D + col)
                                   : 0u;
-        }
-    }
-    float o[D / 2];
+      }
+  };
+  // Each lane asks for one 128-byte line of its warp's 16 rows of the item's
+  // Q (two lines per row at head dim 128), so load_q later finds them near.
+  auto prefetch_q = [&](const Sm90WsDesc& w) {
+    constexpr int kLines = D * 2 / 128;
+    const int row = w.m0 + warp_row0 + lane / kLines;
+    if (lane < 16 * kLines && row < w.q_len)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(q + (w.q_begin + row) * token_stride + w.head * D +
+                                                    (lane % kLines) * 64));
+  };
+
+  float o[D / 2];
+  auto zero_o = [&] {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    const int qpos0 = prefix + m0 + warp_row0 + lane / 4;
-
-    float sc[BN / 2];
-    uint32_t pk[BN / 16][4];
-
-    // t: the item's own tile index; g = tile_base + t: the CTA's, for stages.
-    auto issue_scores = [&](int t) {
-      const uint32_t k_tile = st.k_tile(tile_base + t);
-      wgmma_keep(sc);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        const uint64_t desc =
-            wgmma_descriptor(k_tile + (ks / 4) * S::kPanelBytes + (ks % 4) * 32, S::kPanelBytes, 1024);
-        if constexpr (BN == 64) {
-          wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
-        } else {
-          wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
-        }
-      }
-      wgmma_commit();
-      wgmma_keep(sc);
-    };
-    auto issue_pv = [&](int t) {
-      st.wait_v(tile_base + t);
-      const uint32_t v_tile = st.v_tile(tile_base + t);
-      wgmma_keep(o);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        const uint64_t desc = wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024);
-        if constexpr (D == 64) {
-          wgmma_m64n64k16_rs<1>(o, pk[ks], desc, 1);
-        } else {
-          wgmma_m64n128k16_rs<1>(o, pk[ks], desc, 1);
-        }
-      }
-      wgmma_commit();
-      wgmma_keep(o);
-    };
-    // The online softmax of tile t's scores (in sc, in place); leaves in
-    // sm.correction the factor by which O must be rescaled before P_t V_t.
-    OnlineSoftmax<BN> sm;
-    auto softmax = [&](int t) {
-      const int key0 = t * BN;
-      if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > prefix + m0 + warp_row0))
-        OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos0);
-      sm.update(sc, p.scale_log2);
-    };
-    auto pack = [&] {
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) {
-        pk[ks][0] = Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
-        pk[ks][1] = Elem<T>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
-        pk[ks][2] = Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
-        pk[ks][3] = Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
-      }
-    };
-    auto rescale = [&] { sm.rescale(o); };
-
-    // Tile 0 alone; then each step scores tile t on the tensor cores while
-    // P_{t-1} V_{t-1} follows it, and the softmax of tile t runs under that
-    // product (FlashAttention-3's overlap inside a warpgroup).
-    st.wait_k(tile_base);
-    issue_scores(0);
-    wgmma_wait<0>();
-    wgmma_keep(sc);
-    softmax(0);  // O is zero: nothing to rescale
-    pack();
-    for (int t = 1; t < n_tiles; ++t) {
-      st.wait_k(tile_base + t);
-      issue_scores(t);
-      rescale();  // by tile t-1's factor, while the scores run
-      issue_pv(t - 1);
-      wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
-      wgmma_keep(sc);
-      softmax(t);
-      wgmma_wait<0>();
-      wgmma_keep(o);
-      st.release(tile_base + t - 1, lane);
-      pack();
-    }
-    rescale();
-    issue_pv(n_tiles - 1);
-    wgmma_wait<0>();
-    wgmma_keep(o);
-    st.release(tile_base + n_tiles - 1, lane);
-    tile_base += n_tiles;
-
+  };
+  auto store_o = [&](const Sm90WsDesc& w, const float (&inv)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float inv = sm.inverse_sum(r);
-      const int row = m0 + warp_row0 + lane / 4 + 8 * r;
-      if (row >= q_len) continue;
+      const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
+      if (row >= w.q_len) continue;
       uint32_t* dst =
-          reinterpret_cast<uint32_t*>(out + (q_begin + row) * token_stride + head * D + (lane % 4) * 2);
+          reinterpret_cast<uint32_t*>(out + (w.q_begin + row) * token_stride + w.head * D + (lane % 4) * 2);
 #pragma unroll
       for (int dt = 0; dt < D / 8; ++dt)
-        dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv, o[4 * dt + 2 * r + 1] * inv);
+        dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv[r], o[4 * dt + 2 * r + 1] * inv[r]);
     }
+  };
+
+  float sc[BN / 2];
+  uint32_t pk[BN / 16][4];
+
+  // g: the CTA's tile index, for stages.
+  auto issue_scores = [&](int g) {
+    const uint32_t k_tile = st.k_tile(g);
+    wgmma_keep(sc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint64_t desc = wgmma_descriptor(k_tile + (ks / 4) * S::kPanelBytes + (ks % 4) * 32, S::kPanelBytes, 1024);
+      if constexpr (BN == 64) {
+        wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
+      } else {
+        wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
+      }
+    }
+    wgmma_commit();
+    wgmma_keep(sc);
+  };
+  auto issue_pv = [&](int g) {
+    st.wait_v(g);
+    const uint32_t v_tile = st.v_tile(g);
+    wgmma_keep(o);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < BN / 16; ++ks) {
+      const uint64_t desc = wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024);
+      if constexpr (D == 64) {
+        wgmma_m64n64k16_rs<1>(o, pk[ks], desc, 1);
+      } else {
+        wgmma_m64n128k16_rs<1>(o, pk[ks], desc, 1);
+      }
+    }
+    wgmma_commit();
+    wgmma_keep(o);
+  };
+
+  // The current item's tiles (the CTA's tile_base, tile_base + 1, ...), its
+  // keys and its warp's first query position.
+  int n_tiles = 0, tile_base = 0, ctx_len = 0, qpos_warp = 0;
+  auto start = [&](const Sm90WsDesc& w) {
+    n_tiles = (w.n_keys + BN - 1) / BN;
+    ctx_len = w.ctx_len;
+    qpos_warp = w.ctx_len - w.q_len + w.m0 + warp_row0;
+  };
+  // The online softmax of the current item's tile t (scores in sc, in place);
+  // leaves in sm.correction the factor by which O must be rescaled before
+  // P_t V_t.
+  OnlineSoftmax<BN> sm;
+  auto softmax = [&](int t) {
+    const int key0 = t * BN;
+    if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > qpos_warp))
+      OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos_warp + lane / 4);
+    sm.update(sc, p.scale_log2);
+  };
+  auto pack = [&] {
+#pragma unroll
+    for (int ks = 0; ks < BN / 16; ++ks) {
+      pk[ks][0] = Elem<T>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
+      pk[ks][1] = Elem<T>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
+      pk[ks][2] = Elem<T>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
+      pk[ks][3] = Elem<T>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+    }
+  };
+
+  // Item k of the CTA (its slot in the ring) is read from shared memory when
+  // needed, and its slot freed once its output is stored. Once an item's last
+  // scores are done with qf, the next item is awaited and its Q asked for;
+  // once the P V under them is done too (pk is free, so fewer registers are
+  // live) its Q is loaded into qf.
+  int k = 0;
+  auto item_at = [&](int j) { return sm90_ws_load_desc(st.item_slot(j)); };
+  bool more = false;  // item k + 1 exists
+  auto fetch_next = [&] {
+    const Sm90WsDesc w = sm90_ws_wait_item(st, k + 1);
+    more = w.item < sched.n_items;
+    if (more) prefetch_q(w);
+  };
+  auto load_next = [&] {
+    if (more) load_q(item_at(k + 1));
+  };
+
+  // Step t scores tile t on the tensor cores while P_{t-1} V_{t-1} follows it,
+  // and the softmax of tile t runs under that product (FlashAttention-3's
+  // overlap inside a warpgroup). last: the item's last tile, after whose
+  // scores the next item is fetched and its Q loaded.
+  auto step = [&](int t, bool last) {
+    st.wait_k(tile_base + t);
+    issue_scores(tile_base + t);
+    sm.rescale(o);  // by tile t-1's factor, while the scores run
+    issue_pv(tile_base + t - 1);
+    wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
+    wgmma_keep(sc);
+    if (last) fetch_next();
+    softmax(t);
+    wgmma_wait<0>();
+    wgmma_keep(o);
+    st.release(tile_base + t - 1, lane);
+    if (last) load_next();
+    pack();
+  };
+
+  // The steps run on across items: the next item's first tile is scored
+  // under the current item's last P V, so neither a Q load nor a first
+  // softmax nor a last P V stands alone between items. The steps inside an
+  // item are a loop of their own, with nothing in it for the item's ends.
+  {
+    const Sm90WsDesc w = sm90_ws_wait_item(st, 0);
+    if (w.item >= sched.n_items) return;
+    start(w);
+    load_q(w);
+  }
+  zero_o();
+  st.wait_k(0);
+  issue_scores(0);
+  wgmma_wait<0>();
+  wgmma_keep(sc);
+  if (n_tiles == 1) {
+    fetch_next();
+    load_next();
+  }
+  softmax(0);  // O is zero: nothing to rescale
+  pack();
+  for (;;) {
+    for (int t = 1; t < n_tiles - 1; ++t) step(t, false);
+    if (n_tiles > 1) step(n_tiles - 1, true);
+    // The item's last step: its last P V, under which the next item's first
+    // tile is scored and its softmax runs. Without a next item the last
+    // tile's K (still held) is scored again and dropped: the wgmma sequence
+    // is the same on both paths, which keeps ptxas from serialising it.
+    const int last = tile_base + n_tiles - 1;
+    const bool next = more;
+    if (next) st.wait_k(last + 1);
+    issue_scores(next ? last + 1 : last);
+    sm.rescale(o);
+    issue_pv(last);
+    const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};  // the row sums are final
+    wgmma_wait<1>();
+    wgmma_keep(sc);
+    bool one_tile = false;
+    if (next) {
+      ++k;
+      tile_base = last + 1;
+      start(item_at(k));
+      sm = OnlineSoftmax<BN>{};
+      one_tile = n_tiles == 1;  // then the item after is awaited once its slot is free (below)
+      softmax(0);
+    }
+    wgmma_wait<0>();
+    wgmma_keep(o);
+    st.release(last, lane);
+    const int done = next ? k - 1 : k;
+    store_o(item_at(done), inv);
+    sm90_ws_free_item(st, done, lane);
+    if (!next) break;
+    if (one_tile) {
+      fetch_next();
+      load_next();
+    }
+    zero_o();
+    pack();
   }
 #endif
 }
