@@ -175,6 +175,10 @@ def main():
     if args.small:
         attention_case(lib, "small prefill mixed", [1, 17, 40], [1, 17, 100], 8, 2, 128, bf)
         attention_case(lib, "small prefill mixed d64", [1, 17, 40], [1, 17, 100], 9, 3, 64, bf)
+        # More query blocks than the GPU has SMs: persistent CTAs run several
+        # items each, passing them through the shared-memory ring.
+        attention_case(lib, "small prefill many items", [1, 300, 129], [1, 300, 200], 32, 8, 128, bf)
+        attention_case(lib, "small prefill many items d64", [1, 300, 129], [1, 300, 200], 32, 8, 64, bf)
         attention_case(lib, "small decode", [1, 1, 1], [1, 600, 1100], 8, 2, 64, fp, decode=True)
         kv_store_case(lib, bf)
         copy_blocks_case(lib, bf)
