@@ -470,11 +470,6 @@ std::vector<RequestOutput> Engine::step() {
     model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
-    // Speculation weighs decode steps against verify steps, so only those
-    // feed its cost model: a prefill chunk runs the GEMM path at a lower cost
-    // per token than the few tokens of a verify, and fitted in, it made
-    // verifying look cheaper than it is.
-    if (!step_has_prefill_) step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), seconds);
     if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
       ++stats_.decode_only_steps;
       stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());
@@ -556,6 +551,17 @@ std::vector<RequestOutput> Engine::step() {
       }
       drawn.push_back(std::move(d));
       row += r->draft_tokens.size() + 1;
+    }
+    // Speculation weighs decode steps against verify steps, so only those
+    // feed its cost model: a prefill chunk runs the GEMM path at a lower cost
+    // per token than the few tokens of a verify, and fitted in, it made
+    // verifying look cheaper than it is. A step's cost is its forward pass
+    // and the sampling of its rows (every verified position is a row to
+    // process when sampling is not greedy; left out, drafting looked cheaper
+    // than it is at temperature > 0).
+    if (!step_has_prefill_) {
+      const double sampled = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), sampled);
     }
     std::vector<std::unique_ptr<Request>> finished = scheduler_->update_after_step(out, step_tokens);
     std::unordered_set<RequestId> finished_by_length;
