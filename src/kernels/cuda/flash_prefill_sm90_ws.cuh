@@ -412,9 +412,10 @@ __global__ void __launch_bounds__(384, 1)
   };
 
   // Step t scores tile t on the tensor cores while P_{t-1} V_{t-1} follows it,
-  // and the softmax of tile t runs under that product (FlashAttention-3's
-  // overlap inside a warpgroup). last: the item's last tile, after whose
-  // scores the next item is fetched and its Q loaded.
+  // then runs the softmax of tile t before waiting for that product
+  // (FlashAttention-3's order inside a warpgroup; ptxas moves the wait up, see
+  // the head of this file). last: the item's last tile, after whose scores
+  // the next item is fetched and its Q loaded.
   auto step = [&](int t, bool last) {
     st.wait_k(tile_base + t);
     issue_scores(tile_base + t);
