@@ -230,7 +230,8 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CU
     int next = sched.n_items;
     if (warp == 0) {
       for (;; item = take()) {
-        d = item < sched.n_items ? sm90_ws_describe(item, sched, p, 128) : Sm90WsDesc{sched.n_items};
+        d = item < sched.n_items ? sm90_ws_describe(item, sched, p, Sm90WsShape<BN, STAGES, D>::kBM)
+                                 : Sm90WsDesc{sched.n_items};
         if (d.item >= sched.n_items || d.m0 < d.q_len) break;
       }
       mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
@@ -238,8 +239,7 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CU
       mbarrier_arrive(st.item_full + 8 * (k & 1));
       if (d.item < sched.n_items) next = take();  // fetched now, used after this item's copies are issued
     } else {  // the warp's other lanes have returned: no __syncwarp here
-      mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
-      d = sm90_ws_load_desc(st.item_slot(k));
+      d = sm90_ws_wait_item(st, k);
       mbarrier_arrive(st.item_empty + 8 * (k & 1));
     }
     if (d.item >= sched.n_items) break;
