@@ -9,6 +9,7 @@
 //   attention_lab prefill [VERSION]   batch 4 x 32 heads x 4096, d 128, causal and not
 //   attention_lab prefill64 [VERSION] the same at d 64
 //   attention_lab prefill-items [VERSION]  each item's time beyond its tiles
+//   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
 #include <cuda_bf16.h>
@@ -245,7 +246,8 @@ std::function<void()> prefill_sm90(const Problem& pr) {
 
 enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong, kV32 };
 
-template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false>
+template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false,
+          int ABLATE = kSm90Exact, int CLUSTER = 1>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
   using S = Sm90WsShape<BN, STAGES, D>;
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
@@ -260,8 +262,9 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
                         pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
   if constexpr (kConsumers == Consumers::kPlain || kConsumers == Consumers::kV32) {  // plain grid or persistent
-    auto kernel = kConsumers == Consumers::kV32 ? flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>
-                                                : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D>;
+    auto kernel = kConsumers == Consumers::kV32
+                      ? flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>
+                      : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE>;
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     static int32_t* counter = [] {
       int32_t* c = nullptr;
@@ -272,7 +275,13 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
     int sms = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const int n_mblocks = (pr.q_len + S::kBM - 1) / S::kBM;
-    const Sm90WsSchedule sched{n_mblocks, n_mblocks * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr};
+    const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
+    const Sm90WsSchedule sched{n_mblocks, per_head * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr};
+    if constexpr (CLUSTER > 1) {
+      const int fit = sm90_ws_max_clusters(kernel, CLUSTER, S::kSmemBytes);
+      const int grid = (PERSISTENT ? std::min(sched.n_items, fit) : sched.n_items) * CLUSTER;
+      return [=] { CK(sm90_ws_launch(kernel, grid, CLUSTER, S::kSmemBytes, nullptr, k_map, v_map, p, sched)); };
+    }
     const int grid = PERSISTENT ? std::min(sched.n_items, sms) : sched.n_items;
     return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p, sched); };
   } else {
@@ -316,12 +325,21 @@ static const std::vector<Version> kPrefillVersions = {
     {"v25 v22 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
     {"v32 v22 persistent: items from a global counter, the producer running on",
      prefill_sm90_ws<128, 3, Consumers::kV32, 128, true>},
-    {"v40 v32 with items pipelined into one another (production)",
+    {"v40 v32 with items pipelined into one another (production under a causal mask)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true>},
+    {"v42 v40 in clusters of two: query block pairs share K/V (multicast; production without a causal mask)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2>},
     {"a1 timing only: v20 without softmax", prefill_sm90_ws<128, 3, Consumers::kNoSoftmax>},
     {"a2 timing only: v20 without feeding (stages reused)", prefill_sm90_ws<128, 3, Consumers::kNoFeed>},
     {"a3 timing only: v20 with neither", prefill_sm90_ws<128, 3, Consumers::kNeither>},
     {"a4 timing only: v20 with one copy per 128-key panel", prefill_sm90_ws<128, 3, Consumers::kBigBoxes>},
+    {"a5 timing only: v40 without feeding after the first stages",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill>},
+    {"a6 timing only: v40 feeding every other tile",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FeedEveryOtherTile>},
+    {"a7 timing only: v40 with Q loaded for the first item only",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QOnce>},
+    {"a8 timing only: v40 without softmax", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoSoftmax>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -335,6 +353,8 @@ static const std::vector<Version> kPrefill64Versions = {
     {"d64 v6 v2 persistent", prefill_sm90_ws<128, 3, Consumers::kV32, 64, true>},
     {"d64 v7 v6 with items pipelined into one another (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
+    {"d64 v8 v7 in clusters of two (multicast K/V)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 2>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -401,6 +421,14 @@ int main(int argc, char** argv) {
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
     ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, [](const Problem& p, float ms) {
+      return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
+    }, "TFLOP/s");
+  }
+  if (what == "prefill16k") {  // not part of "all": one long sequence (few, long items)
+    Problem s1(2, 200, 300, 4, 2, true, 5), s2(1, 70, 70, 4, 4, false, 6);
+    Problem b1(1, 16384, 16384, 32, 32, false, 13), b2(1, 16384, 16384, 32, 32, true, 14);
+    std::printf("lab prefill16k: TFLOP/s at 1 x 32 heads x 16384, d 128, non-causal and causal (block 16)\n");
+    ok &= run_versions("prefill16k", kPrefillVersions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
       return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
     }, "TFLOP/s");
   }

@@ -179,6 +179,11 @@ def main():
         # items each, passing them through the shared-memory ring.
         attention_case(lib, "small prefill many items", [1, 300, 129], [1, 300, 200], 32, 8, 128, bf)
         attention_case(lib, "small prefill many items d64", [1, 300, 129], [1, 300, 200], 32, 8, 64, bf)
+        # Without a causal mask at head dim 128 the Hopper kernel runs in
+        # clusters of two CTAs sharing K/V tiles: an odd number of query blocks
+        # leaves one CTA of a cluster without rows.
+        attention_case(lib, "small prefill many items non-causal (clusters)", [1, 300, 129], [1, 300, 200], 32, 8,
+                       128, bf, causal=False)
         attention_case(lib, "small decode", [1, 1, 1], [1, 600, 1100], 8, 2, 64, fp, decode=True)
         kv_store_case(lib, bf)
         copy_blocks_case(lib, bf)
@@ -186,6 +191,11 @@ def main():
         for d in (64, 128):
             for n in (1, 17, 113, 1023, 4097, 16384):
                 attention_case(lib, f"prefill L={n} bf16 d{d} gqa4 causal", [n], [n], 8, 2, d, bf)
+        # Non-causal at head dim 128: the clusters of two of the Hopper kernel.
+        for n in (1, 17, 113, 1023, 4097, 16384):
+            attention_case(lib, f"prefill L={n} bf16 d128 gqa4 non-causal", [n], [n], 8, 2, 128, bf, causal=False)
+        attention_case(lib, "prefill mixed non-causal bf16 d128 gqa8", [1, 17, 1023, 113, 300, 129],
+                       [1, 17, 1023, 113, 400, 2000], 8, 1, 128, bf, causal=False, seed=7)
         for d in (64, 128):
             for dtype in (bf, fp):
                 for n_heads, n_kv in ((8, 8), (8, 2), (8, 1)):
@@ -214,6 +224,8 @@ def main():
                        cpu=True)
         attention_case(lib, "GPU vs CPU engine: prefill non-causal", [33, 64], [33, 64], 8, 8, 64, fp, causal=False,
                        cpu=True)
+        attention_case(lib, "GPU vs CPU engine: prefill non-causal bf16 d128", [33, 300, 129], [33, 300, 500], 8, 2,
+                       128, bf, causal=False, cpu=True)
         attention_case(lib, "GPU vs CPU engine: prefill 9/3 heads d64 (the default model's)", [1, 17, 300, 64],
                        [1, 17, 300, 700], 9, 3, 64, bf, cpu=True)
         attention_case(lib, "GPU vs CPU engine: decode", [1] * 5, [1, 100, 513, 1500, 3000], 32, 8, 128, bf,

@@ -18,7 +18,7 @@ namespace exactly::kernels::cuda {
 template <int BN, int STAGES, int D>
 __device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGES, D>& st, int k, int lane) {
   const int item = sm90_ws_wait_item(st, k).item;
-  sm90_ws_free_item(st, k, lane);
+  sm90_ws_free_item(st, k);
   return item;
 }
 

@@ -25,6 +25,15 @@
 // current item's last P V. So neither the pipeline nor an item's first and
 // last steps stand alone between items.
 //
+// In clusters of two (FlashAttention-3's choice without a causal mask), an
+// item is two adjacent query blocks of one head, one per CTA, and each K/V
+// tile is copied once into both CTAs (TMA multicast, each CTA's producer
+// issuing half of it): half the L2 traffic and half the copies per CTA. The
+// cluster's first CTA schedules for both. Under a causal mask the two blocks
+// see different numbers of keys; the CTA with fewer waits out the other's
+// extra tile without computing it, and the longer block alternates between
+// the CTAs, so neither falls behind by more than a tile.
+//
 // Keys past the sequence's length inside its last block are read as they are
 // in the pool and masked; the pool must hold finite values there (the engine
 // zeroes it at allocation and only ever writes finite K/V).
@@ -49,7 +58,7 @@ struct Sm90WsShape {
   static constexpr int kPanelBytes = BN * 128;
   static constexpr int kTileBytes = kPanels * kPanelBytes;
   // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full and empty
-  static constexpr int kBarrierBytes = 2 * 32 + 3 * STAGES * 8 + 2 * 2 * 8;
+  static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kBarrierBytes + 1024;
   static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
@@ -57,21 +66,24 @@ struct Sm90WsShape {
 
 // Where a CTA's stages and their barriers live in shared memory. K and V of a
 // stage complete on barriers of their own, so a tile's scores can start once
-// its K has landed, while its V is still on the way.
-template <int BN, int STAGES, int D = 128>
+// its K has landed, while its V is still on the way. In a cluster of CLUSTER
+// CTAs every stage is filled in all of them at once (multicast), so a stage
+// is empty only once the consumers of every CTA have released it: each
+// consumer warp arrives on the empty barrier of each CTA.
+template <int BN, int STAGES, int D = 128, int CLUSTER = 1>
 struct Sm90WsStages {
   using S = Sm90WsShape<BN, STAGES, D>;
   uint32_t k, v, k_full, v_full, empty, item_full, item_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
         v(base + STAGES * S::kTileBytes),
-        k_full(base + 2 * STAGES * S::kTileBytes + 2 * 32),
+        k_full(base + 2 * STAGES * S::kTileBytes + 2 * 64),
         v_full(k_full + STAGES * 8),
         empty(k_full + 2 * STAGES * 8),
         item_full(empty + STAGES * 8),
         item_empty(item_full + 2 * 8),
         items(base + 2 * STAGES * S::kTileBytes) {}
-  __device__ uint32_t item_slot(int k) const { return items + 32 * (k & 1); }
+  __device__ uint32_t item_slot(int k) const { return items + 64 * (k & 1); }
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
   __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
   __device__ void wait_k(int t) const { mbarrier_wait(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
@@ -80,7 +92,15 @@ struct Sm90WsStages {
 // over. Called by every consumer warp once it is done with tile t's K and V.
   __device__ void release(int t, int lane) const {
     __syncwarp();
-    if (lane == 0) mbarrier_arrive(empty + 8 * (t % STAGES));
+    if (lane == 0) {
+      const uint32_t bar = empty + 8 * (t % STAGES);
+      if constexpr (CLUSTER == 1) {
+        mbarrier_arrive(bar);
+      } else {
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) mbarrier_arrive_remote(cluster_address(bar, r));
+      }
+    }
   }
 };
 
@@ -89,45 +109,67 @@ struct Sm90WsStages {
 // consumers; four share them.
 constexpr int kSm90Issuers = 4;
 
-template <int BN, int STAGES, int ISSUERS, int D>
-__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D>& st) {
+// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a9):
+// each makes the results wrong on purpose. Production launches none.
+enum Sm90WsAblation : int {
+  kSm90Exact = 0,
+  kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
+  kSm90FeedEveryOtherTile = 2,  // half the copies (what multicast would save, without its coupling)
+  kSm90QOnce = 4,               // each CTA's first item's Q reused for all its items
+  kSm90NoSoftmax = 16,          // raw scores straight into P V
+};
+
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1>
+__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st) {
   for (int s = 0; s < STAGES; ++s) {
     mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
-    mbarrier_init(st.empty + 8 * s, 8);  // one arrive per consumer warp
+    mbarrier_init(st.empty + 8 * s, 8 * CLUSTER);  // one arrive per consumer warp of the cluster
   }
   for (int s = 0; s < 2; ++s) {
-    mbarrier_init(st.item_full + 8 * s, 1);                 // the scheduling thread's arrive
-    mbarrier_init(st.item_empty + 8 * s, 8 + ISSUERS - 1);  // every consumer warp and the other issuers
+    mbarrier_init(st.item_full + 8 * s, 1);  // the scheduling thread's arrive
+    // Every consumer thread (each read the slot) and issuer of the cluster
+    // but the scheduling one (only the first CTA's barrier is used).
+    mbarrier_init(st.item_empty + 8 * s, (256 + ISSUERS) * CLUSTER - 1);
   }
   mbarrier_init_fence();
 }
 
 // The producer warpgroup's work for one item: lane 0 of each of the first
-// ISSUERS warps copies every ISSUERS-th 16-key group of each tile, K before
-// V, into the tile's stage once the consumers have released it. The item's
-// tiles are the CTA's tile_base, tile_base + 1, ...
-template <int BN, int STAGES, int ISSUERS, int D>
-__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid,
-                                int tile_base = 0) {
+// ISSUERS warps of each CTA of the cluster copies its share of the 16-key
+// groups of each tile, K before V, into the tile's stage (of every CTA of the
+// cluster) once the consumers have released it. The item's tiles are the
+// CTA's tile_base, tile_base + 1, ...; each CTA's full barriers expect the
+// whole tile, whichever CTA issued its parts.
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact>
+__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, const CUtensorMap* k_map,
+                                const CUtensorMap* v_map, const PrefillParams& p, int seq, int kv_head, int n_keys,
+                                int n_tiles, int tid, int tile_base = 0, int rank = 0) {
   using S = Sm90WsShape<BN, STAGES, D>;
-  static_assert((BN / 16) % ISSUERS == 0, "whole groups per issuer");
+  static_assert((BN / 16) % (ISSUERS * CLUSTER) == 0, "whole groups per issuer");
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
-  constexpr int kGroups = BN / 16 / ISSUERS;
-  constexpr uint32_t kBytes = kGroups * S::kPanels * 16 * 128;  // of K (and of V) per issuer and tile
+  constexpr int kGroups = BN / 16 / ISSUERS / CLUSTER;
+  constexpr uint32_t kBytes = BN * D * 2 / ISSUERS;  // of K (and of V) per local issuer and tile
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
+  const int first_group = rank * ISSUERS + warp;
   for (int t = 0; t < n_tiles; ++t) {
     const int g = tile_base + t;
     const int s = g % STAGES;
     mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+    if constexpr ((ABLATE & (kSm90NoFeedAfterFill | kSm90FeedEveryOtherTile)) != 0) {
+      if ((ABLATE & kSm90NoFeedAfterFill) ? g >= STAGES : (g & 1) != 0) {
+        mbarrier_arrive(st.k_full + 8 * s);
+        mbarrier_arrive(st.v_full + 8 * s);
+        continue;
+      }
+    }
     mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
     mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
     int slots[kGroups];  // table lookups all in flight at once
 #pragma unroll
     for (int i = 0; i < kGroups; ++i) {
-      int key0 = t * BN + (i * ISSUERS + warp) * 16;
+      int key0 = t * BN + (i * ISSUERS * CLUSTER + first_group) * 16;
       if (key0 >= n_keys) key0 = 0;  // a whole 16-key group past the end: any finite block, masked
       slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
     }
@@ -137,45 +179,62 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D>& st, const CUt
       for (int i = 0; i < kGroups; ++i)
 #pragma unroll
         for (int panel = 0; panel < S::kPanels; ++panel) {
-          const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + (i * ISSUERS + warp) * 16 * 128;
-          if (kv == 0) {
-            tma_load_3d(st.k + dst, k_map, panel * 64, kv_head, slots[i], st.k_full + 8 * s);
+          const uint32_t dst =
+              s * S::kTileBytes + panel * S::kPanelBytes + (i * ISSUERS * CLUSTER + first_group) * 16 * 128;
+          const uint32_t base = kv == 0 ? st.k : st.v, bar = (kv == 0 ? st.k_full : st.v_full) + 8 * s;
+          if constexpr (CLUSTER == 1) {
+            tma_load_3d(base + dst, kv == 0 ? k_map : v_map, panel * 64, kv_head, slots[i], bar);
           } else {
-            tma_load_3d(st.v + dst, v_map, panel * 64, kv_head, slots[i], st.v_full + 8 * s);
+            tma_load_3d_multicast(base + dst, kv == 0 ? k_map : v_map, panel * 64, kv_head, slots[i], bar,
+                                  (1u << CLUSTER) - 1);
           }
         }
   }
 }
 
-// The work items of a launch and the counter that hands them out.
+// The work items of a launch and the counter that hands them out. An item is
+// CLUSTER consecutive query blocks of one (sequence, head), one per CTA of a
+// cluster, which share its K/V tiles.
 struct Sm90WsSchedule {
   int32_t n_mblocks;  // blocks of 128 query rows per (sequence, head): the longest query's
-  int32_t n_items;    // sequences x heads x n_mblocks
-  // [2]: items handed out after each CTA's first, CTAs done; zero between
-  // launches. Null: a plain grid, one item per CTA.
+  int32_t n_items;    // sequences x heads x ceil(n_mblocks / CLUSTER)
+  // [2]: items handed out after each cluster's first, clusters done; zero
+  // between launches. Null: a plain grid, one item per cluster.
   int32_t* counter;
 };
 
-// A work item as the producer's first warp publishes it, so that no other
-// warp reads the sequence's lengths from global memory (in the consumers that
-// would stall a step). item >= n_items: none is left.
+// A work item as one CTA sees it, published by the scheduling thread so that
+// no other warp reads the sequence's lengths from global memory (in the
+// consumers that would stall a step). item >= n_items: none is left. n_keys:
+// the keys this CTA's query block sees; pair_keys: the most any CTA of the
+// cluster sees, which is what the tiles cover (so pair_keys - n_keys < 128,
+// and a query block past the query computes the pair's keys and stores
+// nothing).
 struct Sm90WsDesc {
-  int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys;
+  int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys, pair_keys;
 };
 
-// Item i: the blocks of one (sequence, head) are consecutive, the last query
-// block (the most keys under a causal mask) first. n_keys: the keys its
-// query block sees.
+// Item i: the items of one (sequence, head) are consecutive, the one with the
+// last query blocks (the most keys under a causal mask) first; this CTA takes
+// the item's query block `which`.
 __device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedule& sched, const PrefillParams& p,
-                                                       int block_rows) {
-  const int seq_head = i / sched.n_mblocks;
+                                                       int block_rows, int cluster = 1, int which = 0) {
+  const int per_head = (sched.n_mblocks + cluster - 1) / cluster;
+  const int seq_head = i / per_head;
   const int seq = seq_head / p.n_heads;
-  const int m0 = (sched.n_mblocks - 1 - i % sched.n_mblocks) * block_rows;
+  const int first_block = (per_head - 1 - i % per_head) * cluster;
+  const int m0 = (first_block + which) * block_rows;
   const int q_begin = p.query_start[seq];
   const int q_len = p.query_start[seq + 1] - q_begin;
   const int ctx_len = p.seq_lens[seq];
-  const int n_keys = p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, m0 + block_rows)) : ctx_len;
-  return {i, seq, seq_head % p.n_heads, m0, q_begin, q_len, ctx_len, n_keys};
+  auto keys = [&](int m) { return p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, m + block_rows)) : ctx_len; };
+  const int last_block = min(first_block + cluster - 1, max(q_len - 1, 0) / block_rows);
+  const int pair_keys = keys(last_block * block_rows);
+  return {i, seq, seq_head % p.n_heads, m0, q_begin, q_len, ctx_len, m0 < q_len ? keys(m0) : pair_keys, pair_keys};
+}
+// Whether the item has any query row: its first block starts inside the query.
+__device__ __forceinline__ bool sm90_ws_has_rows(const Sm90WsDesc& d, int block_rows, int which) {
+  return d.m0 - which * block_rows < d.q_len;
 }
 
 __device__ __forceinline__ void sm90_ws_store_desc(uint32_t addr, const Sm90WsDesc& d) {
@@ -185,6 +244,15 @@ __device__ __forceinline__ void sm90_ws_store_desc(uint32_t addr, const Sm90WsDe
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 16), "r"(d.q_begin), "r"(d.q_len),
                "r"(d.ctx_len), "r"(d.n_keys)
                : "memory");
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr + 32), "r"(d.pair_keys) : "memory");
+}
+// The same into another CTA of the cluster, completing its phase of the slot's
+// item_full barrier (both given by cluster addresses).
+__device__ __forceinline__ void sm90_ws_store_desc_remote(uint32_t addr, uint32_t full, const Sm90WsDesc& d) {
+  mbarrier_arrive_expect_tx_cluster(full, 48);
+  st_async_v4(addr, d.item, d.seq, d.head, d.m0, full);
+  st_async_v4(addr + 16, d.q_begin, d.q_len, d.ctx_len, d.n_keys, full);
+  st_async_v4(addr + 32, d.pair_keys, 0, 0, 0, full);
 }
 __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
   Sm90WsDesc d;
@@ -196,68 +264,102 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
                : "=r"(d.q_begin), "=r"(d.q_len), "=r"(d.ctx_len), "=r"(d.n_keys)
                : "r"(addr + 16)
                : "memory");
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(d.pair_keys) : "r"(addr + 32) : "memory");
   return d;
 }
 
-// Item k of this CTA, passed through a two-slot ring: the producer's first
-// warp publishes it (fetching the one after from the counter); every consumer
-// warp and the other issuing warps read it. A consumer warp's wait, all lanes
-// present; the slot stays the warp's until it arrives on item_empty.
-template <int BN, int STAGES, int D>
-__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D>& st, int k) {
-  mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+// Item k of this CTA, passed through a two-slot ring: the scheduling thread
+// (the first producer warp of the cluster's first CTA) publishes it for every
+// CTA of the cluster (fetching the one after from the counter); every
+// consumer thread and the other issuing warps read it. A consumer warp's
+// wait, all lanes present; the slot stays a thread's until it arrives on the
+// first CTA's item_empty.
+template <int BN, int STAGES, int D, int CLUSTER>
+__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
+  if constexpr (CLUSTER == 1) {
+    mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+  } else {  // the slot was written by the cluster's first CTA
+    mbarrier_wait_cluster(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+  }
   return sm90_ws_load_desc(st.item_slot(k));
 }
-template <int BN, int STAGES, int D>
-__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D>& st, int k, int lane) {
-  __syncwarp();
-  if (lane == 0) mbarrier_arrive(st.item_empty + 8 * (k & 1));
+template <int BN, int STAGES, int D, int CLUSTER>
+__device__ __forceinline__ void sm90_ws_arrive_item_empty(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
+  if constexpr (CLUSTER == 1) {
+    mbarrier_arrive(st.item_empty + 8 * (k & 1));
+  } else {
+    // Without a cluster-scope release, which would wait for this thread's
+    // stores of O to reach L2 (about 2% at 4k tokens, measured): what the
+    // slot's next writer must follow is only this thread's reads of the
+    // slot, whose values were all used (to store O) before this arrive.
+    mbarrier_arrive_remote(cluster_address(st.item_empty + 8 * (k & 1), 0));
+  }
+}
+// Every lane arrives for its own reads (one arrive per warp after a
+// __syncwarp is as correct, but compute-sanitizer's racecheck does not see
+// the other lanes' reads as ordered before it).
+template <int BN, int STAGES, int D, int CLUSTER>
+__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
+  sm90_ws_arrive_item_empty(st, k);
 }
 
-// The producer warpgroup over the CTA's items: blockIdx.x's, then (with a
-// counter) those the counter hands out. Query blocks past their sequence's
-// query are skipped here and never published.
-template <int BN, int STAGES, int ISSUERS, int D>
-__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D>& st, const CUtensorMap* k_map,
+// The producer warpgroup over the CTA's items: the cluster's first, then
+// (with a counter) those the counter hands out. Items without query rows are
+// skipped here and never published. In a cluster of two the CTAs take the
+// item's two query blocks in turn, the longer one (under a causal mask) to
+// each CTA every other item, so neither falls behind by more than a tile.
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact>
+__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, const CUtensorMap* k_map,
                                  const CUtensorMap* v_map, const PrefillParams& p, const Sm90WsSchedule& sched,
                                  int tid) {
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "query blocks per item");
+  constexpr int kRows = Sm90WsShape<BN, STAGES, D>::kBM;
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
-  auto take = [&] { return sched.counter != nullptr ? int(gridDim.x) + atomicAdd(sched.counter, 1) : sched.n_items; };
-  int item = blockIdx.x, tile_base = 0;
+  const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
+  const bool scheduler = warp == 0 && rank == 0;
+  const int clusters = int(gridDim.x) / CLUSTER;
+  auto take = [&] { return sched.counter != nullptr ? clusters + atomicAdd(sched.counter, 1) : sched.n_items; };
+  int item = int(blockIdx.x) / CLUSTER, tile_base = 0;
   for (int k = 0;; ++k) {
     Sm90WsDesc d;
     int next = sched.n_items;
-    if (warp == 0) {
+    if (scheduler) {
+      const int which = CLUSTER > 1 ? k & 1 : 0;
       for (;; item = take()) {
-        d = item < sched.n_items ? sm90_ws_describe(item, sched, p, Sm90WsShape<BN, STAGES, D>::kBM)
+        d = item < sched.n_items ? sm90_ws_describe(item, sched, p, kRows, CLUSTER, which)
                                  : Sm90WsDesc{sched.n_items};
-        if (d.item >= sched.n_items || d.m0 < d.q_len) break;
+        if (d.item >= sched.n_items || sm90_ws_has_rows(d, kRows, which)) break;
       }
       mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
       sm90_ws_store_desc(st.item_slot(k), d);
+      if constexpr (CLUSTER > 1) {
+        const Sm90WsDesc other = d.item < sched.n_items ? sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1) : d;
+        sm90_ws_store_desc_remote(cluster_address(st.item_slot(k), 1), cluster_address(st.item_full + 8 * (k & 1), 1),
+                                  other);
+      }
       mbarrier_arrive(st.item_full + 8 * (k & 1));
       if (d.item < sched.n_items) next = take();  // fetched now, used after this item's copies are issued
     } else {  // the warp's other lanes have returned: no __syncwarp here
       d = sm90_ws_wait_item(st, k);
-      mbarrier_arrive(st.item_empty + 8 * (k & 1));
+      sm90_ws_arrive_item_empty(st, k);
     }
     if (d.item >= sched.n_items) break;
-    const int n_tiles = (d.n_keys + BN - 1) / BN;
-    sm90_ws_produce<BN, STAGES, ISSUERS>(st, k_map, v_map, p, d.seq, d.head / p.group, d.n_keys, n_tiles, tid,
-                                         tile_base);
+    const int n_tiles = (d.pair_keys + BN - 1) / BN;
+    sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE>(st, k_map, v_map, p, d.seq, d.head / p.group,
+                                                             d.pair_keys, n_tiles, tid, tile_base, rank);
     tile_base += n_tiles;
-    if (warp == 0) item = next;
+    if (scheduler) item = next;
   }
-  // The last CTA to finish zeroes the counter for the next launch: by then
-  // every CTA has taken its last index.
-  if (sched.counter != nullptr && warp == 0 && atomicAdd(sched.counter + 1, 1) == int(gridDim.x) - 1) {
+  // The last cluster to finish zeroes the counter for the next launch: by
+  // then every cluster has taken its last index.
+  if (sched.counter != nullptr && scheduler && atomicAdd(sched.counter + 1, 1) == clusters - 1) {
     sched.counter[0] = 0;
     sched.counter[1] = 0;
   }
 }
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128>
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, int CLUSTER = 1, int ABLATE = kSm90Exact>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const PrefillParams p, const Sm90WsSchedule sched) {
@@ -266,15 +368,22 @@ __global__ void __launch_bounds__(384, 1)
   using S = Sm90WsShape<BN, STAGES, D>;
   static_assert(S::kBM == 128, "the producer's query blocks");
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES, D> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<BN, STAGES, D, CLUSTER> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
   if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
-  __syncthreads();
+  // In a cluster, no CTA may arrive on or copy into another's barriers before
+  // they exist, nor leave while another may still do so.
+  if constexpr (CLUSTER > 1) {
+    cluster_sync_all();
+  } else {
+    __syncthreads();
+  }
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D>(st, &k_map, &v_map, p, sched, tid);
+    sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE>(st, &k_map, &v_map, p, sched, tid);
+    if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }
 
@@ -366,11 +475,13 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_keep(o);
   };
 
-  // The current item's tiles (the CTA's tile_base, tile_base + 1, ...), its
-  // keys and its warp's first query position.
-  int n_tiles = 0, tile_base = 0, ctx_len = 0, qpos_warp = 0;
+  // The current item's tiles (the CTA's tile_base, tile_base + 1, ...): its
+  // own, then any the other CTA of the cluster needs beyond them; its keys
+  // and its warp's first query position.
+  int n_tiles = 0, item_tiles = 0, tile_base = 0, ctx_len = 0, qpos_warp = 0;
   auto start = [&](const Sm90WsDesc& w) {
     n_tiles = (w.n_keys + BN - 1) / BN;
+    item_tiles = (w.pair_keys + BN - 1) / BN;
     ctx_len = w.ctx_len;
     qpos_warp = w.ctx_len - w.q_len + w.m0 + warp_row0;
   };
@@ -380,6 +491,7 @@ __global__ void __launch_bounds__(384, 1)
   OnlineSoftmax<BN> sm;
   auto softmax = [&](int t) {
     const int key0 = t * BN;
+    if constexpr ((ABLATE & kSm90NoSoftmax) != 0) return;
     if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > qpos_warp))
       OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos_warp + lane / 4);
     sm.update(sc, p.scale_log2);
@@ -408,6 +520,7 @@ __global__ void __launch_bounds__(384, 1)
     if (more) prefetch_q(w);
   };
   auto load_next = [&] {
+    if constexpr ((ABLATE & kSm90QOnce) != 0) return;
     if (more) load_q(item_at(k + 1));
   };
 
@@ -438,7 +551,7 @@ __global__ void __launch_bounds__(384, 1)
   // item are a loop of their own, with nothing in it for the item's ends.
   {
     const Sm90WsDesc w = sm90_ws_wait_item(st, 0);
-    if (w.item >= sched.n_items) return;
+    if (w.item >= sched.n_items) goto done;
     start(w);
     load_q(w);
   }
@@ -460,10 +573,15 @@ __global__ void __launch_bounds__(384, 1)
     // tile is scored and its softmax runs. Without a next item the last
     // tile's K (still held) is scored again and dropped: the wgmma sequence
     // is the same on both paths, which keeps ptxas from serialising it.
-    const int last = tile_base + n_tiles - 1;
+    const int last = tile_base + n_tiles - 1, first_next = tile_base + item_tiles;
+    for (int g = last + 1; g < first_next; ++g) {  // tiles only the other CTA computes
+      st.wait_k(g);
+      st.wait_v(g);
+      st.release(g, lane);
+    }
     const bool next = more;
-    if (next) st.wait_k(last + 1);
-    issue_scores(next ? last + 1 : last);
+    if (next) st.wait_k(first_next);
+    issue_scores(next ? first_next : last);
     sm.rescale(o);
     issue_pv(last);
     const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};  // the row sums are final
@@ -472,7 +590,7 @@ __global__ void __launch_bounds__(384, 1)
     bool one_tile = false;
     if (next) {
       ++k;
-      tile_base = last + 1;
+      tile_base = first_next;
       start(item_at(k));
       sm = OnlineSoftmax<BN>{};
       one_tile = n_tiles == 1;  // then the item after is awaited once its slot is free (below)
@@ -483,7 +601,7 @@ __global__ void __launch_bounds__(384, 1)
     st.release(last, lane);
     const int done = next ? k - 1 : k;
     store_o(item_at(done), inv);
-    sm90_ws_free_item(st, done, lane);
+    sm90_ws_free_item(st, done);
     if (!next) break;
     if (one_tile) {
       fetch_next();
@@ -492,7 +610,46 @@ __global__ void __launch_bounds__(384, 1)
     zero_o();
     pack();
   }
+done:
+  if constexpr (CLUSTER > 1) cluster_sync_all();
 #endif
+}
+
+// Host: launches the kernel as `grid` CTAs in clusters of `cluster` along x.
+template <typename... Params, typename... Args>
+inline cudaError_t sm90_ws_launch(void (*kernel)(Params...), int grid, int cluster, int smem_bytes,
+                                  cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(384);
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// Host: how many clusters of `cluster` CTAs of the kernel fit on the GPU at once.
+template <typename... Params>
+inline int sm90_ws_max_clusters(void (*kernel)(Params...), int cluster, int smem_bytes) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(cluster);
+  config.blockDim = dim3(384);
+  config.dynamicSmemBytes = smem_bytes;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = cluster;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int n = 0;
+  return cudaOccupancyMaxActiveClusters(&n, kernel, &config) == cudaSuccess ? n : 0;
 }
 
 }  // namespace exactly::kernels::cuda
