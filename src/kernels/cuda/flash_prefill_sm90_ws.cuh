@@ -615,41 +615,40 @@ done:
 #endif
 }
 
-// Host: launches the kernel as `grid` CTAs in clusters of `cluster` along x.
+// Host: the configuration of a launch of `grid` CTAs in clusters of
+// `cluster` along x (it points into itself: not copyable).
+struct Sm90WsClusterLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute attribute{};
+  Sm90WsClusterLaunch(int grid, int cluster, int smem_bytes, cudaStream_t stream) {
+    config.gridDim = dim3(grid);
+    config.blockDim = dim3(384);
+    config.dynamicSmemBytes = smem_bytes;
+    config.stream = stream;
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = cluster;
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  Sm90WsClusterLaunch(const Sm90WsClusterLaunch&) = delete;
+  Sm90WsClusterLaunch& operator=(const Sm90WsClusterLaunch&) = delete;
+};
+
 template <typename... Params, typename... Args>
 inline cudaError_t sm90_ws_launch(void (*kernel)(Params...), int grid, int cluster, int smem_bytes,
                                   cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(grid);
-  config.blockDim = dim3(384);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = cluster;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, args...);
+  Sm90WsClusterLaunch launch(grid, cluster, smem_bytes, stream);
+  return cudaLaunchKernelEx(&launch.config, kernel, args...);
 }
 
 // Host: how many clusters of `cluster` CTAs of the kernel fit on the GPU at once.
 template <typename... Params>
 inline int sm90_ws_max_clusters(void (*kernel)(Params...), int cluster, int smem_bytes) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(cluster);
-  config.blockDim = dim3(384);
-  config.dynamicSmemBytes = smem_bytes;
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = cluster;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  Sm90WsClusterLaunch launch(cluster, cluster, smem_bytes, nullptr);
   int n = 0;
-  return cudaOccupancyMaxActiveClusters(&n, kernel, &config) == cudaSuccess ? n : 0;
+  return cudaOccupancyMaxActiveClusters(&n, kernel, &launch.config) == cudaSuccess ? n : 0;
 }
 
 }  // namespace exactly::kernels::cuda
