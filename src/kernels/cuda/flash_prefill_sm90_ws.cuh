@@ -109,7 +109,7 @@ struct Sm90WsStages {
 // consumers; four share them.
 constexpr int kSm90Issuers = 4;
 
-// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a9):
+// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a8):
 // each makes the results wrong on purpose. Production launches none.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
@@ -288,10 +288,11 @@ __device__ __forceinline__ void sm90_ws_arrive_item_empty(const Sm90WsStages<BN,
   if constexpr (CLUSTER == 1) {
     mbarrier_arrive(st.item_empty + 8 * (k & 1));
   } else {
-    // Without a cluster-scope release, which would wait for this thread's
-    // stores of O to reach L2 (about 2% at 4k tokens, measured): what the
-    // slot's next writer must follow is only this thread's reads of the
-    // slot, whose values were all used (to store O) before this arrive.
+    // Without a cluster-scope release, which would make a consumer thread
+    // wait for its stores of O to reach L2 (about 2% at 4k tokens,
+    // measured): what the slot's next writer must follow is only this
+    // thread's reads of the slot, whose values were all used before this
+    // arrive.
     mbarrier_arrive_remote(cluster_address(st.item_empty + 8 * (k & 1), 0));
   }
 }
