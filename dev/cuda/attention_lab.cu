@@ -10,6 +10,7 @@
 //   attention_lab prefill64 [VERSION] the same at d 64
 //   attention_lab prefill-items [VERSION]  each item's time beyond its tiles
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
+//   attention_lab prefill-same             clusters of two (v42) bit for bit against v40
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
 #include <cuda_bf16.h>
@@ -423,6 +424,39 @@ int main(int argc, char** argv) {
     ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, [](const Problem& p, float ms) {
       return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
     }, "TFLOP/s");
+  }
+  if (what == "prefill-same") {  // not part of "all": clusters of two (v42) against one CTA per item (v40)
+    // Each query block computes the same tiles in the same order either way,
+    // so the outputs should agree bit for bit, causal or not; the launcher
+    // could then pick clusters by shape without a request's result depending
+    // on what else is in its batch.
+    std::printf("lab prefill-same: v42 against v40, bytes of the output that differ\n");
+    auto named = [](const char* prefix) -> const Version& {
+      for (const Version& v : kPrefillVersions)
+        if (std::strncmp(v.name, prefix, std::strlen(prefix)) == 0) return v;
+      std::fprintf(stderr, "no version %s\n", prefix);
+      std::exit(1);
+    };
+    const Version& one = named("v40 ");
+    const Version& two = named("v42 ");
+    for (const bool causal : {false, true}) {
+      Problem a(2, 200, 300, 4, 2, causal, 5), b(3, 600, 700, 32, 8, causal, 9), c(3, 130, 130, 32, 8, causal, 10),
+          d(4, 4096, 4096, 32, 32, causal, 7), e(1, 16384, 16384, 32, 32, causal, 13);
+      for (Problem* pr : {&a, &b, &c, &d, &e}) {
+        std::vector<bf16> x(pr->q.size()), y(pr->q.size());
+        for (auto [version, dst] : {std::pair{&one, &x}, std::pair{&two, &y}}) {
+          CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));
+          version->make(*pr)();
+          CK(cudaDeviceSynchronize());
+          CK(cudaMemcpy(dst->data(), pr->dout, dst->size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+        }
+        int64_t differ = 0;
+        for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(bf16)) != 0;
+        std::printf("  %d x %d (context %d), causal %d: %lld of %zu differ\n", pr->n_seqs, pr->q_len, pr->ctx,
+                    int(causal), static_cast<long long>(differ), x.size());
+        ok = ok && differ == 0;
+      }
+    }
   }
   if (what == "prefill16k") {  // not part of "all": one long sequence (few, long items)
     Problem s1(2, 200, 300, 4, 2, true, 5), s2(1, 70, 70, 4, 4, false, 6);
