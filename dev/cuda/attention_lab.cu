@@ -376,6 +376,11 @@ struct Selection {
   bool has(int version) const { return version >= first && version <= last; }
 };
 
+// Prefill's rate: 4 x rows x keys x d multiply-adds per head, half under a causal mask.
+static double prefill_tflops(const Problem& p, float ms) {
+  return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
+}
+
 static bool run_versions(const char* what, const std::vector<Version>& versions, const Selection& only,
                          const std::vector<Problem*>& small, const std::vector<Problem*>& big,
                          const std::function<double(const Problem&, float)>& rate, const char* unit) {
@@ -421,9 +426,7 @@ int main(int argc, char** argv) {
     Problem s3(2, 600, 700, 32, 8, true, 9), s4(3, 130, 130, 32, 8, false, 10);
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
-    ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, [](const Problem& p, float ms) {
-      return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
-    }, "TFLOP/s");
+    ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops, "TFLOP/s");
   }
   if (what == "prefill-same") {  // not part of "all": clusters of two (v42) against one CTA per item (v40)
     // Each query block computes the same tiles in the same order either way,
@@ -462,9 +465,7 @@ int main(int argc, char** argv) {
     Problem s1(2, 200, 300, 4, 2, true, 5), s2(1, 70, 70, 4, 4, false, 6);
     Problem b1(1, 16384, 16384, 32, 32, false, 13), b2(1, 16384, 16384, 32, 32, true, 14);
     std::printf("lab prefill16k: TFLOP/s at 1 x 32 heads x 16384, d 128, non-causal and causal (block 16)\n");
-    ok &= run_versions("prefill16k", kPrefillVersions, only, {&s1, &s2}, {&b1, &b2}, [](const Problem& p, float ms) {
-      return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
-    }, "TFLOP/s");
+    ok &= run_versions("prefill16k", kPrefillVersions, only, {&s1, &s2}, {&b1, &b2}, prefill_tflops, "TFLOP/s");
   }
   if (what == "prefill-items") {  // not part of "all": where a version's time per item goes
     // Each item (128 query rows of one head) runs n key tiles; the same items
@@ -488,9 +489,8 @@ int main(int argc, char** argv) {
     Problem s3(2, 600, 700, 32, 8, true, 9, 64), s4(3, 130, 130, 32, 8, false, 10, 64);
     Problem b1(4, 4096, 4096, 32, 32, false, 7, 64), b2(4, 4096, 4096, 32, 32, true, 8, 64);
     std::printf("lab prefill64: TFLOP/s at 4 x 32 heads x 4096, d 64, non-causal and causal (block 16)\n");
-    ok &= run_versions("prefill64", kPrefill64Versions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, [](const Problem& p, float ms) {
-      return 4.0 * p.n_seqs * p.n_heads * double(p.q_len) * p.ctx * p.d / (p.causal ? 2 : 1) / ms / 1e9;
-    }, "TFLOP/s");
+    ok &= run_versions("prefill64", kPrefill64Versions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops,
+                       "TFLOP/s");
   }
   return ok ? 0 : 1;
 }

@@ -16,7 +16,7 @@ namespace exactly::kernels::cuda {
 
 // An item's index, its slot freed at once (these consumers look up the rest).
 template <int BN, int STAGES, int D>
-__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGES, D>& st, int k, int lane) {
+__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGES, D>& st, int k) {
   const int item = sm90_ws_wait_item(st, k).item;
   sm90_ws_free_item(st, k);
   return item;
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(384, 1)
 
   int tile_base = 0;
   for (int k = 0;; ++k) {
-    const int item = sm90_ws_receive_item(st, k, lane);
+    const int item = sm90_ws_receive_item(st, k);
     if (item >= sched.n_items) break;
     const Sm90WsDesc w = sm90_ws_describe(item, sched, p, S::kBM);
     const int head = w.head, m0 = w.m0, q_begin = w.q_begin, q_len = w.q_len;

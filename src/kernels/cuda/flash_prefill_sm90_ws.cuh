@@ -283,8 +283,12 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, S
   }
   return sm90_ws_load_desc(st.item_slot(k));
 }
+// Done with item k's slot: each thread that read it arrives for its own
+// reads (one arrive per warp after a __syncwarp is as correct, but
+// compute-sanitizer's racecheck does not see the other lanes' reads as
+// ordered before it).
 template <int BN, int STAGES, int D, int CLUSTER>
-__device__ __forceinline__ void sm90_ws_arrive_item_empty(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
+__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
   if constexpr (CLUSTER == 1) {
     mbarrier_arrive(st.item_empty + 8 * (k & 1));
   } else {
@@ -295,13 +299,6 @@ __device__ __forceinline__ void sm90_ws_arrive_item_empty(const Sm90WsStages<BN,
     // arrive.
     mbarrier_arrive_remote(cluster_address(st.item_empty + 8 * (k & 1), 0));
   }
-}
-// Every lane arrives for its own reads (one arrive per warp after a
-// __syncwarp is as correct, but compute-sanitizer's racecheck does not see
-// the other lanes' reads as ordered before it).
-template <int BN, int STAGES, int D, int CLUSTER>
-__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
-  sm90_ws_arrive_item_empty(st, k);
 }
 
 // The producer warpgroup over the CTA's items: the cluster's first, then
@@ -323,27 +320,31 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st,
   auto take = [&] { return sched.counter != nullptr ? clusters + atomicAdd(sched.counter, 1) : sched.n_items; };
   int item = int(blockIdx.x) / CLUSTER, tile_base = 0;
   for (int k = 0;; ++k) {
-    Sm90WsDesc d;
+    Sm90WsDesc d, other;  // other: the item as the cluster's second CTA sees it
     int next = sched.n_items;
     if (scheduler) {
       const int which = CLUSTER > 1 ? k & 1 : 0;
       for (;; item = take()) {
-        d = item < sched.n_items ? sm90_ws_describe(item, sched, p, kRows, CLUSTER, which)
-                                 : Sm90WsDesc{sched.n_items};
-        if (d.item >= sched.n_items || sm90_ws_has_rows(d, kRows, which)) break;
+        if (item >= sched.n_items) {
+          d = other = Sm90WsDesc{sched.n_items};
+          break;
+        }
+        d = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which);
+        // Described here, next to d, the compiler reuses d's loads of the
+        // sequence's lengths (after the wait below it would load them again).
+        if constexpr (CLUSTER > 1) other = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1);
+        if (sm90_ws_has_rows(d, kRows, which)) break;
       }
       mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
       sm90_ws_store_desc(st.item_slot(k), d);
-      if constexpr (CLUSTER > 1) {
-        const Sm90WsDesc other = d.item < sched.n_items ? sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1) : d;
+      if constexpr (CLUSTER > 1)
         sm90_ws_store_desc_remote(cluster_address(st.item_slot(k), 1), cluster_address(st.item_full + 8 * (k & 1), 1),
                                   other);
-      }
       mbarrier_arrive(st.item_full + 8 * (k & 1));
       if (d.item < sched.n_items) next = take();  // fetched now, used after this item's copies are issued
     } else {  // the warp's other lanes have returned: no __syncwarp here
       d = sm90_ws_wait_item(st, k);
-      sm90_ws_arrive_item_empty(st, k);
+      sm90_ws_free_item(st, k);
     }
     if (d.item >= sched.n_items) break;
     const int n_tiles = (d.pair_keys + BN - 1) / BN;
