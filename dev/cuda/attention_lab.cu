@@ -10,6 +10,7 @@
 //   attention_lab prefill64 [VERSION] the same at d 64
 //   attention_lab prefill-items [VERSION]  each item's time beyond its tiles
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
+//   attention_lab prefill-b64 [VERSION]    the prefill shapes through 64-key blocks
 //   attention_lab prefill-same             clusters of two (v42) bit for bit against v40
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
@@ -54,8 +55,10 @@ struct Problem {
   int32_t *dqs, *dsl, *dtab;
   float* ws;
 
-  Problem(int seqs, int qlen, int context, int heads, int kv, bool is_causal, uint32_t seed, int head_dim = 128)
-      : n_seqs(seqs), q_len(qlen), ctx(context), n_heads(heads), n_kv(kv), d(head_dim), causal(is_causal) {
+  Problem(int seqs, int qlen, int context, int heads, int kv, bool is_causal, uint32_t seed, int head_dim = 128,
+          int block = 16)
+      : n_seqs(seqs), q_len(qlen), ctx(context), n_heads(heads), n_kv(kv), d(head_dim), block_size(block),
+        causal(is_causal) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> normal;
     max_blocks = (ctx + block_size - 1) / block_size;
@@ -247,15 +250,22 @@ std::function<void()> prefill_sm90(const Problem& pr) {
 
 enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong, kV32 };
 
+// GROUP: keys per bulk copy of K/V (a divisor of the problem's block size);
+// QTMA: each item's Q copied into shared memory by the producer.
 template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false,
-          int ABLATE = kSm90Exact, int CLUSTER = 1>
+          int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
-  using S = Sm90WsShape<BN, STAGES, D>;
+  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
-  CUtensorMap k_map, v_map;
-  const uint32_t box_slots = kConsumers == Consumers::kBigBoxes ? BN : 16;
+  if (pr.block_size % GROUP != 0) {
+    std::fprintf(stderr, "copies of %d keys need a block size that they divide (%d)\n", GROUP, pr.block_size);
+    std::exit(1);
+  }
+  CUtensorMap k_map, v_map, q_map;
+  const uint32_t box_slots = kConsumers == Consumers::kBigBoxes ? BN : GROUP;
   if (!make_kv_tensor_map(&k_map, pr.dk, slots, pr.n_kv, D, true, box_slots) ||
-      !make_kv_tensor_map(&v_map, pr.dv, slots, pr.n_kv, D, true, box_slots)) {
+      !make_kv_tensor_map(&v_map, pr.dv, slots, pr.n_kv, D, true, box_slots) ||
+      !make_kv_tensor_map(&q_map, pr.dq, int64_t{pr.n_seqs} * pr.q_len, pr.n_heads, D, true, S::kBM)) {
     std::fprintf(stderr, "tensor map creation failed\n");
     std::exit(1);
   }
@@ -265,7 +275,7 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
   if constexpr (kConsumers == Consumers::kPlain || kConsumers == Consumers::kV32) {  // plain grid or persistent
     auto kernel = kConsumers == Consumers::kV32
                       ? flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>
-                      : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE>;
+                      : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE, GROUP, QTMA>;
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     static int32_t* counter = [] {
       int32_t* c = nullptr;
@@ -281,10 +291,12 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
     if constexpr (CLUSTER > 1) {
       const int fit = sm90_ws_max_clusters(kernel, CLUSTER, S::kSmemBytes);
       const int grid = (PERSISTENT ? std::min(sched.n_items, fit) : sched.n_items) * CLUSTER;
-      return [=] { CK(sm90_ws_launch(kernel, grid, CLUSTER, S::kSmemBytes, nullptr, k_map, v_map, p, sched)); };
+      return [=] {
+        CK(sm90_ws_launch(kernel, grid, CLUSTER, S::kSmemBytes, nullptr, k_map, v_map, q_map, p, sched));
+      };
     }
     const int grid = PERSISTENT ? std::min(sched.n_items, sms) : sched.n_items;
-    return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, p, sched); };
+    return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, q_map, p, sched); };
   } else {
     auto kernel = kConsumers == Consumers::kPingPong  ? flash_prefill_sm90_pingpong_kernel<BN, STAGES>
                   : kConsumers == Consumers::kSerial1   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 1>
@@ -326,9 +338,9 @@ static const std::vector<Version> kPrefillVersions = {
     {"v25 v22 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
     {"v32 v22 persistent: items from a global counter, the producer running on",
      prefill_sm90_ws<128, 3, Consumers::kV32, 128, true>},
-    {"v40 v32 with items pipelined into one another (production under a causal mask)",
+    {"v40 v32 with items pipelined into one another (production under a causal mask before v46)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true>},
-    {"v42 v40 in clusters of two: query block pairs share K/V (multicast; production without a causal mask)",
+    {"v42 v40 in clusters of two: query block pairs share K/V (multicast; production without a mask before v46)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2>},
     {"a1 timing only: v20 without softmax", prefill_sm90_ws<128, 3, Consumers::kNoSoftmax>},
     {"a2 timing only: v20 without feeding (stages reused)", prefill_sm90_ws<128, 3, Consumers::kNoFeed>},
@@ -341,6 +353,18 @@ static const std::vector<Version> kPrefillVersions = {
     {"a7 timing only: v40 with Q loaded for the first item only",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QOnce>},
     {"a8 timing only: v40 without softmax", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoSoftmax>},
+    {"v45 v40 with each item's Q copied into shared memory by the producer",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true>},
+    {"v46 v42 with each item's Q copied into shared memory by the producer (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true>},
+    {"v47 v40 with 64-key copies (block size 64 and up)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 64>},
+    {"v48 v42 with 64-key copies (block size 64 and up)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 64>},
+    {"v49 v45 with 64-key copies (block size 64 and up)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 64, true>},
+    {"v50 v46 with 64-key copies (block size 64 and up)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 64, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -356,6 +380,8 @@ static const std::vector<Version> kPrefill64Versions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
     {"d64 v8 v7 in clusters of two (multicast K/V)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 2>},
+    {"d64 v9 v7 with each item's Q copied into shared memory by the producer",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -406,6 +432,7 @@ static bool run_versions(const char* what, const std::vector<Version>& versions,
 }
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it comes, also into a pipe
   const std::string what = argc > 1 ? argv[1] : "all";
   const Selection only(argc > 2 ? argv[2] : nullptr);
   cudaDeviceProp prop;
@@ -427,6 +454,14 @@ int main(int argc, char** argv) {
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
     ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops, "TFLOP/s");
+  }
+  if (what == "prefill-b64") {  // not part of "all": the prefill shapes through 64-key blocks
+    Problem s1(2, 200, 300, 4, 2, true, 5, 128, 64), s2(1, 70, 70, 4, 4, false, 6, 128, 64);
+    Problem s3(2, 600, 700, 32, 8, true, 9, 128, 64), s4(3, 130, 130, 32, 8, false, 10, 128, 64);
+    Problem b1(4, 4096, 4096, 32, 32, false, 7, 128, 64), b2(4, 4096, 4096, 32, 32, true, 8, 128, 64);
+    std::printf("lab prefill-b64: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 64)\n");
+    ok &= run_versions("prefill-b64", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops,
+                       "TFLOP/s");
   }
   if (what == "prefill-same") {  // not part of "all": clusters of two (v42) against one CTA per item (v40)
     // Each query block computes the same tiles in the same order either way,

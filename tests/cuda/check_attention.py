@@ -152,15 +152,20 @@ def bad_arguments_case(lib):
     b = make_batch([4], [4], 4, 4, 64, torch.bfloat16)
     out = torch.empty_like(b.q)
     rc = lib.exactly_cuda_prefill(ptr(b.k_cache), ptr(b.v_cache), b.k_cache.shape[0], 8, 4, 64, 0, 1,
-                                  ptr(b.query_start), ptr(b.seq_lens), ptr(b.block_tables), 1, 4, 4, ptr(b.q), 4,
+                                  ptr(b.query_start), ptr(b.seq_lens), ptr(b.block_tables), 1, 4, 4, ptr(b.q), 4, 4,
                                   0.125, 1, ptr(out), None)
     msg = lib.exactly_last_error().decode()
     record("bad block size is refused by name", rc == -1 and "block_size 8" in msg, message=msg)
     rc = lib.exactly_cuda_prefill(ptr(b.k_cache), ptr(b.v_cache), b.k_cache.shape[0], 16, 4, 96, 0, 1,
-                                  ptr(b.query_start), ptr(b.seq_lens), ptr(b.block_tables), 1, 4, 4, ptr(b.q), 4,
+                                  ptr(b.query_start), ptr(b.seq_lens), ptr(b.block_tables), 1, 4, 4, ptr(b.q), 4, 4,
                                   0.125, 1, ptr(out), None)
     msg = lib.exactly_last_error().decode()
     record("bad head_dim is refused by name", rc == -1 and "head_dim 96" in msg, message=msg)
+    rc = lib.exactly_cuda_prefill(ptr(b.k_cache), ptr(b.v_cache), b.k_cache.shape[0], 16, 4, 64, 0, 1,
+                                  ptr(b.query_start), ptr(b.seq_lens), ptr(b.block_tables), 1, 4, 4, ptr(b.q), 0, 4,
+                                  0.125, 1, ptr(out), None)
+    msg = lib.exactly_last_error().decode()
+    record("q without its row count is refused by name", rc == -1 and "q_rows 0" in msg, message=msg)
 
 
 def main():

@@ -27,7 +27,7 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
     lib.exactly_cpu_attention.argtypes = [c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_p, c_p, c_p, c_int,
                                           c_p, c_int, c_f, c_int, c_p, c_int]
     lib.exactly_cuda_prefill.argtypes = [c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_int, c_p, c_p, c_p, c_int,
-                                         c_int, c_int, c_p, c_int, c_f, c_int, c_p, c_p]
+                                         c_int, c_int, c_p, c_i64, c_int, c_f, c_int, c_p, c_p]
     lib.exactly_cuda_decode.argtypes = [c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_int, c_p, c_p, c_p, c_int,
                                         c_int, c_p, c_int, c_f, c_p, c_p, c_i64, c_p]
     lib.exactly_cuda_kv_store.argtypes = [c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_p, c_p, c_p, c_i64, c_p]
@@ -114,8 +114,8 @@ def run_prefill(lib, b: PagedBatch, causal=True, out=None, scale=None):
     check(lib, lib.exactly_cuda_prefill(
         ptr(b.k_cache), ptr(b.v_cache), b.k_cache.shape[0], b.block_size, b.n_kv, b.head_dim,
         DTYPE_CODE[b.q.dtype], len(b.q_lens), ptr(b.query_start), ptr(b.seq_lens), ptr(b.block_tables),
-        b.block_tables.shape[1], max(b.q_lens), max(b.ctx_lens), ptr(b.q), b.n_heads, scale, int(causal),
-        ptr(out), None))
+        b.block_tables.shape[1], max(b.q_lens), max(b.ctx_lens), ptr(b.q), b.q.shape[0], b.n_heads, scale,
+        int(causal), ptr(out), None))
     return out
 
 

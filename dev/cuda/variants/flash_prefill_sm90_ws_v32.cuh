@@ -25,7 +25,8 @@ __device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGE
 template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_v32_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
-                                 const PrefillParams p, const Sm90WsSchedule sched) {
+                                     const __grid_constant__ CUtensorMap /*q_map: unused*/, const PrefillParams p,
+                                     const Sm90WsSchedule sched) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
   using S = Sm90WsShape<BN, STAGES, D>;
@@ -39,7 +40,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D>(st, &k_map, &v_map, p, sched, tid);
+    sm90_ws_producer<BN, STAGES, ISSUERS, D>(st, &k_map, &v_map, &k_map, p, sched, tid);  // no Q copies
     return;
   }
 

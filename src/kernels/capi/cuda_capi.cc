@@ -26,11 +26,11 @@ extern "C" int exactly_has_cuda(void) { return 1; }
 extern "C" int exactly_cuda_prefill(const void* k_cache, const void* v_cache, int64_t num_blocks, int block_size,
                                     int n_kv_heads, int head_dim, int dtype, int n_seqs, const int32_t* query_start,
                                     const int32_t* seq_lens, const int32_t* block_tables, int max_blocks_per_seq,
-                                    int max_query_len, int max_seq_len, const void* q, int n_heads, float scale,
-                                    int causal, void* out, void* stream) {
+                                    int max_query_len, int max_seq_len, const void* q, int64_t q_rows, int n_heads,
+                                    float scale, int causal, void* out, void* stream) {
   return exactly::capi::guarded([&] {
     const AttentionBatchDevice batch{n_seqs,           query_start,   seq_lens,   block_tables,
-                                     max_blocks_per_seq, max_query_len, max_seq_len};
+                                     max_blocks_per_seq, max_query_len, max_seq_len, q_rows};
     flash_attention_prefill(cache_of(k_cache, v_cache, num_blocks, block_size, n_kv_heads, head_dim, dtype), batch,
                             q, n_heads, scale, causal != 0, out, stream_of(stream));
   });

@@ -22,12 +22,13 @@ int exactly_cpu_attention(const float* k_cache, const float* v_cache, int64_t nu
                           const int32_t* seq_lens, const int32_t* block_tables, int max_blocks_per_seq,
                           const float* q, int n_heads, float scale, int causal, float* out, int n_threads);
 
-/* dtype: 0 = bf16, 1 = fp16. stream: a cudaStream_t or NULL. */
+/* dtype: 0 = bf16, 1 = fp16. stream: a cudaStream_t or NULL. q_rows: the
+ * token rows q holds (at least query_start[n_seqs]). */
 int exactly_cuda_prefill(const void* k_cache, const void* v_cache, int64_t num_blocks, int block_size,
                          int n_kv_heads, int head_dim, int dtype, int n_seqs, const int32_t* query_start,
                          const int32_t* seq_lens, const int32_t* block_tables, int max_blocks_per_seq,
-                         int max_query_len, int max_seq_len, const void* q, int n_heads, float scale, int causal,
-                         void* out, void* stream);
+                         int max_query_len, int max_seq_len, const void* q, int64_t q_rows, int n_heads,
+                         float scale, int causal, void* out, void* stream);
 int64_t exactly_cuda_decode_workspace_bytes(int n_seqs, int n_heads, int max_seq_len, int head_dim);
 int exactly_cuda_decode(const void* k_cache, const void* v_cache, int64_t num_blocks, int block_size,
                         int n_kv_heads, int head_dim, int dtype, int n_seqs, const int32_t* query_start,

@@ -37,6 +37,11 @@ struct AttentionBatchDevice {
   int32_t max_blocks_per_seq;
   int32_t max_query_len;  // host-known bound on query_start[s+1] - query_start[s]
   int32_t max_seq_len;    // host-known bound on seq_lens[s]
+  // Rows of q (tokens x n_heads x head_dim) that may be read: at least
+  // query_start[n_seqs], at most what the buffer holds. The Hopper prefill
+  // kernel at head dim 128 copies queries in 128-row boxes and needs it; rows
+  // past it read as zeros.
+  int64_t q_rows = 0;
 };
 
 // Causal (or unmasked) attention for a flattened batch of query tokens: token

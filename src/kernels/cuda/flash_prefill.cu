@@ -74,23 +74,33 @@ int sm_count() {
   return count;
 }
 
-// Clusters of two CTAs sharing each K/V tile (multicast) at head dim 128
-// without a causal mask: +0.7-1.5% at 4k tokens, +1-2% at 16k. Under a
-// causal mask they lost 1-3% at 4k, and at head dim 64 7-12% (lab v42, d64
-// v8; dev/cuda/NOTES.md).
-template <int D, int CLUSTER>
+// At head dim 128: clusters of two CTAs sharing each K/V tile (multicast),
+// each item's Q copied into shared memory by the producer (QTMA), causal or
+// not: +3-4% under a causal mask and +1-3% without one against one CTA per
+// item with Q loaded by the consumers (lab v46 against v40/v42). At head dim
+// 64 both lost (clusters 7-12%, the Q copy 1-2%: lab d64 v8, v9;
+// dev/cuda/NOTES.md).
+template <int D, int CLUSTER, bool QTMA>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
-  using Shape = Sm90WsShape<kSm90BN, kSm90Stages, D>;
-  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, CLUSTER>;
+  using Shape = Sm90WsShape<kSm90BN, kSm90Stages, D, QTMA>;
+  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, CLUSTER, kSm90Exact,
+                                                       16, QTMA>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
-  // The maps describe the pools, not the batch: a few microseconds of host
-  // work per call, no device memory.
-  CUtensorMap k_map, v_map;
+  // The maps describe the pools and the query buffer, not the batch: a few
+  // microseconds of host work per call, no device memory.
+  CUtensorMap k_map, v_map, q_map;
   const int64_t slots = c.num_blocks * c.block_size;
   EXACTLY_CUDA_REQUIRE(make_kv_tensor_map(&k_map, c.k, slots, c.n_kv_heads, c.head_dim, true) &&
                            make_kv_tensor_map(&v_map, c.v, slots, c.n_kv_heads, c.head_dim, true),
                        "flash_attention_prefill: the driver refused a tensor map of the KV pool");
+  if constexpr (QTMA) {
+    EXACTLY_CUDA_REQUIRE(make_kv_tensor_map(&q_map, const_cast<void*>(q), b.q_rows, n_heads, D, true, Shape::kBM),
+                         "flash_attention_prefill: the driver refused a tensor map of q (%lld rows, %d heads)",
+                         static_cast<long long>(b.q_rows), n_heads);
+  } else {
+    q_map = k_map;  // not read
+  }
   PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
                   c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
   const int n_mblocks = (b.max_query_len + Shape::kBM - 1) / Shape::kBM;
@@ -101,13 +111,14 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   if constexpr (CLUSTER == 1) {
     static const int sms = sm_count();
     const int64_t grid = sched.counter != nullptr ? std::min<int64_t>(n_items, sms) : n_items;
-    kernel<<<static_cast<unsigned>(grid), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, p, sched);
+    kernel<<<static_cast<unsigned>(grid), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, q_map, p,
+                                                                                         sched);
   } else {
     static const int clusters = sm90_ws_max_clusters(kernel, CLUSTER, Shape::kSmemBytes);
     EXACTLY_CUDA_REQUIRE(clusters > 0, "flash_attention_prefill: no cluster of %d CTAs fits on this GPU", CLUSTER);
     const int64_t grid = (sched.counter != nullptr ? std::min<int64_t>(n_items, clusters) : n_items) * CLUSTER;
-    check_cuda(sm90_ws_launch(kernel, static_cast<int>(grid), CLUSTER, Shape::kSmemBytes, stream, k_map, v_map, p,
-                              sched),
+    check_cuda(sm90_ws_launch(kernel, static_cast<int>(grid), CLUSTER, Shape::kSmemBytes, stream, k_map, v_map, q_map,
+                              p, sched),
                "flash_attention_prefill (sm90, clusters)");
   }
   check_launch("flash_attention_prefill (sm90)");
@@ -133,10 +144,11 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
   check_attention_args(cache, batch, q, out, n_heads, "flash_attention_prefill");
   EXACTLY_CUDA_REQUIRE(n_heads <= 65535, "flash_attention_prefill: %d heads", n_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
+  EXACTLY_CUDA_REQUIRE(batch.q_rows > 0, "flash_attention_prefill: q_rows %lld (the rows q holds)",
+                       static_cast<long long>(batch.q_rows));
   if (use_sm90(cache)) {
-    if (cache.head_dim == 64) return launch_sm90<64, 1>(cache, batch, q, n_heads, scale, causal, out, stream);
-    return causal ? launch_sm90<128, 1>(cache, batch, q, n_heads, scale, causal, out, stream)
-                  : launch_sm90<128, 2>(cache, batch, q, n_heads, scale, causal, out, stream);
+    if (cache.head_dim == 64) return launch_sm90<64, 1, false>(cache, batch, q, n_heads, scale, causal, out, stream);
+    return launch_sm90<128, 2, true>(cache, batch, q, n_heads, scale, causal, out, stream);
   }
   const bool bf16 = cache.dtype == DType::bf16;
   if (cache.head_dim == 64) {

@@ -23,9 +23,12 @@
 // items too: the next item's Q is loaded once the current item's last scores
 // are done, and its first tile is scored, and its softmax run, under the
 // current item's last P V. So neither the pipeline nor an item's first and
-// last steps stand alone between items.
+// last steps stand alone between items. With QTMA the producer copies each
+// item's Q into shared memory ahead of its K/V, and the consumers take it
+// into registers with ldmatrix (otherwise they load it from global memory
+// themselves, which at head dim 128 exposes its latency between items).
 //
-// In clusters of two (FlashAttention-3's choice without a causal mask), an
+// In clusters of two (FlashAttention-3's ClusterM = 2), an
 // item is two adjacent query blocks of one head, one per CTA, and each K/V
 // tile is copied once into both CTAs (TMA multicast, each CTA's producer
 // issuing half of it): half the L2 traffic and half the copies per CTA. The
@@ -49,7 +52,7 @@
 
 namespace exactly::kernels::cuda {
 
-template <int BN, int STAGES, int D = 128>
+template <int BN, int STAGES, int D = 128, bool QTMA = false>
 struct Sm90WsShape {
   static constexpr int kD = D;
   static constexpr int kBM = 128;  // two consumer warpgroups x 64 rows
@@ -57,9 +60,14 @@ struct Sm90WsShape {
   static constexpr int kPanels = D / 64;  // 64 bf16 columns = one 128-byte swizzled row
   static constexpr int kPanelBytes = BN * 128;
   static constexpr int kTileBytes = kPanels * kPanelBytes;
-  // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full and empty
-  static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8;
-  static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kBarrierBytes + 1024;
+  // The item's Q, when the producer copies it in (QTMA): kPanels panels of
+  // 128 swizzled 128-byte rows.
+  static constexpr int kQPanelBytes = kBM * 128;
+  static constexpr int kQBytes = QTMA ? kPanels * kQPanelBytes : 0;
+  // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full
+  // and empty; Q full and empty
+  static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8;
+  static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kQBytes + kBarrierBytes + 1024;
   static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
 };
@@ -70,19 +78,22 @@ struct Sm90WsShape {
 // CTAs every stage is filled in all of them at once (multicast), so a stage
 // is empty only once the consumers of every CTA have released it: each
 // consumer warp arrives on the empty barrier of each CTA.
-template <int BN, int STAGES, int D = 128, int CLUSTER = 1>
+template <int BN, int STAGES, int D = 128, int CLUSTER = 1, bool QTMA = false>
 struct Sm90WsStages {
-  using S = Sm90WsShape<BN, STAGES, D>;
-  uint32_t k, v, k_full, v_full, empty, item_full, item_empty, items;
+  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+  uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
         v(base + STAGES * S::kTileBytes),
-        k_full(base + 2 * STAGES * S::kTileBytes + 2 * 64),
+        q(base + 2 * STAGES * S::kTileBytes),
+        k_full(q + S::kQBytes + 2 * 64),
         v_full(k_full + STAGES * 8),
         empty(k_full + 2 * STAGES * 8),
         item_full(empty + STAGES * 8),
         item_empty(item_full + 2 * 8),
-        items(base + 2 * STAGES * S::kTileBytes) {}
+        q_full(item_empty + 2 * 8),
+        q_empty(q_full + 8),
+        items(q + S::kQBytes) {}
   __device__ uint32_t item_slot(int k) const { return items + 64 * (k & 1); }
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
   __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
@@ -119,8 +130,8 @@ enum Sm90WsAblation : int {
   kSm90NoSoftmax = 16,          // raw scores straight into P V
 };
 
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1>
-__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st) {
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false>
+__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st) {
   for (int s = 0; s < STAGES; ++s) {
     mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
@@ -132,27 +143,43 @@ __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER>
     // but the scheduling one (only the first CTA's barrier is used).
     mbarrier_init(st.item_empty + 8 * s, (256 + ISSUERS) * CLUSTER - 1);
   }
+  mbarrier_init(st.q_full, 1);     // the issuing thread's arrive, plus the copies' bytes
+  mbarrier_init(st.q_empty, 256);  // every consumer thread, once its Q is in registers
   mbarrier_init_fence();
 }
 
 // The producer warpgroup's work for one item: lane 0 of each of the first
-// ISSUERS warps of each CTA of the cluster copies its share of the 16-key
-// groups of each tile, K before V, into the tile's stage (of every CTA of the
-// cluster) once the consumers have released it. The item's tiles are the
+// ISSUERS warps of each CTA of the cluster copies its share of each tile,
+// K before V, into the tile's stage (of every CTA of the cluster) once the
+// consumers have released it. A copy is GROUP keys of one 64-column panel
+// (GROUP divides the block size, so a copy never leaves its block); with
+// as many groups in a tile as issuers or more, each issuer takes whole
+// groups, otherwise one (group, panel) copy each, spread over the CTAs of
+// the cluster, and issuers left over copy nothing. The item's tiles are the
 // CTA's tile_base, tile_base + 1, ...; each CTA's full barriers expect the
-// whole tile, whichever CTA issued its parts.
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact>
-__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, const CUtensorMap* k_map,
+// whole tile, a share from each of its issuers, whichever CTA issued the
+// copies.
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
+          bool QTMA = false>
+__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, const CUtensorMap* k_map,
                                 const CUtensorMap* v_map, const PrefillParams& p, int seq, int kv_head, int n_keys,
                                 int n_tiles, int tid, int tile_base = 0, int rank = 0) {
-  using S = Sm90WsShape<BN, STAGES, D>;
-  static_assert((BN / 16) % (ISSUERS * CLUSTER) == 0, "whole groups per issuer");
+  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+  constexpr int kIssuers = ISSUERS * CLUSTER, kGroupsPerTile = BN / GROUP;
+  constexpr bool kWholeGroups = kGroupsPerTile >= kIssuers;
+  static_assert(BN % GROUP == 0 && GROUP % 16 == 0, "whole 16-key groups per tile");
+  static_assert(!kWholeGroups || kGroupsPerTile % kIssuers == 0, "as many groups per issuer");
+  static_assert(kWholeGroups || kGroupsPerTile * S::kPanels % kIssuers == 0 || kGroupsPerTile * S::kPanels < kIssuers,
+                "one copy per issuer");
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
-  constexpr int kGroups = BN / 16 / ISSUERS / CLUSTER;
-  constexpr uint32_t kBytes = BN * D * 2 / ISSUERS;  // of K (and of V) per local issuer and tile
+  const int issuer = kWholeGroups ? rank * ISSUERS + warp : warp * CLUSTER + rank;
+  // Copies of K (and as many of V) per tile by this issuer: kCopies groups
+  // (kPanels panels each), or one (group, panel), or none.
+  constexpr int kCopies = kWholeGroups ? kGroupsPerTile / kIssuers : 1;
+  const bool idle = !kWholeGroups && issuer >= kGroupsPerTile * S::kPanels;
+  constexpr uint32_t kBytes = BN * D * 2 / ISSUERS;  // of K (and of V) landing here, per local issuer
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
-  const int first_group = rank * ISSUERS + warp;
   for (int t = 0; t < n_tiles; ++t) {
     const int g = tile_base + t;
     const int s = g % STAGES;
@@ -166,21 +193,23 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, 
     }
     mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
     mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
-    int slots[kGroups];  // table lookups all in flight at once
+    if (idle) continue;
+    int group[kCopies], slots[kCopies];  // table lookups all in flight at once
 #pragma unroll
-    for (int i = 0; i < kGroups; ++i) {
-      int key0 = t * BN + (i * ISSUERS * CLUSTER + first_group) * 16;
-      if (key0 >= n_keys) key0 = 0;  // a whole 16-key group past the end: any finite block, masked
+    for (int i = 0; i < kCopies; ++i) {
+      group[i] = kWholeGroups ? i * kIssuers + issuer : issuer / S::kPanels;
+      int key0 = t * BN + group[i] * GROUP;
+      if (key0 >= n_keys) key0 = 0;  // a whole group past the end: any finite block, masked
       slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
     }
 #pragma unroll
     for (int kv = 0; kv < 2; ++kv)
 #pragma unroll
-      for (int i = 0; i < kGroups; ++i)
+      for (int i = 0; i < kCopies; ++i)
 #pragma unroll
-        for (int panel = 0; panel < S::kPanels; ++panel) {
-          const uint32_t dst =
-              s * S::kTileBytes + panel * S::kPanelBytes + (i * ISSUERS * CLUSTER + first_group) * 16 * 128;
+        for (int j = 0; j < (kWholeGroups ? S::kPanels : 1); ++j) {
+          const int panel = kWholeGroups ? j : issuer % S::kPanels;
+          const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + group[i] * GROUP * 128;
           const uint32_t base = kv == 0 ? st.k : st.v, bar = (kv == 0 ? st.k_full : st.v_full) + 8 * s;
           if constexpr (CLUSTER == 1) {
             tma_load_3d(base + dst, kv == 0 ? k_map : v_map, panel * 64, kv_head, slots[i], bar);
@@ -274,8 +303,8 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
 // consumer thread and the other issuing warps read it. A consumer warp's
 // wait, all lanes present; the slot stays a thread's until it arrives on the
 // first CTA's item_empty.
-template <int BN, int STAGES, int D, int CLUSTER>
-__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
+template <int BN, int STAGES, int D, int CLUSTER, bool QTMA>
+__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, int k) {
   if constexpr (CLUSTER == 1) {
     mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
   } else {  // the slot was written by the cluster's first CTA
@@ -287,8 +316,8 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, S
 // reads (one arrive per warp after a __syncwarp is as correct, but
 // compute-sanitizer's racecheck does not see the other lanes' reads as
 // ordered before it).
-template <int BN, int STAGES, int D, int CLUSTER>
-__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, int k) {
+template <int BN, int STAGES, int D, int CLUSTER, bool QTMA>
+__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, int k) {
   if constexpr (CLUSTER == 1) {
     mbarrier_arrive(st.item_empty + 8 * (k & 1));
   } else {
@@ -306,10 +335,14 @@ __device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES,
 // skipped here and never published. In a cluster of two the CTAs take the
 // item's two query blocks in turn, the longer one (under a causal mask) to
 // each CTA every other item, so neither falls behind by more than a tile.
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact>
-__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st, const CUtensorMap* k_map,
-                                 const CUtensorMap* v_map, const PrefillParams& p, const Sm90WsSchedule& sched,
-                                 int tid) {
+// With QTMA each CTA's first issuer copies the item's Q into shared memory
+// before its K/V, once the consumers have taken the previous item's Q into
+// registers: the consumers then wait for no global load between items.
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
+          bool QTMA = false>
+__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, const CUtensorMap* k_map,
+                                 const CUtensorMap* v_map, const CUtensorMap* q_map, const PrefillParams& p,
+                                 const Sm90WsSchedule& sched, int tid) {
   static_assert(CLUSTER == 1 || CLUSTER == 2, "query blocks per item");
   constexpr int kRows = Sm90WsShape<BN, STAGES, D>::kBM;
   const int warp = tid / 32;
@@ -347,9 +380,19 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st,
       sm90_ws_free_item(st, k);
     }
     if (d.item >= sched.n_items) break;
+    if constexpr (QTMA) {
+      if (warp == 0 && ((ABLATE & kSm90QOnce) == 0 || k == 0)) {
+        using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+        mbarrier_wait(st.q_empty, (k & 1) ^ 1);
+        mbarrier_arrive_expect_tx(st.q_full, S::kQBytes);
+#pragma unroll
+        for (int panel = 0; panel < S::kPanels; ++panel)
+          tma_load_3d(st.q + panel * S::kQPanelBytes, q_map, panel * 64, d.head, d.q_begin + d.m0, st.q_full);
+      }
+    }
     const int n_tiles = (d.pair_keys + BN - 1) / BN;
-    sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE>(st, k_map, v_map, p, d.seq, d.head / p.group,
-                                                             d.pair_keys, n_tiles, tid, tile_base, rank);
+    sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA>(
+        st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base, rank);
     tile_base += n_tiles;
     if (scheduler) item = next;
   }
@@ -361,16 +404,20 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER>& st,
   }
 }
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, int CLUSTER = 1, int ABLATE = kSm90Exact>
+// q_map: the queries [tokens, heads, D] as make_kv_tensor_map describes a
+// pool, with boxes of 128 tokens (read only with QTMA).
+template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, int CLUSTER = 1, int ABLATE = kSm90Exact,
+          int GROUP = 16, bool QTMA = false>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
-                                 const PrefillParams p, const Sm90WsSchedule sched) {
+                                 const __grid_constant__ CUtensorMap q_map, const PrefillParams p,
+                                 const Sm90WsSchedule sched) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES, D>;
+  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
   static_assert(S::kBM == 128, "the producer's query blocks");
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES, D, CLUSTER> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
   if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
@@ -384,7 +431,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE>(st, &k_map, &v_map, p, sched, tid);
+    sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA>(st, &k_map, &v_map, &q_map, p, sched, tid);
     if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }
@@ -398,7 +445,25 @@ __global__ void __launch_bounds__(384, 1)
   T* out = static_cast<T*>(p.out);
 
   uint32_t qf[D / 16][4];
+  int q_loads = 0;  // items whose Q came from shared memory (QTMA), for the phase
   auto load_q = [&](const Sm90WsDesc& w) {
+    if constexpr (QTMA) {
+      // ldmatrix: lanes 8m..8m+7 address matrix m of each 16 x 16 slice
+      // (rows 0-7 / 8-15 by m % 2, columns 0-7 / 8-15 by m / 2), which lands
+      // as the wgmma A fragment; the rows are 128-byte swizzled as TMA wrote
+      // them. Rows past the query hold other tokens' queries or zeros: their
+      // scores are finite, and their output is never stored.
+      mbarrier_wait(st.q_full, q_loads & 1);
+      const int m = lane / 8, row = warp_row0 + (m % 2) * 8 + lane % 8;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const int chunk = (ks % 4) * 2 + m / 2;
+        ldmatrix_x4(qf[ks], st.q + (ks / 4) * S::kQPanelBytes + row * 128 + ((chunk ^ (row % 8)) << 4));
+      }
+      mbarrier_arrive(st.q_empty);
+      ++q_loads;
+      return;
+    }
     const int r0 = w.m0 + warp_row0 + lane / 4;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks)
@@ -519,7 +584,7 @@ __global__ void __launch_bounds__(384, 1)
   auto fetch_next = [&] {
     const Sm90WsDesc w = sm90_ws_wait_item(st, k + 1);
     more = w.item < sched.n_items;
-    if (more) prefetch_q(w);
+    if (!QTMA && more) prefetch_q(w);
   };
   auto load_next = [&] {
     if constexpr ((ABLATE & kSm90QOnce) != 0) return;

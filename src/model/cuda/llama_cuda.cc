@@ -431,7 +431,8 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
                                 reinterpret_cast<const int32_t*>(idx + w.off_tables),
                                 w.blocks,
                                 max_q,
-                                max_len};
+                                max_len,
+                                w.tokens};
   const int32_t padded = decode ? std::min(graph_batch_size(b.num_seqs()), std::min<int32_t>(w.seqs, static_cast<int32_t>(w.tokens))) : 0;
   if (!decode || !options_.cuda_graphs || padded < b.num_seqs()) {
     upload_batch(b, b.num_seqs());
