@@ -11,7 +11,7 @@
 //   attention_lab prefill-items [VERSION]  each item's time beyond its tiles
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
 //   attention_lab prefill-b64 [VERSION]    the prefill shapes through 64-key blocks
-//   attention_lab prefill-same             clusters of two (v42) bit for bit against v40
+//   attention_lab prefill-same             clusters of two bit for bit against one CTA per item (v42/v40, v46/v45)
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
 #include <cuda_bf16.h>
@@ -463,36 +463,39 @@ int main(int argc, char** argv) {
     ok &= run_versions("prefill-b64", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops,
                        "TFLOP/s");
   }
-  if (what == "prefill-same") {  // not part of "all": clusters of two (v42) against one CTA per item (v40)
+  if (what == "prefill-same") {  // not part of "all": clusters of two against one CTA per item
     // Each query block computes the same tiles in the same order either way,
     // so the outputs should agree bit for bit, causal or not; the launcher
-    // could then pick clusters by shape without a request's result depending
+    // can then pick clusters by shape without a request's result depending
     // on what else is in its batch.
-    std::printf("lab prefill-same: v42 against v40, bytes of the output that differ\n");
+    std::printf("lab prefill-same: clusters of two against one CTA per item, bytes of the output that differ\n");
     auto named = [](const char* prefix) -> const Version& {
       for (const Version& v : kPrefillVersions)
         if (std::strncmp(v.name, prefix, std::strlen(prefix)) == 0) return v;
       std::fprintf(stderr, "no version %s\n", prefix);
       std::exit(1);
     };
-    const Version& one = named("v40 ");
-    const Version& two = named("v42 ");
-    for (const bool causal : {false, true}) {
-      Problem a(2, 200, 300, 4, 2, causal, 5), b(3, 600, 700, 32, 8, causal, 9), c(3, 130, 130, 32, 8, causal, 10),
-          d(4, 4096, 4096, 32, 32, causal, 7), e(1, 16384, 16384, 32, 32, causal, 13);
-      for (Problem* pr : {&a, &b, &c, &d, &e}) {
-        std::vector<bf16> x(pr->q.size()), y(pr->q.size());
-        for (auto [version, dst] : {std::pair{&one, &x}, std::pair{&two, &y}}) {
-          CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));
-          version->make(*pr)();
-          CK(cudaDeviceSynchronize());
-          CK(cudaMemcpy(dst->data(), pr->dout, dst->size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+    for (const auto& [one_name, two_name] : {std::pair{"v40 ", "v42 "}, std::pair{"v45 ", "v46 "}}) {
+      const Version& one = named(one_name);
+      const Version& two = named(two_name);
+      for (const bool causal : {false, true}) {
+        Problem a(2, 200, 300, 4, 2, causal, 5), b(3, 600, 700, 32, 8, causal, 9),
+            c(3, 130, 130, 32, 8, causal, 10), d(4, 4096, 4096, 32, 32, causal, 7),
+            e(1, 16384, 16384, 32, 32, causal, 13), f(5, 1, 900, 32, 8, causal, 15);
+        for (Problem* pr : {&a, &b, &c, &d, &e, &f}) {
+          std::vector<bf16> x(pr->q.size()), y(pr->q.size());
+          for (auto [version, dst] : {std::pair{&one, &x}, std::pair{&two, &y}}) {
+            CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));
+            version->make(*pr)();
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(dst->data(), pr->dout, dst->size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+          }
+          int64_t differ = 0;
+          for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(bf16)) != 0;
+          std::printf("  %s/ %s %d x %d (context %d), causal %d: %lld of %zu differ\n", one_name, two_name,
+                      pr->n_seqs, pr->q_len, pr->ctx, int(causal), static_cast<long long>(differ), x.size());
+          ok = ok && differ == 0;
         }
-        int64_t differ = 0;
-        for (size_t i = 0; i < x.size(); ++i) differ += std::memcmp(&x[i], &y[i], sizeof(bf16)) != 0;
-        std::printf("  %d x %d (context %d), causal %d: %lld of %zu differ\n", pr->n_seqs, pr->q_len, pr->ctx,
-                    int(causal), static_cast<long long>(differ), x.size());
-        ok = ok && differ == 0;
       }
     }
   }

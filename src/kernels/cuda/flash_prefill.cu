@@ -74,11 +74,16 @@ int sm_count() {
   return count;
 }
 
-// At head dim 128: clusters of two CTAs sharing each K/V tile (multicast),
-// each item's Q copied into shared memory by the producer (QTMA), causal or
-// not: +3-4% under a causal mask and +1-3% without one against one CTA per
-// item with Q loaded by the consumers (lab v46 against v40/v42). At head dim
-// 64 both lost (clusters 7-12%, the Q copy 1-2%: lab d64 v8, v9;
+// At head dim 128 each item's Q is copied into shared memory by the
+// producer (QTMA), and a batch with a query longer than one block runs in
+// clusters of two CTAs sharing each K/V tile (multicast), causal or not:
+// +3-4% under a causal mask and +1-3% without one against one CTA per item
+// with Q loaded by the consumers (lab v46 against v40/v42). A batch of
+// single blocks (decode steps under --deterministic, short chunks) would
+// leave the second CTA of each cluster without rows, so it runs one CTA per
+// item; a query block's output is the same bits either way (lab
+// prefill-same), so a request's result does not depend on its batch. At head
+// dim 64 both lost (clusters 7-12%, the Q copy 1-2%: lab d64 v8, v9;
 // dev/cuda/NOTES.md).
 template <int D, int CLUSTER, bool QTMA>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
@@ -148,7 +153,9 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
                        static_cast<long long>(batch.q_rows));
   if (use_sm90(cache)) {
     if (cache.head_dim == 64) return launch_sm90<64, 1, false>(cache, batch, q, n_heads, scale, causal, out, stream);
-    return launch_sm90<128, 2, true>(cache, batch, q, n_heads, scale, causal, out, stream);
+    return batch.max_query_len > Sm90WsShape<kSm90BN, kSm90Stages, 128>::kBM
+               ? launch_sm90<128, 2, true>(cache, batch, q, n_heads, scale, causal, out, stream)
+               : launch_sm90<128, 1, true>(cache, batch, q, n_heads, scale, causal, out, stream);
   }
   const bool bf16 = cache.dtype == DType::bf16;
   if (cache.head_dim == 64) {
