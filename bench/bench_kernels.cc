@@ -133,6 +133,29 @@ void bench_verify(ThreadPool& pool) {
     std::printf("%6lld %9.3f %12.2f %14.3f\n", static_cast<long long>(n), sec * 1e3, sec / one,
                 n == 1 ? 0.0 : (sec - one) / static_cast<double>(n - 1) * 1e3);
   }
+  // Where a verify's time goes: each shape's matmuls over all layers (the
+  // head once), and their rate against the FMA peak.
+  const double peak = peak_fma_gflops(pool);
+  std::printf("\nper shape (ms over all layers; GFLOP/s, %% of the %.0f GFLOP/s FMA peak)\n", peak);
+  std::printf("%-12s %7s %7s %7s\n", "shape", "1 tok", "5 tok", "9 tok");
+  for (size_t s0 = 0; s0 <= 7; ++s0) {
+    const bool head = s0 == 7;
+    std::vector<const Matrix*> same;
+    for (size_t i = s0; i < mats.size(); i += head ? mats.size() : 7) same.push_back(&mats[head ? mats.size() - 1 : i]);
+    if (!head) same.pop_back();  // the head sits at the end of mats
+    if (s0 > 0 && !head && same.front()->w.rows == mats[s0 - 1].w.rows && same.front()->w.cols == mats[s0 - 1].w.cols)
+      continue;  // k and v, gate and up: one line each
+    std::printf("%5lldx%-6lld", static_cast<long long>(same.front()->w.rows), static_cast<long long>(same.front()->w.cols));
+    for (int64_t n : {1, 5, 9}) {
+      const double sec = median_seconds(15, [&] {
+        for (const Matrix* m : same) kernels::matmul(m->w, x.data(), n, y.data(), pool);
+      });
+      const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(same.size()) *
+                           static_cast<double>(same.front()->w.rows * same.front()->w.cols);
+      std::printf(" %6.2fms %3.0f%%", sec * 1e3, 100 * flops / sec * 1e-9 / peak);
+    }
+    std::printf("\n");
+  }
 }
 
 // Attention of the default model's shape (9 heads over 3 KV heads, head_dim

@@ -1,5 +1,9 @@
 // kernels::matmul: shape checks and dispatch on the stored weight type.
+#include <cstdlib>
+#include <cstring>
+
 #include "core/check.h"
+#include "kernels/cpu/matmul_fused.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/matmul_tiled.h"
 #include "kernels/ops.h"
@@ -10,6 +14,15 @@ namespace exactly::kernels {
 cpu::TiledScratch& cpu::tiled_scratch() {
   thread_local TiledScratch scratch;
   return scratch;
+}
+
+bool cpu::cpu_runs_avx512() {
+  static const bool runs = [] {
+    const char* env = std::getenv("EXACTLY_CPU_AVX512");
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  }();
+  return runs;
 }
 #endif
 
