@@ -138,24 +138,28 @@ void bench_verify(ThreadPool& pool) {
   const double peak = peak_fma_gflops(pool);
   std::printf("\nper shape (ms over all layers; GFLOP/s, %% of the %.0f GFLOP/s FMA peak)\n", peak);
   std::printf("%-12s %7s %7s %7s\n", "shape", "1 tok", "5 tok", "9 tok");
-  for (size_t s0 = 0; s0 <= 7; ++s0) {
-    const bool head = s0 == 7;
-    std::vector<const Matrix*> same;
-    for (size_t i = s0; i < mats.size(); i += head ? mats.size() : 7) same.push_back(&mats[head ? mats.size() - 1 : i]);
-    if (!head) same.pop_back();  // the head sits at the end of mats
-    if (s0 > 0 && !head && same.front()->w.rows == mats[s0 - 1].w.rows && same.front()->w.cols == mats[s0 - 1].w.cols)
-      continue;  // k and v, gate and up: one line each
-    std::printf("%5lldx%-6lld", static_cast<long long>(same.front()->w.rows), static_cast<long long>(same.front()->w.cols));
+  auto time_shape = [&](const std::vector<const Matrix*>& same) {
+    const kernels::WeightMatrix& w0 = same.front()->w;
+    std::printf("%5lldx%-6lld", static_cast<long long>(w0.rows), static_cast<long long>(w0.cols));
     for (int64_t n : {1, 5, 9}) {
       const double sec = median_seconds(15, [&] {
         for (const Matrix* m : same) kernels::matmul(m->w, x.data(), n, y.data(), pool);
       });
       const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(same.size()) *
-                           static_cast<double>(same.front()->w.rows * same.front()->w.cols);
+                           static_cast<double>(w0.rows * w0.cols);
       std::printf(" %6.2fms %3.0f%%", sec * 1e3, 100 * flops / sec * 1e-9 / peak);
     }
     std::printf("\n");
+  };
+  const size_t per_layer = 7, layers = (mats.size() - 1) / per_layer;  // the head is last
+  for (size_t j = 0; j < per_layer; ++j) {
+    if (j > 0 && mats[j].w.rows == mats[j - 1].w.rows && mats[j].w.cols == mats[j - 1].w.cols)
+      continue;  // k and v, gate and up: one line each
+    std::vector<const Matrix*> same;
+    for (size_t l = 0; l < layers; ++l) same.push_back(&mats[l * per_layer + j]);
+    time_shape(same);
   }
+  time_shape({&mats.back()});
 }
 
 // Attention of the default model's shape (9 heads over 3 KV heads, head_dim

@@ -51,37 +51,43 @@ __attribute__((always_inline)) inline void fused_block(const uint8_t* w,  // [NR
 // reloaded per group; a verify of up to 9 drafts is one pass).
 constexpr int kFusedTokens = 10;
 
-// Rows [r0, r1) of NT tokens. Four rows at a time give the FMA chains enough
-// independent work; fewer when many tokens would run out of registers.
-template <class D, int NT>
-void fused_rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t y_stride,
-                int64_t r0, int64_t r1) {
-  constexpr int kRows = NT <= 2 ? 4 : NT <= 4 ? 2 : 1;
+// Rows [r0, r1) of NT tokens, kRows at a time, then one by one.
+template <class D, int NT, int kRows>
+__attribute__((always_inline)) inline void fused_row_blocks(const uint8_t* w, int64_t row_bytes, int64_t cols,
+                                                            const float* x, float* y, int64_t y_stride, int64_t r0,
+                                                            int64_t r1) {
   int64_t r = r0;
   for (; r + kRows <= r1; r += kRows)
     fused_block<D, kRows, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
   for (; r < r1; ++r) fused_block<D, 1, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
 }
 
-// The same rows on CPUs with AVX-512 (chosen at run time; the build stays
-// x86-64-v3), still with 8-lane instructions, so every lane computes what it
-// computes above: its VL extension gives 32 vector registers instead of 16,
-// enough for two rows of up to 10 tokens, which doubles the independent FMA
-// chains and lets each activation load feed two rows. With 16 registers one
-// row at 5-10 tokens ran at 40-67% of the FMA peak, the FFN's down
-// projection (9 tokens' activations overflow the L1 cache) lowest
-// (`bench_kernels --verify`, BENCHMARKS.md §4).
+// On CPUs with AVX-512 (chosen at run time; the build stays x86-64-v3) the
+// same 8-lane instructions, so every lane computes what it computes with 16
+// registers: the VL extension's 32 vector registers hold two rows of up to
+// 10 tokens, which doubles the independent FMA chains and lets each
+// activation load feed two rows. With 16 registers one row at 5-10 tokens
+// ran at 40-67% of the FMA peak, the FFN's down projection (9 tokens'
+// activations overflow the L1 cache) lowest (`bench_kernels --verify`,
+// BENCHMARKS.md §4).
 bool cpu_runs_avx512();
 
 template <class D, int NT>
 __attribute__((target("avx512f,avx512vl"))) void fused_rows_wide(const uint8_t* w, int64_t row_bytes, int64_t cols,
                                                                  const float* x, float* y, int64_t y_stride,
                                                                  int64_t r0, int64_t r1) {
-  constexpr int kRows = NT <= 2 ? 4 : 2;
-  int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows)
-    fused_block<D, kRows, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
-  for (; r < r1; ++r) fused_block<D, 1, NT>(w + r * row_bytes, row_bytes, cols, x, y + r, y_stride);
+  fused_row_blocks<D, NT, NT <= 2 ? 4 : 2>(w, row_bytes, cols, x, y, y_stride, r0, r1);
+}
+
+// Rows [r0, r1) of NT tokens. Four rows at a time give the FMA chains enough
+// independent work; fewer when many tokens would run out of registers.
+template <class D, int NT>
+void fused_rows(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x, float* y, int64_t y_stride,
+                int64_t r0, int64_t r1) {
+  if constexpr (NT > 1) {  // one token streams the weights from memory either way: measured no faster
+    if (cpu_runs_avx512()) return fused_rows_wide<D, NT>(w, row_bytes, cols, x, y, y_stride, r0, r1);
+  }
+  fused_row_blocks<D, NT, NT <= 2 ? 4 : NT <= 4 ? 2 : 1>(w, row_bytes, cols, x, y, y_stride, r0, r1);
 }
 
 // All tokens of x: [n_tokens, cols] -> y: [n_tokens, rows], rows [r0, r1).
@@ -90,24 +96,9 @@ void fused_matmul_rows(const uint8_t* w,  // [rows, row_bytes]
                        int64_t rows, int64_t cols, const float* x, int64_t n_tokens, float* y, int64_t r0,
                        int64_t r1) {
   const int64_t row_bytes = cols / kGroup * D::kGroupBytes;
-  static const bool wide = cpu_runs_avx512();
   for (int64_t t = 0; t < n_tokens; t += kFusedTokens) {
     const float* xt = x + t * cols;
     float* yt = y + t * rows;
-    if (wide) {
-      switch (std::min<int64_t>(kFusedTokens, n_tokens - t)) {
-        case 1: break;  // streams the weights from memory either way: measured no faster
-        case 2: fused_rows_wide<D, 2>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 3: fused_rows_wide<D, 3>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 4: fused_rows_wide<D, 4>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 5: fused_rows_wide<D, 5>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 6: fused_rows_wide<D, 6>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 7: fused_rows_wide<D, 7>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 8: fused_rows_wide<D, 8>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        case 9: fused_rows_wide<D, 9>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-        default: fused_rows_wide<D, 10>(w, row_bytes, cols, xt, yt, rows, r0, r1); continue;
-      }
-    }
     switch (std::min<int64_t>(kFusedTokens, n_tokens - t)) {
       case 1: fused_rows<D, 1>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
       case 2: fused_rows<D, 2>(w, row_bytes, cols, xt, yt, rows, r0, r1); break;
