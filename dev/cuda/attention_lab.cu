@@ -263,9 +263,9 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
   }
   CUtensorMap k_map, v_map, q_map;
   const uint32_t box_slots = kConsumers == Consumers::kBigBoxes ? BN : GROUP;
-  if (!make_kv_tensor_map(&k_map, pr.dk, slots, pr.n_kv, D, true, box_slots) ||
-      !make_kv_tensor_map(&v_map, pr.dv, slots, pr.n_kv, D, true, box_slots) ||
-      !make_kv_tensor_map(&q_map, pr.dq, int64_t{pr.n_seqs} * pr.q_len, pr.n_heads, D, true, S::kBM)) {
+  if (!make_heads_tensor_map(&k_map, pr.dk, slots, pr.n_kv, D, true, box_slots) ||
+      !make_heads_tensor_map(&v_map, pr.dv, slots, pr.n_kv, D, true, box_slots) ||
+      !make_heads_tensor_map(&q_map, pr.dq, int64_t{pr.n_seqs} * pr.q_len, pr.n_heads, D, true, S::kBM)) {
     std::fprintf(stderr, "tensor map creation failed\n");
     std::exit(1);
   }

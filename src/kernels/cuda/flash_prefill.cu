@@ -96,11 +96,11 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   // microseconds of host work per call, no device memory.
   CUtensorMap k_map, v_map, q_map;
   const int64_t slots = c.num_blocks * c.block_size;
-  EXACTLY_CUDA_REQUIRE(make_kv_tensor_map(&k_map, c.k, slots, c.n_kv_heads, c.head_dim, true) &&
-                           make_kv_tensor_map(&v_map, c.v, slots, c.n_kv_heads, c.head_dim, true),
+  EXACTLY_CUDA_REQUIRE(make_heads_tensor_map(&k_map, c.k, slots, c.n_kv_heads, c.head_dim, true) &&
+                           make_heads_tensor_map(&v_map, c.v, slots, c.n_kv_heads, c.head_dim, true),
                        "flash_attention_prefill: the driver refused a tensor map of the KV pool");
   if constexpr (QTMA) {
-    EXACTLY_CUDA_REQUIRE(make_kv_tensor_map(&q_map, const_cast<void*>(q), b.q_rows, n_heads, D, true, Shape::kBM),
+    EXACTLY_CUDA_REQUIRE(make_heads_tensor_map(&q_map, const_cast<void*>(q), b.q_rows, n_heads, D, true, Shape::kBM),
                          "flash_attention_prefill: the driver refused a tensor map of q (%lld rows, %d heads)",
                          static_cast<long long>(b.q_rows), n_heads);
   } else {

@@ -404,8 +404,8 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
   }
 }
 
-// q_map: the queries [tokens, heads, D] as make_kv_tensor_map describes a
-// pool, with boxes of 128 tokens (read only with QTMA).
+// q_map: the queries [tokens, heads, D] (make_heads_tensor_map), in boxes of
+// 128 tokens; read only with QTMA.
 template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, int CLUSTER = 1, int ABLATE = kSm90Exact,
           int GROUP = 16, bool QTMA = false>
 __global__ void __launch_bounds__(384, 1)

@@ -120,12 +120,14 @@ __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
-// One layer's K or V pool [slots, n_kv_heads, head_dim] of 16-bit elements as
-// a 3-D tensor (head_dim innermost) whose box is 64 elements x 1 head x 16
-// slots (box_slots), landing as sixteen 128-byte rows in the 128-byte swizzle that the
-// wgmma descriptors expect.
-inline bool make_kv_tensor_map(CUtensorMap* map, void* pool, int64_t slots, int n_kv_heads, int head_dim,
-                               bool bf16, uint32_t box_slots = 16) {
+// Rows of per-head vectors [rows, heads, head_dim] of 16-bit elements (one
+// layer's K or V pool by slot, or the queries by token) as a 3-D tensor
+// (head_dim innermost) whose box is 64 elements x 1 head x box_rows rows,
+// landing as box_rows 128-byte rows in the 128-byte swizzle that the wgmma
+// descriptors (and the ldmatrix addressing of Q) expect. Rows past `rows`
+// read as zeros.
+inline bool make_heads_tensor_map(CUtensorMap* map, void* base, int64_t rows, int heads, int head_dim, bool bf16,
+                                  uint32_t box_rows = 16) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult status;
@@ -136,11 +138,11 @@ inline bool make_kv_tensor_map(CUtensorMap* map, void* pool, int64_t slots, int 
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {cuuint64_t(head_dim), cuuint64_t(n_kv_heads), cuuint64_t(slots)};
-  const cuuint64_t strides[2] = {cuuint64_t(head_dim) * 2, cuuint64_t(head_dim) * n_kv_heads * 2};
-  const cuuint32_t box[3] = {64, 1, box_slots};
+  const cuuint64_t dims[3] = {cuuint64_t(head_dim), cuuint64_t(heads), cuuint64_t(rows)};
+  const cuuint64_t strides[2] = {cuuint64_t(head_dim) * 2, cuuint64_t(head_dim) * heads * 2};
+  const cuuint32_t box[3] = {64, 1, box_rows};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, pool, dims,
+  return encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, base, dims,
                 strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
