@@ -509,12 +509,12 @@ __global__ void __launch_bounds__(384, 1)
 
   // g: the CTA's tile index, for stages.
   auto issue_scores = [&](int g) {
-    const uint32_t k_tile = st.k_tile(g);
+    const uint64_t k_desc = wgmma_descriptor(st.k_tile(g), S::kPanelBytes, 1024);
     wgmma_keep(sc);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      const uint64_t desc = wgmma_descriptor(k_tile + (ks / 4) * S::kPanelBytes + (ks % 4) * 32, S::kPanelBytes, 1024);
+      const uint64_t desc = wgmma_descriptor_advance(k_desc, (ks / 4) * S::kPanelBytes + (ks % 4) * 32);
       if constexpr (BN == 64) {
         wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
       } else {
@@ -526,12 +526,12 @@ __global__ void __launch_bounds__(384, 1)
   };
   auto issue_pv = [&](int g) {
     st.wait_v(g);
-    const uint32_t v_tile = st.v_tile(g);
+    const uint64_t v_desc = wgmma_descriptor(st.v_tile(g), S::kPanelBytes, 1024);
     wgmma_keep(o);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < BN / 16; ++ks) {
-      const uint64_t desc = wgmma_descriptor(v_tile + ks * 16 * 128, S::kPanelBytes, 1024);
+      const uint64_t desc = wgmma_descriptor_advance(v_desc, ks * 16 * 128);
       if constexpr (D == 64) {
         wgmma_m64n64k16_rs<1>(o, pk[ks], desc, 1);
       } else {

@@ -23,6 +23,15 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t smem_addr, uint32_
          (uint64_t(stride_bytes >> 4) << 32) | (uint64_t(1) << 62);
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) further on in
+// shared memory: only the start address field moves, and it cannot carry into
+// the next field since shared memory ends below 2^18 bytes. Deriving a
+// product's k-steps from one descriptor costs an add each, where building
+// each from its address cost six uniform instructions in the consumers' loop.
+__device__ __forceinline__ uint64_t wgmma_descriptor_advance(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
