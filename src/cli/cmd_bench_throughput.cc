@@ -36,6 +36,17 @@ struct ThroughputOptions {
   double bandwidth_gbs = 0;  // 0: no floor reported
   float temperature = 0;     // > 0: sampled (top-k 40, top-p 0.95, min-p 0.05, seeded) instead of greedy
   std::string json_out;
+  std::string step_trace;  // one CSV row per engine step of each batch size's last run
+};
+
+// One engine step as the trace records it: where a run's time goes between
+// prompt work and decoding, and between the model's pass and the host.
+struct StepRecord {
+  double ms = 0;          // the whole step, wall clock
+  double forward_ms = 0;  // the model's pass(es) within it
+  int64_t prompt_tokens = 0;
+  int64_t generated = 0;
+  int64_t running = 0;
 };
 
 struct RunResult {
@@ -44,9 +55,10 @@ struct RunResult {
   int64_t decode_tokens = 0;
   int64_t decode_steps = 0;
   double forward_ms = 0;  // per decode-only step: the model's pass alone, without scheduling and sampling
+  std::vector<StepRecord> steps;
 };
 
-RunResult run_once(Engine& engine, int batch, const ThroughputOptions& o, std::mt19937& rng) {
+RunResult run_once(Engine& engine, int batch, const ThroughputOptions& o, std::mt19937& rng, bool trace) {
   std::uniform_int_distribution<int32_t> token(0, engine.tokenizer().vocab_size() - 1);
   const auto t0 = Clock::now();
   for (int i = 0; i < batch; ++i) {
@@ -64,7 +76,16 @@ RunResult run_once(Engine& engine, int batch, const ThroughputOptions& o, std::m
   Clock::time_point decode_start{};
   while (engine.has_unfinished()) {
     const bool decoding = waiting_first == 0;
+    const EngineStats s0 = engine.stats();
+    const auto step_start = Clock::now();
     std::vector<RequestOutput> outs = engine.step();
+    if (trace) {
+      const EngineStats& s1 = engine.stats();
+      r.steps.push_back({1e3 * std::chrono::duration<double>(Clock::now() - step_start).count(),
+                         1e3 * (s1.forward_seconds - s0.forward_seconds),
+                         s1.prompt_tokens_computed - s0.prompt_tokens_computed, s1.generated_tokens - s0.generated_tokens,
+                         static_cast<int64_t>(engine.num_running())});
+    }
     for (const RequestOutput& out : outs)
       for (const CompletionDelta& d : out.completions) {
         if (decoding) r.decode_tokens += static_cast<int64_t>(d.token_ids.size());
@@ -111,10 +132,21 @@ void run(ThroughputOptions& o) {
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::mt19937 rng(1234);
   nlohmann::json results = nlohmann::json::array();
+  std::ofstream trace;
+  if (!o.step_trace.empty()) {
+    trace.open(o.step_trace);
+    if (!trace) throw Error(strformat("cannot write the step trace %s", o.step_trace.c_str()), ExitCode::kUsage);
+    trace << "batch,step,ms,forward_ms,prompt_tokens,generated,running\n";
+  }
   for (int batch : o.batch_sizes) {
     std::vector<double> e2e, decode, step_ms, forward_ms;
     for (int rep = 0; rep < o.repetitions; ++rep) {
-      const RunResult r = run_once(engine, batch, o, rng);
+      const RunResult r = run_once(engine, batch, o, rng, trace.is_open() && rep + 1 == o.repetitions);
+      for (size_t i = 0; i < r.steps.size(); ++i) {
+        const StepRecord& t = r.steps[i];
+        trace << batch << ',' << i << ',' << t.ms << ',' << t.forward_ms << ',' << t.prompt_tokens << ','
+              << t.generated << ',' << t.running << '\n';
+      }
       e2e.push_back(static_cast<double>(batch) * o.output_len / r.total_s);
       decode.push_back(static_cast<double>(r.decode_tokens) / r.decode_s);
       step_ms.push_back(1e3 * r.decode_s / static_cast<double>(std::max<int64_t>(1, r.decode_steps)));
@@ -159,6 +191,8 @@ void register_bench_throughput(CLI::App& bench) {
   cmd->add_option("--temperature", o->temperature, "sample at this temperature (0: greedy)")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", o->json_out, "write results as JSON");
+  cmd->add_option("--step-trace", o->step_trace,
+                  "write one CSV row per engine step of each batch size's last run (wall and forward ms, tokens)");
   cmd->callback([o] { run(*o); });
 }
 
