@@ -2,6 +2,10 @@
 (run by scripts/gpu-check). Times are medians of CUDA-event timings after a
 warm-up; inputs are random (never zeros).
 
+Our kernel and each PyTorch backend take turns within every repetition
+(interleaved_medians), so a ratio never compares timings taken at different
+clocks.
+
 Prefill: batch x 32 heads x L tokens, head dims 64/128, causal or not; ours
 through the paged layout (block size 16, a shuffled block table), PyTorch's
 FlashAttention-2 and cuDNN backends on contiguous tensors. FLOPs counted as
@@ -32,65 +36,82 @@ from kernels_lib import decode_workspace, load_library, make_batch, run_decode, 
 COPY_TBS, BF16_TFLOPS = 4.22, 790.0  # the card's measured ceilings (docs/DEVICE notes in BENCHMARKS.md)
 
 
-def median_ms(fn, reps=20, warmup=3, inner=10):
-    """Median over reps of the mean of `inner` back-to-back calls: the host
-    (Python, ctypes) stays ahead of the GPU, so a call's launch latency is not
-    counted as kernel time, for our kernels and PyTorch's alike."""
-    for _ in range(warmup):
-        fn()
+def interleaved_medians(runs, reps=20, warmup=3, inner=10):
+    """Median over reps of the mean time of `inner` back-to-back calls, for
+    each of `runs` (name -> run(n): n calls in a row, or None). The contenders
+    take turns within every rep, in an order that rotates, so each is timed
+    under the same clocks and temperature: run one after another, a kernel
+    timed after a cooler one found the card at a higher clock. The host
+    (Python, ctypes) stays ahead of the GPU, so launch latency is not counted
+    as kernel time, for our kernels and PyTorch's alike. A contender that
+    raises at its first call is reported as not available (None)."""
+    live = {}
+    for name, run in runs.items():
+        try:
+            run(warmup)
+            live[name] = run
+        except RuntimeError as e:
+            print(f"  {name}: not available here ({str(e).splitlines()[0][:80]})")
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(inner):
+    times = {name: [] for name in live}
+    names = list(live)
+    for r in range(reps):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            live[name](inner)
+            b.record()
+            torch.cuda.synchronize()
+            times[name].append(a.elapsed_time(b) / inner)
+    med = {name: sorted(t)[len(t) // 2] for name, t in times.items()}
+    return {name: med.get(name) for name in runs}
+
+
+def repeat(fn):
+    def run(n):
+        for _ in range(n):
             fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / inner)
-    times.sort()
-    return times[len(times) // 2]
+    return run
 
 
-def torch_backend_ms(backend, q, k, v, causal, reps, **kw):
-    try:
-        with sdpa_kernel([backend]):
-            return median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw), reps)
-    except RuntimeError as e:
-        print(f"  {backend}: not available here ({str(e).splitlines()[0][:80]})")
-        return None
+def sdpa_runs(q, k, v, causal, **kw):
+    def backend(which):
+        def run(n):
+            with sdpa_kernel([which]):
+                for _ in range(n):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
+        return run
+    return {"fa2": backend(SDPBackend.FLASH_ATTENTION), "cudnn": backend(SDPBackend.CUDNN_ATTENTION)}
 
 
 def prefill_row(lib, batch, heads, n, d, causal, reps):
     b = make_batch([n] * batch, [n] * batch, heads, heads, d, torch.bfloat16, block_size=16, seed=n + d)
     out = torch.empty_like(b.q)
-    ours = median_ms(lambda: run_prefill(lib, b, causal=causal, out=out), reps)
     q = torch.randn(batch, heads, n, d, device="cuda", dtype=torch.bfloat16)
     k, v = torch.randn_like(q), torch.randn_like(q)
-    fa2 = torch_backend_ms(SDPBackend.FLASH_ATTENTION, q, k, v, causal, reps)
-    cudnn = torch_backend_ms(SDPBackend.CUDNN_ATTENTION, q, k, v, causal, reps)
+    ms = interleaved_medians({"ours": repeat(lambda: run_prefill(lib, b, causal=causal, out=out)),
+                              **sdpa_runs(q, k, v, causal)}, reps)
     flops = 4.0 * batch * heads * n * n * d / (2 if causal else 1)
     tf = lambda ms: None if ms is None else flops / ms / 1e9
-    return {"kind": "prefill", "batch": batch, "heads": heads, "L": n, "d": d, "causal": causal, "ours_ms": ours,
-            "fa2_ms": fa2, "cudnn_ms": cudnn, "ours_tflops": tf(ours), "fa2_tflops": tf(fa2),
-            "cudnn_tflops": tf(cudnn)}
+    return {"kind": "prefill", "batch": batch, "heads": heads, "L": n, "d": d, "causal": causal,
+            "ours_ms": ms["ours"], "fa2_ms": ms["fa2"], "cudnn_ms": ms["cudnn"], "ours_tflops": tf(ms["ours"]),
+            "fa2_tflops": tf(ms["fa2"]), "cudnn_tflops": tf(ms["cudnn"])}
 
 
 def decode_row(lib, batch, ctx, reps, heads=32, kv=8, d=128, block_size=16):
     b = make_batch([1] * batch, [ctx] * batch, heads, kv, d, torch.bfloat16, block_size=block_size, seed=ctx)
     out = torch.empty_like(b.q)
     ws = decode_workspace(lib, b)
-    ours = median_ms(lambda: run_decode(lib, b, out=out, workspace=ws), reps)
     q = torch.randn(batch, heads, 1, d, device="cuda", dtype=torch.bfloat16)
     k = torch.randn(batch, kv, ctx, d, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
-    cudnn = torch_backend_ms(SDPBackend.CUDNN_ATTENTION, q, k, v, False, reps, enable_gqa=True)
-    fa2 = torch_backend_ms(SDPBackend.FLASH_ATTENTION, q, k, v, False, reps, enable_gqa=True)
+    ms = interleaved_medians({"ours": repeat(lambda: run_decode(lib, b, out=out, workspace=ws)),
+                              **sdpa_runs(q, k, v, False, enable_gqa=True)}, reps)
     nbytes = 2.0 * batch * ctx * kv * d * 2
     tbs = lambda ms: None if ms is None else nbytes / ms / 1e9
     return {"kind": "decode", "batch": batch, "ctx": ctx, "heads": heads, "kv_heads": kv, "d": d,
-            "block_size": block_size, "ours_ms": ours, "cudnn_ms": cudnn, "fa2_ms": fa2, "ours_tbs": tbs(ours),
-            "cudnn_tbs": tbs(cudnn), "fa2_tbs": tbs(fa2)}
+            "block_size": block_size, "ours_ms": ms["ours"], "cudnn_ms": ms["cudnn"], "fa2_ms": ms["fa2"],
+            "ours_tbs": tbs(ms["ours"]), "cudnn_tbs": tbs(ms["cudnn"]), "fa2_tbs": tbs(ms["fa2"])}
 
 
 def fmt(x, spec=".1f"):
