@@ -110,6 +110,12 @@ double median(std::vector<double> v) {
 
 void run(ThroughputOptions& o) {
   if (o.input_len < 1 || o.output_len < 2) throw Error("--input-len must be >= 1 and --output-len >= 2", ExitCode::kUsage);
+  std::ofstream trace;
+  if (!o.step_trace.empty()) {
+    trace.open(o.step_trace);
+    if (!trace) throw Error(strformat("cannot write the step trace %s", o.step_trace.c_str()), ExitCode::kUsage);
+    trace << "batch,step,ms,forward_ms,prompt_tokens,generated,running\n";
+  }
   LoadedModel m = load_model(o.model.model, false, o.model.load_options());
   const int max_batch = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   o.engine.threads = o.model.threads;
@@ -132,12 +138,6 @@ void run(ThroughputOptions& o) {
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   std::mt19937 rng(1234);
   nlohmann::json results = nlohmann::json::array();
-  std::ofstream trace;
-  if (!o.step_trace.empty()) {
-    trace.open(o.step_trace);
-    if (!trace) throw Error(strformat("cannot write the step trace %s", o.step_trace.c_str()), ExitCode::kUsage);
-    trace << "batch,step,ms,forward_ms,prompt_tokens,generated,running\n";
-  }
   for (int batch : o.batch_sizes) {
     std::vector<double> e2e, decode, step_ms, forward_ms;
     for (int rep = 0; rep < o.repetitions; ++rep) {

@@ -58,3 +58,27 @@ def test_bench_throughput_on_the_cpu_reports_every_batch_size(run_exactly, model
     assert [r["batch"] for r in j["results"]] == [1, 2]
     for r in j["results"]:
         assert r["tokens_per_second"] > 0 and r["decode_tokens_per_second"] > 0 and r["ms_per_decode_step"] > 0
+
+
+def test_step_trace_accounts_for_every_token(run_exactly, model_path, tmp_path):
+    trace = tmp_path / "trace.csv"
+    run_exactly(["bench", "throughput", "-m", model_path, "--batch-sizes", "1,3", "--input-len", "8",
+                 "--output-len", "4", "-r", "2", "--step-trace", trace])
+    lines = trace.read_text().splitlines()
+    assert lines[0] == "batch,step,ms,forward_ms,prompt_tokens,generated,running"
+    rows = [dict(zip(lines[0].split(","), line.split(","))) for line in lines[1:]]
+    for batch in (1, 3):
+        steps = [r for r in rows if int(r["batch"]) == batch]  # the last of the two runs only
+        assert [int(r["step"]) for r in steps] == list(range(len(steps)))
+        assert sum(int(r["prompt_tokens"]) for r in steps) == batch * 8
+        assert sum(int(r["generated"]) for r in steps) == batch * 4
+        assert all(0 < float(r["forward_ms"]) <= float(r["ms"]) for r in steps)
+        assert int(steps[-1]["running"]) == 0
+
+
+def test_step_trace_to_an_unwritable_path_is_a_usage_error(run_exactly, model_path, tmp_path):
+    bad = tmp_path / "missing" / "trace.csv"
+    p = run_exactly(["bench", "throughput", "-m", model_path, "--batch-sizes", "1", "--input-len", "4",
+                     "--output-len", "2", "-r", "1", "--step-trace", bad], check=False)
+    assert p.returncode == 64, p.stderr
+    assert str(bad) in p.stderr
