@@ -11,6 +11,7 @@
 //   attention_lab prefill-items [VERSION]  each item's time beyond its tiles
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
 //   attention_lab prefill-b64 [VERSION]    the prefill shapes through 64-key blocks
+//   attention_lab prefill-probe            where v46 / v45's consumers wait for K and V
 //   attention_lab prefill-same             clusters of two bit for bit against one CTA per item (v42/v40, v46/v45)
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
@@ -365,6 +366,15 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 64, true>},
     {"v50 v46 with 64-key copies (block size 64 and up)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 64, true>},
+    {"a9 timing only: v46 without feeding after the first stages",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill, 2, 16, true>},
+    {"a10 timing only: v46 without softmax",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoSoftmax, 2, 16, true>},
+    {"a11 timing only: v46 with neither",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill | kSm90NoSoftmax, 2, 16, true>},
+    {"v46 probed: the consumers count the cycles they wait for K and V",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Probe, 2, 16, true>},
+    {"v45 probed", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Probe, 1, 16, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -454,6 +464,28 @@ int main(int argc, char** argv) {
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill: TFLOP/s at 4 x 32 heads x 4096, d 128, non-causal and causal (block 16)\n");
     ok &= run_versions("prefill", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops, "TFLOP/s");
+  }
+  if (what == "prefill-probe") {  // not part of "all": where the consumers of v46 / v45 wait
+    Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
+    std::printf("lab prefill-probe: share of the consumer warps' time spent waiting for K and for V\n");
+    for (const char* name : {"v46 probed", "v45 probed"}) {
+      for (const auto& v : kPrefillVersions) {
+        if (std::strncmp(v.name, name, std::strlen(name)) != 0) continue;
+        for (Problem* pr : {&b1, &b2}) {
+          auto run = v.make(*pr);
+          run();
+          CK(cudaDeviceSynchronize());
+          const unsigned long long zero[3] = {0, 0, 0};
+          CK(cudaMemcpyToSymbol(sm90_ws_probe, zero, sizeof zero));
+          for (int i = 0; i < 20; ++i) run();
+          CK(cudaDeviceSynchronize());
+          unsigned long long c[3];
+          CK(cudaMemcpyFromSymbol(c, sm90_ws_probe, sizeof c));
+          std::printf("  %s %s: waiting for K %.1f%%, for V %.1f%% of the consumers' time\n", name,
+                      pr->causal ? "causal" : "non-causal", 100.0 * c[0] / c[2], 100.0 * c[1] / c[2]);
+        }
+      }
+    }
   }
   if (what == "prefill-b64") {  // not part of "all": the prefill shapes through 64-key blocks
     Problem s1(2, 200, 300, 4, 2, true, 5, 128, 64), s2(1, 70, 70, 4, 4, false, 6, 128, 64);

@@ -128,7 +128,12 @@ enum Sm90WsAblation : int {
   kSm90FeedEveryOtherTile = 2,  // half the copies (what multicast would save, without its coupling)
   kSm90QOnce = 4,               // each CTA's first item's Q reused for all its items
   kSm90NoSoftmax = 16,          // raw scores straight into P V
+  kSm90Probe = 32,              // exact results; the consumers also count the cycles they wait (sm90_ws_probe)
 };
+
+// kSm90Probe launches add, over every consumer warp, the cycles spent waiting
+// for K tiles [0] and for V tiles [1], and the warps' whole time [2].
+__device__ unsigned long long sm90_ws_probe[3];
 
 template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false>
 __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st) {
@@ -437,6 +442,26 @@ __global__ void __launch_bounds__(384, 1)
   }
 
   setmaxnreg_inc<232>();
+  [[maybe_unused]] const long long probe_start = (ABLATE & kSm90Probe) != 0 ? clock64() : 0;
+  [[maybe_unused]] unsigned long long waited_k = 0, waited_v = 0;
+  auto wait_k = [&](int g) {
+    if constexpr ((ABLATE & kSm90Probe) != 0) {
+      const long long t0 = clock64();
+      st.wait_k(g);
+      waited_k += clock64() - t0;
+    } else {
+      st.wait_k(g);
+    }
+  };
+  auto wait_v = [&](int g) {
+    if constexpr ((ABLATE & kSm90Probe) != 0) {
+      const long long t0 = clock64();
+      st.wait_v(g);
+      waited_v += clock64() - t0;
+    } else {
+      st.wait_v(g);
+    }
+  };
   const int ctid = tid - 128;
   const int lane = ctid % 32;
   const int warp_row0 = (ctid / 32) * 16;
@@ -525,7 +550,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_keep(sc);
   };
   auto issue_pv = [&](int g) {
-    st.wait_v(g);
+    wait_v(g);
     const uint64_t v_desc = wgmma_descriptor(st.v_tile(g), S::kPanelBytes, 1024);
     wgmma_keep(o);
     wgmma_fence();
@@ -597,7 +622,7 @@ __global__ void __launch_bounds__(384, 1)
   // the head of this file). last: the item's last tile, after whose scores
   // the next item is fetched and its Q loaded.
   auto step = [&](int t, bool last) {
-    st.wait_k(tile_base + t);
+    wait_k(tile_base + t);
     issue_scores(tile_base + t);
     sm.rescale(o);  // by tile t-1's factor, while the scores run
     issue_pv(tile_base + t - 1);
@@ -623,7 +648,7 @@ __global__ void __launch_bounds__(384, 1)
     load_q(w);
   }
   zero_o();
-  st.wait_k(0);
+  wait_k(0);
   issue_scores(0);
   wgmma_wait<0>();
   wgmma_keep(sc);
@@ -642,12 +667,12 @@ __global__ void __launch_bounds__(384, 1)
     // is the same on both paths, which keeps ptxas from serialising it.
     const int last = tile_base + n_tiles - 1, first_next = tile_base + item_tiles;
     for (int g = last + 1; g < first_next; ++g) {  // tiles only the other CTA computes
-      st.wait_k(g);
-      st.wait_v(g);
+      wait_k(g);
+      wait_v(g);
       st.release(g, lane);
     }
     const bool next = more;
-    if (next) st.wait_k(first_next);
+    if (next) wait_k(first_next);
     issue_scores(next ? first_next : last);
     sm.rescale(o);
     issue_pv(last);
@@ -678,6 +703,13 @@ __global__ void __launch_bounds__(384, 1)
     pack();
   }
 done:
+  if constexpr ((ABLATE & kSm90Probe) != 0) {
+    if (lane == 0) {
+      atomicAdd(&sm90_ws_probe[0], waited_k);
+      atomicAdd(&sm90_ws_probe[1], waited_v);
+      atomicAdd(&sm90_ws_probe[2], static_cast<unsigned long long>(clock64() - probe_start));
+    }
+  }
   if constexpr (CLUSTER > 1) cluster_sync_all();
 #endif
 }
