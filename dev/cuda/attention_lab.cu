@@ -375,6 +375,8 @@ static const std::vector<Version> kPrefillVersions = {
     {"v46 probed: the consumers count the cycles they wait for K and V",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Probe, 2, 16, true>},
     {"v45 probed", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Probe, 1, 16, true>},
+    {"a9 probed: the probe's own cost, with no copies to wait for",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill | kSm90Probe, 2, 16, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -468,21 +470,22 @@ int main(int argc, char** argv) {
   if (what == "prefill-probe") {  // not part of "all": where the consumers of v46 / v45 wait
     Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
     std::printf("lab prefill-probe: share of the consumer warps' time spent waiting for K and for V\n");
-    for (const char* name : {"v46 probed", "v45 probed"}) {
+    for (const char* name : {"v46 probed", "v45 probed", "a9 probed"}) {
       for (const auto& v : kPrefillVersions) {
         if (std::strncmp(v.name, name, std::strlen(name)) != 0) continue;
         for (Problem* pr : {&b1, &b2}) {
           auto run = v.make(*pr);
           run();
           CK(cudaDeviceSynchronize());
-          const unsigned long long zero[3] = {0, 0, 0};
+          const unsigned long long zero[5] = {0, 0, 0, 0, 0};
           CK(cudaMemcpyToSymbol(sm90_ws_probe, zero, sizeof zero));
           for (int i = 0; i < 20; ++i) run();
           CK(cudaDeviceSynchronize());
-          unsigned long long c[3];
+          unsigned long long c[5];
           CK(cudaMemcpyFromSymbol(c, sm90_ws_probe, sizeof c));
-          std::printf("  %s %s: waiting for K %.1f%%, for V %.1f%% of the consumers' time\n", name,
-                      pr->causal ? "causal" : "non-causal", 100.0 * c[0] / c[2], 100.0 * c[1] / c[2]);
+          std::printf("  %s %s: waiting for K %.1f%% / V %.1f%% inside items, K %.1f%% / V %.1f%% between items,"
+                      " of the consumers' time\n", name, pr->causal ? "causal" : "non-causal", 100.0 * c[0] / c[4],
+                      100.0 * c[1] / c[4], 100.0 * c[2] / c[4], 100.0 * c[3] / c[4]);
         }
       }
     }

@@ -132,8 +132,10 @@ enum Sm90WsAblation : int {
 };
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
-// for K tiles [0] and for V tiles [1], and the warps' whole time [2].
-__device__ unsigned long long sm90_ws_probe[3];
+// for K tiles [0] and for V tiles [1] in the steps inside an item, the same
+// [2], [3] between items (an item's first tile, its last P V), and the warps'
+// whole time [4].
+__device__ unsigned long long sm90_ws_probe[5];
 
 template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false>
 __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st) {
@@ -443,12 +445,13 @@ __global__ void __launch_bounds__(384, 1)
 
   setmaxnreg_inc<232>();
   [[maybe_unused]] const long long probe_start = (ABLATE & kSm90Probe) != 0 ? clock64() : 0;
-  [[maybe_unused]] unsigned long long waited_k = 0, waited_v = 0;
+  [[maybe_unused]] unsigned long long waited[4] = {0, 0, 0, 0};
+  [[maybe_unused]] int between = 0;  // 2 while the steps between two items wait
   auto wait_k = [&](int g) {
     if constexpr ((ABLATE & kSm90Probe) != 0) {
       const long long t0 = clock64();
       st.wait_k(g);
-      waited_k += clock64() - t0;
+      waited[between] += clock64() - t0;
     } else {
       st.wait_k(g);
     }
@@ -457,7 +460,7 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr ((ABLATE & kSm90Probe) != 0) {
       const long long t0 = clock64();
       st.wait_v(g);
-      waited_v += clock64() - t0;
+      waited[between + 1] += clock64() - t0;
     } else {
       st.wait_v(g);
     }
@@ -648,6 +651,7 @@ __global__ void __launch_bounds__(384, 1)
     load_q(w);
   }
   zero_o();
+  if constexpr ((ABLATE & kSm90Probe) != 0) between = 2;
   wait_k(0);
   issue_scores(0);
   wgmma_wait<0>();
@@ -659,12 +663,14 @@ __global__ void __launch_bounds__(384, 1)
   softmax(0);  // O is zero: nothing to rescale
   pack();
   for (;;) {
+    if constexpr ((ABLATE & kSm90Probe) != 0) between = 0;
     for (int t = 1; t < n_tiles - 1; ++t) step(t, false);
     if (n_tiles > 1) step(n_tiles - 1, true);
     // The item's last step: its last P V, under which the next item's first
     // tile is scored and its softmax runs. Without a next item the last
     // tile's K (still held) is scored again and dropped: the wgmma sequence
     // is the same on both paths, which keeps ptxas from serialising it.
+    if constexpr ((ABLATE & kSm90Probe) != 0) between = 2;
     const int last = tile_base + n_tiles - 1, first_next = tile_base + item_tiles;
     for (int g = last + 1; g < first_next; ++g) {  // tiles only the other CTA computes
       wait_k(g);
@@ -705,9 +711,9 @@ __global__ void __launch_bounds__(384, 1)
 done:
   if constexpr ((ABLATE & kSm90Probe) != 0) {
     if (lane == 0) {
-      atomicAdd(&sm90_ws_probe[0], waited_k);
-      atomicAdd(&sm90_ws_probe[1], waited_v);
-      atomicAdd(&sm90_ws_probe[2], static_cast<unsigned long long>(clock64() - probe_start));
+#pragma unroll
+      for (int i = 0; i < 4; ++i) atomicAdd(&sm90_ws_probe[i], waited[i]);
+      atomicAdd(&sm90_ws_probe[4], static_cast<unsigned long long>(clock64() - probe_start));
     }
   }
   if constexpr (CLUSTER > 1) cluster_sync_all();
