@@ -16,6 +16,7 @@ constexpr int kWarps = 4;
 constexpr int kStages = 2;
 constexpr bool kQInRegisters = false;
 constexpr int kCtasPerSM = 3;
+constexpr int kMergeGroups = 8;
 
 int max_partitions(int max_seq_len) { return decode_partitions_bound(max_seq_len); }
 
@@ -57,7 +58,13 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
                  partial_out, partial_lse, part_len};
   launch_dependent("paged_decode_attention", LaunchRole::kOther, kernel,
                    dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream, p);
-  if (parts > 1)
+  // Eight groups share a row's merge once a sequence may have 64 partitions
+  // or more (32k keys in 512-key partitions); below that one group is enough.
+  if (parts >= 64)
+    launch_dependent("paged_decode_attention: merge", LaunchRole::kOther,
+                     merge_partitions_kernel<T, D, 0, kMergeGroups>, dim3(n_heads, b.n_seqs), D * kMergeGroups, 0,
+                     stream, p);
+  else if (parts > 1)
     launch_dependent("paged_decode_attention: merge", LaunchRole::kOther,
                      merge_partitions_kernel<T, D, 0>, dim3(n_heads, b.n_seqs), D, 0, stream, p);
 }
