@@ -120,8 +120,9 @@ struct Sm90WsStages {
 // consumers; four share them.
 constexpr int kSm90Issuers = 4;
 
-// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a8):
-// each makes the results wrong on purpose. Production launches none.
+// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11):
+// each makes the results wrong on purpose, except the probe, which only
+// counts. Production launches none.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
