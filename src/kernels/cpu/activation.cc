@@ -1,16 +1,28 @@
 // SwiGLU gate (silu(gate) * up) and the residual add.
 #include <cmath>
 
+#include "kernels/cpu/exp_fast.h"
 #include "kernels/ops.h"
 
 namespace exactly::kernels {
 
 namespace {
-inline float silu(float g) { return g / (1.0f + std::exp(-g)); }
+// The 8-lane loop and the scalar tail compute the same bits (exp_fast.h), so
+// an element's value never depends on where a chunk of the pool starts.
+inline float silu(float g) { return g / (1.0f + cpu::exp_fast(-g)); }
 }  // namespace
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = silu(gate[i]) * up[i];
+  int64_t i = 0;
+#if EXACTLY_KERNELS_AVX2
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = cpu::exp_fast(_mm256_xor_ps(g, sign));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+#endif
+  for (; i < n; ++i) out[i] = silu(gate[i]) * up[i];
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool) {
