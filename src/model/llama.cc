@@ -29,8 +29,8 @@ const float* vector_f32(const GGUFFile& f, const std::string& name, int64_t n) {
   return reinterpret_cast<const float*>(t.data);
 }
 
-template <class T>
-void grow(std::vector<T>& v, int64_t n) {
+template <class Vector>
+void grow(Vector& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 

@@ -3,6 +3,7 @@
 // a paged KV cache and a SwiGLU MLP.
 #pragma once
 
+#include "core/aligned_vector.h"
 #include <functional>
 #include <memory>
 #include <vector>
@@ -73,17 +74,17 @@ class LlamaModel final : public Model {
   ModelConfig config_;
   LlamaWeights weights_;
   // Activations, grown on demand and reused across passes.
-  std::vector<float> x_;       // [n_tokens, dim] residual stream
-  std::vector<float> h_;       // [n_tokens, dim] normed input of a sub-layer
-  std::vector<float> q_;       // [n_tokens, n_heads * head_dim]
-  std::vector<float> k_;       // [n_tokens, n_kv_heads * head_dim]
-  std::vector<float> v_;       // [n_tokens, n_kv_heads * head_dim]
-  std::vector<float> attn_;    // [n_tokens, n_heads * head_dim]
-  std::vector<float> proj_;    // [n_tokens, dim] output of wo / w_down
-  std::vector<float> gate_;    // [n_tokens, ffn_dim]
-  std::vector<float> up_;      // [n_tokens, ffn_dim]
-  std::vector<float> last_;    // [n_logits, dim] rows that produce logits
-  std::vector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
+  AlignedVector<float> x_;       // [n_tokens, dim] residual stream
+  AlignedVector<float> h_;       // [n_tokens, dim] normed input of a sub-layer
+  AlignedVector<float> q_;       // [n_tokens, n_heads * head_dim]
+  AlignedVector<float> k_;       // [n_tokens, n_kv_heads * head_dim]
+  AlignedVector<float> v_;       // [n_tokens, n_kv_heads * head_dim]
+  AlignedVector<float> attn_;    // [n_tokens, n_heads * head_dim]
+  AlignedVector<float> proj_;    // [n_tokens, dim] output of wo / w_down
+  AlignedVector<float> gate_;    // [n_tokens, ffn_dim]
+  AlignedVector<float> up_;      // [n_tokens, ffn_dim]
+  AlignedVector<float> last_;    // [n_logits, dim] rows that produce logits
+  AlignedVector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
 };
 
 }  // namespace exactly
