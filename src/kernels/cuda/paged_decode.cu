@@ -58,9 +58,9 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
                  partial_out, partial_lse, part_len};
   launch_dependent("paged_decode_attention", LaunchRole::kOther, kernel,
                    dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream, p);
-  // Eight groups share a row's merge once a sequence may have 64 partitions
-  // or more (32k keys in 512-key partitions); below that one group is enough.
-  if (parts >= 64)
+  // Eight groups share the merge of a row of kGroupedMergeParts partitions or
+  // more (32k keys in 512-key partitions); shorter rows keep one group.
+  if (parts >= kGroupedMergeParts)
     launch_dependent("paged_decode_attention: merge", LaunchRole::kOther,
                      merge_partitions_kernel<T, D, 0, kMergeGroups>, dim3(n_heads, b.n_seqs), D * kMergeGroups, 0,
                      stream, p);

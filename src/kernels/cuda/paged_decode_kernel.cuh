@@ -259,13 +259,20 @@ __global__ void __launch_bounds__(32 * WARPS, kMinBlocks) paged_decode_kernel(co
   }
 }
 
+// A row with at least this many partitions is merged by several groups of
+// threads (merge_partitions_kernel); the launcher takes the grouped kernel
+// for a batch that may hold such a row.
+constexpr int kGroupedMergeParts = 64;
+
 // Merges the partitions of each (sequence, head) row by the log-sum-exp rule.
-// D threads per group, one per element of the head dimension; with GROUPS > 1
-// group g first merges partitions g, g + GROUPS, ..., then group 0 merges the
-// groups' results in group order. The order is fixed by the partition count
-// alone, so a row's bits depend on its own length only. One group walking a
-// long context's partitions in turn waited on each one's loads: at 1 x 128k
-// (256 partitions) the merge took a fifth of the step.
+// D threads per group, one per element of the head dimension. A row of at
+// least kGroupedMergeParts partitions is shared by the GROUPS groups: group g
+// first merges partitions g, g + GROUPS, ..., then group 0 merges the groups'
+// results in group order; a shorter row is merged by group 0 alone, in
+// partition order. Which order a row takes depends on its own partition
+// count only, never on the batch's longest row. One group walking a long
+// context's partitions in turn waited on each one's loads: at 1 x 128k (256
+// partitions) the merge took a fifth of the step.
 template <typename T, int D, int kPart, int GROUPS = 1>
 __global__ void __launch_bounds__(D * GROUPS) merge_partitions_kernel(const DecodeParams p) {
   wait_for_predecessor();
@@ -276,34 +283,38 @@ __global__ void __launch_bounds__(D * GROUPS) merge_partitions_kernel(const Deco
   const int part_len = partition_keys<kPart>(p, ctx_len);
   const int n_parts = (ctx_len + part_len - 1) / part_len;
   if (n_parts <= 1) return;  // written directly by the decode kernel
+  const int groups = n_parts >= kGroupedMergeParts ? GROUPS : 1;  // the same for the whole block
   const int d = threadIdx.x % D, g = threadIdx.x / D;
+  if (groups == 1 && g != 0) return;
   const int64_t base = (int64_t{seq} * p.n_heads + head) * p.max_parts;
   float m = -INFINITY;
-  for (int i = g; i < n_parts; i += GROUPS) m = fmaxf(m, p.partial_lse[base + i]);
+  for (int i = g; i < n_parts; i += groups) m = fmaxf(m, p.partial_lse[base + i]);
   float l = 0.f, acc = 0.f;
-  for (int i = g; i < n_parts; i += GROUPS) {
+  for (int i = g; i < n_parts; i += groups) {
     const float weight = exp2f(p.partial_lse[base + i] - m);
     l += weight;
     acc += p.partial_out[(base + i) * D + d] * weight;
   }
   if constexpr (GROUPS > 1) {
-    __shared__ float group_m[GROUPS], group_l[GROUPS], group_acc[GROUPS][D];
-    if (d == 0) {
-      group_m[g] = m;
-      group_l[g] = l;
-    }
-    group_acc[g][d] = acc;
-    __syncthreads();
-    if (g != 0) return;
-    m = -INFINITY;
+    if (groups > 1) {
+      __shared__ float group_m[GROUPS], group_l[GROUPS], group_acc[GROUPS][D];
+      if (d == 0) {
+        group_m[g] = m;
+        group_l[g] = l;
+      }
+      group_acc[g][d] = acc;
+      __syncthreads();
+      if (g != 0) return;
+      m = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < GROUPS; ++j) m = fmaxf(m, group_m[j]);
-    l = 0.f, acc = 0.f;
+      for (int j = 0; j < GROUPS; ++j) m = fmaxf(m, group_m[j]);
+      l = 0.f, acc = 0.f;
 #pragma unroll
-    for (int j = 0; j < GROUPS; ++j) {
-      const float weight = exp2f(group_m[j] - m);  // 0 for a group with no partition (its m is -inf)
-      l += group_l[j] * weight;
-      acc += group_acc[j][d] * weight;
+      for (int j = 0; j < GROUPS; ++j) {
+        const float weight = exp2f(group_m[j] - m);
+        l += group_l[j] * weight;
+        acc += group_acc[j][d] * weight;
+      }
     }
   }
   T* out = static_cast<T*>(p.out);
