@@ -76,7 +76,8 @@ RunResult run_once(Engine& engine, int batch, const ThroughputOptions& o, std::m
   Clock::time_point decode_start{};
   while (engine.has_unfinished()) {
     const bool decoding = waiting_first == 0;
-    const EngineStats s0 = engine.stats();
+    EngineStats s0;
+    if (trace) s0 = engine.stats();
     const auto step_start = Clock::now();
     std::vector<RequestOutput> outs = engine.step();
     if (trace) {
