@@ -11,16 +11,12 @@
 #include <vector>
 
 #include "kernels/cpu/exp_fast.h"
+#include "ulp.h"
 
 namespace exactly::kernels::cpu {
 namespace {
 
-double ulp_error(float got, double exact) {
-  int e = 0;
-  std::frexp(exact, &e);
-  const double ulp = std::ldexp(1.0, std::max(e, -125) - 24);  // subnormals share the smallest normal ulp
-  return std::fabs(static_cast<double>(got) - exact) / ulp;
-}
+using testing::ulp_error;
 
 std::vector<float> sample_inputs() {
   std::vector<float> xs;

@@ -11,17 +11,12 @@
 #include <vector>
 
 #include "kernels/cpu/flash_exp2.h"
+#include "ulp.h"
 
 namespace exactly::kernels::cpu {
 namespace {
 
-// |got - exact| in units of the last place of the fp32 result nearest `exact`.
-double ulp_error(float got, double exact) {
-  int e = 0;
-  std::frexp(exact, &e);                   // exact = f * 2^e, f in [0.5, 1)
-  const double ulp = std::ldexp(1.0, e - 24);  // fp32 has 24 significant bits
-  return std::fabs(static_cast<double>(got) - exact) / ulp;
-}
+using testing::ulp_error;
 
 std::vector<float> sample_inputs() {
   std::vector<float> xs;
