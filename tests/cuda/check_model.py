@@ -9,7 +9,9 @@ oracle, tested against float64 references in CI) on the default model.
    top-2 gap exceeds GAP.
 2. Greedy generation through the batched engine: each request's tokens equal
    the CPU engine's up to the end, or up to a position whose CPU top-2 gap is
-   below GAP (a near-tie that bf16 weights may flip).
+   below GAP (a near-tie that bf16 weights may flip); again with 48 tokens per
+   step, so that steps hold decode rows beside prompt chunks (each kind of
+   run through its own attention kernel).
 3. --deterministic: a batch of mixed requests (greedy and seeded sampling,
    short and long prompts) gives bit-identical tokens to each request alone.
 4. Speculation: greedy tokens with --spec ngram, layerskip:8 and
@@ -117,20 +119,38 @@ def batch(exe: str, model: str, requests: list[dict], extra: list[str], tmp: Pat
     return [line["choices"][0]["token_ids"] for line in lines]
 
 
+def compare_greedy(exe: str, model: str, vocab: int, tmp: Path, name: str, prompts: list[str],
+                   cpu: list[list[int]], gpu: list[list[int]]):
+    for i, (c, g) in enumerate(zip(cpu, gpu)):
+        n = next((j for j in range(min(len(c), len(g))) if c[j] != g[j]), None)
+        if n is None:
+            record(f"{name} request {i}", c == g, tokens=len(c), identical=True)
+            continue
+        # Diverged at generated token n: it must have been a near-tie for the CPU.
+        ids = tokenize(exe, model, prompts[i]) + c[:n]
+        row = logits(exe, model, "cpu", ids, 512, vocab, tmp)[-1]
+        gap = top2_gap(row)
+        record(f"{name} request {i}", gap <= GAP, tokens=len(c), first_difference=n, cpu_gap=f"{gap:.3f}")
+
+
 def check_greedy(exe: str, model: str, vocab: int, tmp: Path):
     reqs = [{"prompt": p, "max_tokens": 48, "temperature": 0, "ignore_eos": True} for p in PROMPTS]
     cpu = batch(exe, model, reqs, ["--device", "cpu"], tmp, "greedy-cpu")
     gpu = batch(exe, model, reqs, ["--device", "cuda"], tmp, "greedy-cuda")
-    for i, (c, g) in enumerate(zip(cpu, gpu)):
-        n = next((j for j in range(min(len(c), len(g))) if c[j] != g[j]), None)
-        if n is None:
-            record(f"greedy request {i}", c == g, tokens=len(c), identical=True)
-            continue
-        # Diverged at generated token n: it must have been a near-tie for the CPU.
-        ids = tokenize(exe, model, PROMPTS[i]) + c[:n]
-        row = logits(exe, model, "cpu", ids, 512, vocab, tmp)[-1]
-        gap = top2_gap(row)
-        record(f"greedy request {i}", gap <= GAP, tokens=len(c), first_difference=n, cpu_gap=f"{gap:.3f}")
+    compare_greedy(exe, model, vocab, tmp, "greedy", PROMPTS, cpu, gpu)
+
+
+def check_mixed_steps(exe: str, model: str, vocab: int, tmp: Path):
+    """Steps that hold decode rows and prompt chunks together: with a budget of
+    48 tokens per step the long prompts are prefilled in chunks while the short
+    requests decode, so the GPU runs the decode kernel on runs of decode rows
+    and the prefill kernel on the chunks within one step."""
+    prompts = PROMPTS + [LONG_TEXT[:1500], "Hi", LONG_TEXT[:300]]
+    reqs = [{"prompt": p, "max_tokens": 40, "temperature": 0, "ignore_eos": True} for p in prompts]
+    budget = ["--max-num-batched-tokens", "48"]
+    cpu = batch(exe, model, reqs, ["--device", "cpu"], tmp, "mixed-cpu")
+    gpu = batch(exe, model, reqs, ["--device", "cuda", *budget], tmp, "mixed-cuda")
+    compare_greedy(exe, model, vocab, tmp, "mixed steps", prompts, cpu, gpu)
 
 
 def mixed_requests() -> list[dict]:
@@ -247,7 +267,7 @@ def main() -> int:
         ids = tokenize(a.exactly, a.model, "x")  # the vocabulary size, from one row of logits
         run([a.exactly, "logits", "-m", a.model, "--tokens", ",".join(map(str, ids)), "-o", str(tmp / "p.bin")])
         vocab = (tmp / "p.bin").stat().st_size // 4 // len(ids)
-        for step in (check_logits, check_greedy):
+        for step in (check_logits, check_greedy, check_mixed_steps):
             step(a.exactly, a.model, vocab, tmp)
         check_batch_invariance(a.exactly, a.model, tmp)
         check_speculation(a.exactly, a.model, tmp)

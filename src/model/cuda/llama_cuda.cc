@@ -343,8 +343,7 @@ void CudaLlamaModel::upload_batch(const ForwardBatch& b, int32_t padded_seqs) {
 }
 
 // The decoder layers over n tokens of `attn` sequences, all on the stream.
-void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBatchDevice& attn, bool split_kv_decode,
-                                int num_layers) {
+void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
   auto* idx = w.index.as<uint8_t>();
@@ -363,11 +362,13 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBa
     kc::RopeStoreArgs rope{w.qkv.get(), L.qkv_bias, d_positions, d_slots, n, c.n_heads, c.rope_dims,
                            c.rope_freq_base, rope_layout_, w.q.get()};
     kc::rope_and_store(rope, cache, stream_);
-    if (split_kv_decode)
-      kc::paged_decode_attention(cache, attn, w.q.get(), c.n_heads, scale, w.attn.get(), w.decode.get(),
-                                 static_cast<int64_t>(w.decode_bytes), stream_);
-    else
-      kc::flash_attention_prefill(cache, attn, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
+    for (const AttentionLaunch& a : attention_launches_) {
+      if (a.split_kv_decode)
+        kc::paged_decode_attention(cache, a.batch, w.q.get(), c.n_heads, scale, w.attn.get(), w.decode.get(),
+                                   static_cast<int64_t>(w.decode_bytes), stream_);
+      else
+        kc::flash_attention_prefill(cache, a.batch, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
+    }
     gemm_->run(w.attn.get(), L.wo, x, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream_);
     // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
     kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
@@ -375,6 +376,34 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, const kc::AttentionBa
                stream_);
     kc::swiglu(w.gate_up.get(), n, c.ffn_dim, w.act.get(), stream_);
     gemm_->run(w.act.get(), L.w_down, x, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream_);
+  }
+}
+
+// A decode step is one launch of the split-KV decode kernel. A step with
+// prompt work launches the prefill kernel for its runs of prompt chunks and
+// verifies and the decode kernel for its runs of decode rows: in the prefill
+// kernel each decode row would take a 128-row query block per head, so a
+// 128-row step computed 128 times the products it needs per key tile
+// (BENCHMARKS.md §6, "Decode rows in prompt steps"). Under --deterministic
+// every row goes through the prefill kernel, whose order does not depend on
+// the batch.
+void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
+  attention_launches_.clear();
+  if (decode || options_.deterministic) {
+    attention_launches_.push_back({attn, decode && !options_.deterministic});
+    return;
+  }
+  constexpr int kMaxAttentionLaunches = 4;
+  split_attention_runs(b.query_start, b.seq_lens, kMaxAttentionLaunches, attention_runs_);
+  for (const AttentionRun& run : attention_runs_) {
+    kc::AttentionBatchDevice part = attn;
+    part.n_seqs = run.num_seqs;
+    part.query_start = attn.query_start + run.first_seq;
+    part.seq_lens = attn.seq_lens + run.first_seq;
+    part.block_tables = attn.block_tables + int64_t{run.first_seq} * attn.max_blocks_per_seq;
+    part.max_query_len = run.max_query_len;
+    part.max_seq_len = run.max_seq_len;
+    attention_launches_.push_back({part, run.single_token});
   }
 }
 
@@ -423,7 +452,6 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   // order whatever else is in the batch (the split decode merges partitions:
   // another order, so a request's bits would depend on its neighbours' kind).
   const bool decode = max_q == 1 && n == b.num_seqs();
-  const bool split_kv = decode && !options_.deterministic;
   auto* idx = w.index.as<uint8_t>();
   kc::AttentionBatchDevice attn{b.num_seqs(),
                                 reinterpret_cast<const int32_t*>(idx + w.off_query_start),
@@ -436,7 +464,8 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   const int32_t padded = decode ? std::min(graph_batch_size(b.num_seqs()), std::min<int32_t>(w.seqs, static_cast<int32_t>(w.tokens))) : 0;
   if (!decode || !options_.cuda_graphs || padded < b.num_seqs()) {
     upload_batch(b, b.num_seqs());
-    run_layers(*kv, n, attn, split_kv, num_layers);
+    plan_attention(b, attn, decode);
+    run_layers(*kv, n, num_layers);
   } else {
     // A decode step replays the graph captured for its padded batch size and
     // its bound on the context (a multiple of kDecodeContextGranule), once made.
@@ -446,17 +475,18 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
     attn.max_seq_len = std::min(granules * kc::kDecodeContextGranule, w.blocks * kv->block_size());
     attn.max_seq_len = std::max(attn.max_seq_len, max_len);
     // The pool's address and size are baked into the graph with everything else.
+    plan_attention(b, attn, decode);
     const GraphKey key{padded, attn.max_seq_len, num_layers, kv->layer(0).k, kv->num_blocks()};
     auto it = graphs_.find(key);
     if (it == graphs_.end() && graph_shapes_seen_.insert(key).second) {
       // The first step of a shape runs eagerly: kernels get their one-time
       // set-up (shared-memory limits, cuBLASLt plans) outside any capture.
-      run_layers(*kv, padded, attn, split_kv, num_layers);
+      run_layers(*kv, padded, num_layers);
     } else if (it == graphs_.end()) {
       cudaGraph_t graph = nullptr;
       kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
       try {
-        run_layers(*kv, padded, attn, split_kv, num_layers);
+        run_layers(*kv, padded, num_layers);
       } catch (...) {  // leave the stream usable: end the capture, drop its graph
         if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
         throw;

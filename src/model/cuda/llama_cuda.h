@@ -17,9 +17,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_ops.h"
+#include "model/attention_runs.h"
 #include "model/config.h"
 #include "model/model.h"
 
@@ -104,8 +106,16 @@ class CudaLlamaModel final : public Model {
   uint8_t* allocate_weights(const WeightLayout& layout);
   void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
   void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
-  void run_layers(CudaKVPool& kv, int64_t n, const kernels::cuda::AttentionBatchDevice& attn, bool split_kv_decode,
-                  int num_layers);
+  // One attention kernel launch of a step: a run of its sequences, by the
+  // split-KV decode kernel or by the prefill kernel.
+  struct AttentionLaunch {
+    kernels::cuda::AttentionBatchDevice batch;
+    bool split_kv_decode = false;
+  };
+  // The launches for `attn`: one when every sequence brings one token or
+  // under --deterministic, else one per run of split_attention_runs.
+  void plan_attention(const ForwardBatch& b, const kernels::cuda::AttentionBatchDevice& attn, bool decode);
+  void run_layers(CudaKVPool& kv, int64_t n, int num_layers);
   void compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens);
   // Uploads the sampling parameters of every logits row (kLogits and kArgmax
   // rows as plain greedy ones, which leaves their logits as they are).
@@ -125,6 +135,8 @@ class CudaLlamaModel final : public Model {
   float* output_norm_ = nullptr;         // [dim]
   std::vector<Layer> layers_;
   std::unique_ptr<Workspace> ws_;
+  std::vector<AttentionRun> attention_runs_;        // reused by every step
+  std::vector<AttentionLaunch> attention_launches_;  // the current step's
   // Captured decode steps: (padded sequences, context bound, layers, KV pool
   // base address, its blocks).
   using GraphKey = std::tuple<int32_t, int32_t, int, const void*, int64_t>;
