@@ -85,6 +85,7 @@ struct AttentionVersion {
 };
 const AttentionVersion kAttentionVersions[] = {
     {"production (decode_partition of the length, 2 stages)", nullptr},
+    {"1024-key partitions, 2 stages", decode_attention<1024, 2>},
     {"512-key partitions, 2 stages", decode_attention<512, 2>},
     {"512-key partitions, 4 stages", decode_attention<512, 4>},
     {"256-key partitions, 2 stages", decode_attention<256, 2>},

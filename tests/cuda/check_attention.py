@@ -224,9 +224,10 @@ def main():
                                    decode_lens, n_heads, n_kv, d, dtype, decode=True, seed=n_heads + d)
         attention_case(lib, "decode 128k bf16 d128 32/8", [1], [131072], 32, 8, 128, bf, decode=True)
         # A long row (its merge split over groups) beside rows with fewer
-        # partitions than groups and with a single partition.
-        attention_case(lib, "decode 40k + short rows, merge in groups", [1, 1, 1], [40000, 700, 3], 32, 8, 128, bf,
-                       decode=True)
+        # partitions than groups and with a single partition; enough work
+        # for the batch to take 1024-key partitions, so the long row has 79.
+        attention_case(lib, "decode 80k + short rows, merge in groups", [1, 1, 1, 1], [80000, 5000, 700, 3], 32, 8,
+                       128, bf, decode=True)
         attention_case(lib, "decode bs=32 bf16", [1, 1, 1], [100, 1000, 5000], 32, 8, 128, bf, block_size=32,
                        decode=True)
         attention_case(lib, "GPU vs CPU engine: prefill mixed", [1, 17, 300, 64], [1, 17, 300, 700], 8, 2, 128, bf,

@@ -57,8 +57,9 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
 
 // Decode: exactly one query token per sequence (query_start = 0, 1, ..., n).
 // Keys are split into partitions processed in parallel and merged by
-// log-sum-exp. A batch that fills the GPU with 512-key partitions uses them;
-// a smaller one sizes each sequence's partitions from that sequence's length
+// log-sum-exp. A batch with six CTAs per SM in 1024-key partitions uses
+// those, one that fills the GPU with 512-key partitions uses them, and a
+// smaller one sizes each sequence's partitions from that sequence's length
 // (decode_partition), so that a lone short sequence still spreads over many
 // SMs (at batch 1 a 512-key partition left 16 CTAs walking 512 keys each:
 // BENCHMARKS.md §6). A row's bits may therefore depend on the batch, as the

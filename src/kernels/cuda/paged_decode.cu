@@ -31,14 +31,20 @@ int multiprocessors() {
   return count;
 }
 
-// A batch that fills the GPU twice over with 512-key partitions uses them for
-// every sequence: there, smaller ones only add merge work (a batch-128 step
-// at context 576 took 8.61 ms with 128-key partitions, 8.04 with 512;
-// dev/cuda/step_lab.cu). A smaller batch sizes each sequence's partitions
-// from its length (decode_partition).
+// Keys per partition for the whole batch, or 0 for each sequence's own
+// decode_partition. A batch with enough work for six CTAs per SM in 1024-key
+// partitions uses them: fewer CTA starts and merges, +1% at 64 x 2048 and
+// 16 x 8192 (lab decode v8/v9), and a context of at most 1024 keys then needs
+// no merge at all. A batch that fills the GPU twice over with 512-key
+// partitions uses those (a batch-128 step at context 576 took 8.61 ms with
+// 128-key partitions, 8.04 with 512; dev/cuda/step_lab.cu). A smaller batch
+// sizes each sequence's partitions from its length (decode_partition).
 int batch_partition(const AttentionBatchDevice& b, int n_kv_heads, int row_groups) {
-  const int64_t ctas = int64_t{b.n_seqs} * n_kv_heads * row_groups * ((b.max_seq_len + 511) / 512);
-  return ctas >= 2 * int64_t{multiprocessors()} ? 512 : 0;
+  auto ctas = [&](int part) {
+    return int64_t{b.n_seqs} * n_kv_heads * row_groups * ((b.max_seq_len + part - 1) / part);
+  };
+  if (ctas(1024) >= 6 * int64_t{multiprocessors()}) return 1024;
+  return ctas(512) >= 2 * int64_t{multiprocessors()} ? 512 : 0;
 }
 
 template <typename T, int D>
