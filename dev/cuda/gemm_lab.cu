@@ -2,9 +2,12 @@
 // choice (what src/kernels/cuda/gemm.cc pins) is from the fastest of its
 // top candidates, on Llama-3-8B's layer shapes, with as many rows as a
 // prefill step of the engine holds. Timing: median of 9 runs of 5 back-to-back
-// products, weights larger than L2 between runs.
+// products, weights larger than L2 between runs. With --splitk each of the
+// top candidates is also run with its k split in 2, 4 and 8 (the parts
+// summed out of place in fp32, in a fixed order: no atomics), for the few-row
+// products of decode steps, whose plain tiles leave most SMs idle.
 //
-//   gemm_lab [ROWS ...]      rows per product (default 8192 2048 512 128)
+//   gemm_lab [--splitk] [ROWS ...]      rows per product (default 8192 2048 512 128)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -12,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "lab_common.h"
@@ -53,7 +57,14 @@ __global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint32_t seed) {
 
 int main(int argc, char** argv) {
   std::vector<int64_t> rows;
-  for (int i = 1; i < argc; ++i) rows.push_back(std::atoll(argv[i]));
+  bool splitk = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--splitk") {
+      splitk = true;
+      continue;
+    }
+    rows.push_back(std::atoll(argv[i]));
+  }
   if (rows.empty()) rows = {8192, 2048, 512, 128};
   cublasLtHandle_t lt;
   LT(cublasLtCreate(&lt));
@@ -97,30 +108,52 @@ int main(int argc, char** argv) {
       LT(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, lc, lc, pref, 16, results, &found));
       const float alpha = 1.0f, beta = s.f32 ? 1.0f : 0.0f;
       const double flop = 2.0 * n * s.m * s.k;
-      double first = 0, best = 0;
-      int best_i = -1, ran = 0;
-      for (int i = 0; i < found; ++i) {
-        std::vector<float> ms;
-        bool ok = true;
-        for (int rep = 0; rep < 10 && ok; ++rep) {
-          CK(cudaEventRecord(a));
-          for (int j = 0; j < 5; ++j)
-            ok = ok && cublasLtMatmul(lt, op, &alpha, w[(rep * 5 + j) % kCopies], la, x, lb, &beta, out, lc, out, lc,
-                                      &results[i].algo, ws, ws_bytes, nullptr) == CUBLAS_STATUS_SUCCESS;
-          CK(cudaEventRecord(z));
-          CK(cudaEventSynchronize(z));
-          float t;
-          CK(cudaEventElapsedTime(&t, a, z));
-          if (rep > 0) ms.push_back(t / 5);
+      double first = 0, best = 0, best_plain = 0;
+      int best_i = -1, best_split = 1, ran = 0;
+      const int splits[] = {1, 2, 4, 8};
+      for (int i = 0; i < found; ++i)
+        for (int split : splits) {
+          if (split > 1 && !splitk) break;
+          cublasLtMatmulAlgo_t algo = results[i].algo;
+          if (split > 1) {
+            const int32_t num = split;
+            const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+            if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &num, sizeof num) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                     sizeof scheme) != CUBLAS_STATUS_SUCCESS)
+              continue;
+            cublasLtMatmulHeuristicResult_t check{};
+            if (cublasLtMatmulAlgoCheck(lt, op, la, lb, lc, lc, &algo, &check) != CUBLAS_STATUS_SUCCESS ||
+                check.workspaceSize > ws_bytes)
+              continue;
+          }
+          std::vector<float> ms;
+          bool ok = true;
+          for (int rep = 0; rep < 10 && ok; ++rep) {
+            CK(cudaEventRecord(a));
+            for (int j = 0; j < 5; ++j)
+              ok = ok && cublasLtMatmul(lt, op, &alpha, w[(rep * 5 + j) % kCopies], la, x, lb, &beta, out, lc, out,
+                                        lc, &algo, ws, ws_bytes, nullptr) == CUBLAS_STATUS_SUCCESS;
+            CK(cudaEventRecord(z));
+            CK(cudaEventSynchronize(z));
+            float t;
+            CK(cudaEventElapsedTime(&t, a, z));
+            if (rep > 0) ms.push_back(t / 5);
+          }
+          if (!ok) continue;
+          ++ran;
+          const double tflops = flop / (median(ms) * 1e-3) / 1e12;
+          if (i == 0 && split == 1) first = tflops;
+          if (split == 1) best_plain = std::max(best_plain, tflops);
+          if (tflops > best) best = tflops, best_i = i, best_split = split;
         }
-        if (!ok) continue;
-        ++ran;
-        const double tflops = flop / (median(ms) * 1e-3) / 1e12;
-        if (i == 0) first = tflops;
-        if (tflops > best) best = tflops, best_i = i;
-      }
-      std::printf("%-18s %6lld | %8.1f                     | %8.1f (candidate %2d, x%.3f)      | %d of %d\n", s.name,
-                  static_cast<long long>(n), first, best, best_i, best / first, ran, found);
+      const double gbs = [&] { return (double(s.m) * s.k * 2) / (flop / (best * 1e12)) / 1e9; }();
+      std::printf("%-18s %6lld | %8.1f                     | %8.1f (candidate %2d, x%.3f)      | %d configs",
+                  s.name, static_cast<long long>(n), first, best, best_i, best / first, ran);
+      if (splitk)
+        std::printf(" | best plain %.1f, best split %d (weights at %.0f GB/s)", best_plain, best_split, gbs);
+      std::printf("\n");
       std::fflush(stdout);
       cublasLtMatmulPreferenceDestroy(pref);
       cublasLtMatrixLayoutDestroy(la);
