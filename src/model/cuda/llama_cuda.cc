@@ -382,9 +382,9 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // A decode step is one launch of the split-KV decode kernel. A step with
 // prompt work launches the prefill kernel for its runs of prompt chunks and
 // verifies and the decode kernel for its runs of decode rows: in the prefill
-// kernel each decode row would take a 128-row query block per head, so a
-// 128-row step computed 128 times the products it needs per key tile
-// (BENCHMARKS.md §6, "Decode rows in prompt steps"). Under --deterministic
+// kernel a decode row fills one row of a query block of 64-128 per head, and
+// every key tile costs the whole block's products (BENCHMARKS.md §6, "Decode
+// rows in prompt steps"). Under --deterministic
 // every row goes through the prefill kernel, whose order does not depend on
 // the batch.
 void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
@@ -447,10 +447,12 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   EXACTLY_CHECK(static_cast<int64_t>(b.logits_rows.size()) <= w.tokens, "%zu logits rows for %lld tokens",
                 b.logits_rows.size(), static_cast<long long>(w.tokens));
 
-  // Split-KV decode when every sequence brings one token; under
-  // --deterministic the prefill kernel always, whose rows are reduced in one
-  // order whatever else is in the batch (the split decode merges partitions:
-  // another order, so a request's bits would depend on its neighbours' kind).
+  // A decode step (every sequence brings one token) can replay a graph; the
+  // attention kernels of any step are chosen by plan_attention. Under
+  // --deterministic the prefill kernel takes every row, whose rows are reduced
+  // in one order whatever else is in the batch (the split decode merges
+  // partitions: another order, so a request's bits would depend on its
+  // neighbours' kind).
   const bool decode = max_q == 1 && n == b.num_seqs();
   auto* idx = w.index.as<uint8_t>();
   kc::AttentionBatchDevice attn{b.num_seqs(),
