@@ -26,13 +26,16 @@ inline float median(std::vector<float> v) {
 
 // Captures record(stream) into a graph and replays it: the median of
 // `replays` timed replays after 3 untimed ones, in ms.
-inline float time_graph(const std::function<void(cudaStream_t)>& record, int replays = 20) {
+// `transform`, when given, edits the captured graph before it is instantiated.
+inline float time_graph(const std::function<void(cudaStream_t)>& record, int replays = 20,
+                        const std::function<void(cudaGraph_t)>& transform = {}) {
   cudaStream_t stream;
   CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
   CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   record(stream);
   CK(cudaStreamEndCapture(stream, &graph));
+  if (transform) transform(graph);
   cudaGraphExec_t exec;
   CK(cudaGraphInstantiate(&exec, graph, 0));
   cudaEvent_t a, z;

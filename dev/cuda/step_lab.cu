@@ -8,6 +8,13 @@
 //
 //   step_lab [-b BATCH] [CONTEXT ...]   sequences per step (default 1), each of
 //                                       CONTEXT keys (default 576 1024 4096)
+//   step_lab --edges [-b BATCH] [CONTEXT ...]
+//       the whole step only, as captured and with the graph's kernel-to-kernel
+//       edges made programmatic (into cuBLASLt's kernels only, or all of
+//       them): a kernel may then start while its predecessor drains, and must
+//       wait (griddepcontrol.wait) before reading its outputs. The logits of
+//       each variant are compared bit for bit with the captured graph's.
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -195,12 +202,54 @@ struct Step {
 };
 
 
+// Replaces every edge between two kernel nodes whose downstream kernel
+// `pick` accepts by a programmatic one (the upstream kernel's trigger, or
+// its end, releases the downstream kernel's launch).
+int make_edges_programmatic(cudaGraph_t graph, const std::function<bool(const char*)>& pick) {
+  size_t n = 0;
+  CK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &n));
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  CK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &n));
+  auto kernel_name = [](cudaGraphNode_t node) -> const char* {
+    cudaGraphNodeType type;
+    CK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) return nullptr;
+    // Through the driver: cuBLASLt's kernels come from modules of their own,
+    // which the runtime's node parameters cannot name.
+    CUDA_KERNEL_NODE_PARAMS params{};
+    if (cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS) return "?";
+    const char* name = nullptr;
+    if (params.func != nullptr && cuFuncGetName(&name, params.func) == CUDA_SUCCESS && name != nullptr) return name;
+    if (params.kern != nullptr && cuKernelGetName(&name, params.kern) == CUDA_SUCCESS && name != nullptr) return name;
+    return "?";
+  };
+  int changed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const char* up = kernel_name(from[i]);
+    const char* down = kernel_name(to[i]);
+    if (up == nullptr || down == nullptr || !pick(down)) continue;
+    CK(cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1));
+    cudaGraphEdgeData edge{};
+    edge.from_port = cudaGraphKernelNodePortProgrammatic;
+    edge.type = cudaGraphDependencyTypeProgrammatic;
+    CK(cudaGraphAddDependencies(graph, &from[i], &to[i], &edge, 1));
+    ++changed;
+  }
+  return changed;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> contexts;
   int batch = 1;
+  bool edges = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--edges") == 0) {
+      edges = true;
+      continue;
+    }
     if (std::strcmp(argv[i], "-b") == 0 && i + 1 < argc) {
       batch = std::atoi(argv[++i]);
       continue;
@@ -214,6 +263,44 @@ int main(int argc, char** argv) {
   std::printf("%s, %d SMs; dependent launch mode %d; Llama-3-8B shape, batch %d, one step per graph\n", prop.name,
               prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), batch);
   Step step(max_ctx, batch);
+  if (edges) {
+    auto is_gemm = [](const char* name) { return std::strstr(name, "gemm") != nullptr && std::strstr(name, "gemv") == nullptr; };
+    auto ours = [](const char* name) { return std::strstr(name, "exactly") != nullptr; };
+    auto any = [](const char*) { return true; };
+    std::vector<float> logits(size_t(batch) * kVocab), reference;
+    auto run_logits = [&](cudaStream_t s, int bound) { step.record(s, 0, bound); };
+    for (int ctx : contexts) {
+      step.set_context(ctx);
+      const int bound = (ctx + 511) / 512 * 512;
+      struct Variant {
+        const char* name;
+        std::function<bool(const char*)> pick;
+      };
+      const Variant variants[] = {{"as captured", nullptr},
+                                  {"edges into cuBLASLt kernels programmatic", is_gemm},
+                                  {"edges into the engine's own kernels programmatic", ours},
+                                  {"every kernel-to-kernel edge programmatic", any}};
+      std::printf("\ncontext %d (bound %d)\n", ctx, bound);
+      for (const Variant& v : variants) {
+        int changed = 0;
+        std::function<void(cudaGraph_t)> transform;
+        if (v.pick) transform = [&](cudaGraph_t g) { changed = make_edges_programmatic(g, v.pick); };
+        std::vector<float> times;
+        for (int rep = 0; rep < 3; ++rep)
+          times.push_back(time_graph([&](cudaStream_t s) { run_logits(s, bound); }, 20, transform));
+        CK(cudaMemcpy(logits.data(), step.logits, logits.size() * 4, cudaMemcpyDeviceToHost));
+        bool same = true;
+        if (reference.empty())
+          reference = logits;
+        else
+          same = std::memcmp(reference.data(), logits.data(), logits.size() * 4) == 0;
+        std::printf("  %-44s %d edges changed: whole step %.3f / %.3f / %.3f ms, logits %s\n", v.name, changed,
+                    times[0], times[1], times[2], v.pick ? (same ? "bit-identical" : "DIFFER") : "(reference)");
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  }
   for (int ctx : contexts) {
     step.set_context(ctx);
     const int bound = (ctx + 511) / 512 * 512;  // the engine captures per context bound
