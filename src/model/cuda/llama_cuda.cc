@@ -477,17 +477,18 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
     attn.max_seq_len = std::min(granules * kc::kDecodeContextGranule, w.blocks * kv->block_size());
     attn.max_seq_len = std::max(attn.max_seq_len, max_len);
     // The pool's address and size are baked into the graph with everything else.
-    plan_attention(b, attn, decode);
     const GraphKey key{padded, attn.max_seq_len, num_layers, kv->layer(0).k, kv->num_blocks()};
     auto it = graphs_.find(key);
     if (it == graphs_.end() && graph_shapes_seen_.insert(key).second) {
       // The first step of a shape runs eagerly: kernels get their one-time
       // set-up (shared-memory limits, cuBLASLt plans) outside any capture.
+      plan_attention(b, attn, decode);
       run_layers(*kv, padded, num_layers);
     } else if (it == graphs_.end()) {
       cudaGraph_t graph = nullptr;
       kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
       try {
+        plan_attention(b, attn, decode);  // a replay needs no plan: the graph holds its launches
         run_layers(*kv, padded, num_layers);
       } catch (...) {  // leave the stream usable: end the capture, drop its graph
         if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
