@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
           if (split == 1) best_plain = std::max(best_plain, tflops);
           if (tflops > best) best = tflops, best_i = i, best_split = split;
         }
-      const double gbs = [&] { return (double(s.m) * s.k * 2) / (flop / (best * 1e12)) / 1e9; }();
+      const double gbs = double(s.m) * s.k * 2 / (flop / (best * 1e12)) / 1e9;  // weight bytes per second
       std::printf("%-18s %6lld | %8.1f                     | %8.1f (candidate %2d, x%.3f)      | %d configs",
                   s.name, static_cast<long long>(n), first, best, best_i, best / first, ran);
       if (splitk)

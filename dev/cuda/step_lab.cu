@@ -10,8 +10,8 @@
 //                                       CONTEXT keys (default 576 1024 4096)
 //   step_lab --edges [-b BATCH] [CONTEXT ...]
 //       the whole step only, as captured and with the graph's kernel-to-kernel
-//       edges made programmatic (into cuBLASLt's kernels only, or all of
-//       them): a kernel may then start while its predecessor drains, and must
+//       edges made programmatic (into the engine's own kernels only, or all
+//       of them): a kernel may then start while its predecessor drains, and must
 //       wait (griddepcontrol.wait) before reading its outputs. The logits of
 //       each variant are compared bit for bit with the captured graph's.
 #include <cuda.h>
@@ -264,7 +264,6 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), batch);
   Step step(max_ctx, batch);
   if (edges) {
-    auto is_gemm = [](const char* name) { return std::strstr(name, "gemm") != nullptr && std::strstr(name, "gemv") == nullptr; };
     auto ours = [](const char* name) { return std::strstr(name, "exactly") != nullptr; };
     auto any = [](const char*) { return true; };
     std::vector<float> logits(size_t(batch) * kVocab), reference;
@@ -277,7 +276,6 @@ int main(int argc, char** argv) {
         std::function<bool(const char*)> pick;
       };
       const Variant variants[] = {{"as captured", nullptr},
-                                  {"edges into cuBLASLt kernels programmatic", is_gemm},
                                   {"edges into the engine's own kernels programmatic", ours},
                                   {"every kernel-to-kernel edge programmatic", any}};
       std::printf("\ncontext %d (bound %d)\n", ctx, bound);
