@@ -12,7 +12,8 @@
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
 //   attention_lab prefill-b64 [VERSION]    the prefill shapes through 64-key blocks
 //   attention_lab prefill-probe            where v46 / v45's consumers wait for K and V
-//   attention_lab prefill-same             clusters of two bit for bit against one CTA per item (v42/v40, v46/v45)
+//   attention_lab prefill-same             versions that must agree bit for bit (clusters, item order)
+//   attention_lab prefill-ab A B           versions A and B in turns over the 512-16k sweep (prefill64-ab: d 64)
 // Without VERSION every version runs. NOTES.md beside this file records each
 // version's prediction and outcome.
 #include <cuda_bf16.h>
@@ -252,9 +253,10 @@ std::function<void()> prefill_sm90(const Problem& pr) {
 enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong, kV32 };
 
 // GROUP: keys per bulk copy of K/V (a divisor of the problem's block size);
-// QTMA: each item's Q copied into shared memory by the producer.
+// QTMA: each item's Q copied into shared memory by the producer; TAIL: the
+// last heads' items handed out longest first (sm90_ws_tail_heads).
 template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false,
-          int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false>
+          int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false, bool TAIL = false>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
   using S = Sm90WsShape<BN, STAGES, D, QTMA>;
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
@@ -288,9 +290,11 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     const int n_mblocks = (pr.q_len + S::kBM - 1) / S::kBM;
     const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
-    const Sm90WsSchedule sched{n_mblocks, per_head * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr};
+    const int fit = CLUSTER > 1 ? sm90_ws_max_clusters(kernel, CLUSTER, S::kSmemBytes) : sms;
+    const int64_t n_seq_heads = int64_t{pr.n_heads} * pr.n_seqs;
+    const Sm90WsSchedule sched{n_mblocks, per_head * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr,
+                               TAIL ? sm90_ws_tail_heads(n_seq_heads, per_head, fit, pr.causal) : 0};
     if constexpr (CLUSTER > 1) {
-      const int fit = sm90_ws_max_clusters(kernel, CLUSTER, S::kSmemBytes);
       const int grid = (PERSISTENT ? std::min(sched.n_items, fit) : sched.n_items) * CLUSTER;
       return [=] {
         CK(sm90_ws_launch(kernel, grid, CLUSTER, S::kSmemBytes, nullptr, k_map, v_map, q_map, p, sched));
@@ -356,7 +360,7 @@ static const std::vector<Version> kPrefillVersions = {
     {"a8 timing only: v40 without softmax", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoSoftmax>},
     {"v45 v40 with each item's Q copied into shared memory by the producer",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true>},
-    {"v46 v42 with each item's Q copied into shared memory by the producer (production)",
+    {"v46 v42 with each item's Q copied into shared memory by the producer (production before v51)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true>},
     {"v47 v40 with 64-key copies (block size 64 and up)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 64>},
@@ -377,6 +381,10 @@ static const std::vector<Version> kPrefillVersions = {
     {"v45 probed", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Probe, 1, 16, true>},
     {"a9 probed: the probe's own cost, with no copies to wait for",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill | kSm90Probe, 2, 16, true>},
+    {"v51 v46 with the last heads' items longest first across them (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true>},
+    {"v52 v45 with the last heads' items longest first across them",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -388,12 +396,14 @@ static const std::vector<Version> kPrefill64Versions = {
     {"d64 v4 warp-specialised, 128-key tiles, 6 stages", prefill_sm90_ws<128, 6, Consumers::kPlain, 64>},
     {"d64 v5 warp-specialised, 64-key tiles, 6 stages", prefill_sm90_ws<64, 6, Consumers::kPlain, 64>},
     {"d64 v6 v2 persistent", prefill_sm90_ws<128, 3, Consumers::kV32, 64, true>},
-    {"d64 v7 v6 with items pipelined into one another (production)",
+    {"d64 v7 v6 with items pipelined into one another (production before d64 v10)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
     {"d64 v8 v7 in clusters of two (multicast K/V)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 2>},
     {"d64 v9 v7 with each item's Q copied into shared memory by the producer",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, true>},
+    {"d64 v10 v7 with the last heads' items longest first across them (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -510,7 +520,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "no version %s\n", prefix);
       std::exit(1);
     };
-    for (const auto& [one_name, two_name] : {std::pair{"v40 ", "v42 "}, std::pair{"v45 ", "v46 "}}) {
+    // The order items are handed out in (v51, v52) changes nothing either.
+    for (const auto& [one_name, two_name] : {std::pair{"v40 ", "v42 "}, std::pair{"v45 ", "v46 "},
+                                             std::pair{"v46 ", "v51 "}, std::pair{"v45 ", "v52 "}}) {
       const Version& one = named(one_name);
       const Version& two = named(two_name);
       for (const bool causal : {false, true}) {
@@ -531,6 +543,58 @@ int main(int argc, char** argv) {
                       pr->n_seqs, pr->q_len, pr->ctx, int(causal), static_cast<long long>(differ), x.size());
           ok = ok && differ == 0;
         }
+      }
+    }
+  }
+  if (what == "prefill-ab" || what == "prefill64-ab") {  // not part of "all": two versions in turns over the sweep
+    // prefill-ab A B: the versions named by A and B (name prefixes, e.g.
+    // "v46 " "v51 ") take turns on each shape, five rounds, so both meet the
+    // same clocks; each shape's median TFLOP/s and their ratio.
+    const bool d64 = what == "prefill64-ab";
+    const auto& versions = d64 ? kPrefill64Versions : kPrefillVersions;
+    if (argc < 4) {
+      std::fprintf(stderr, "usage: attention_lab %s VERSION_A VERSION_B (name prefixes)\n", what.c_str());
+      return 2;
+    }
+    auto named = [&](const char* prefix) -> const Version& {
+      for (const Version& v : versions)
+        if (std::strncmp(v.name, prefix, std::strlen(prefix)) == 0) return v;
+      std::fprintf(stderr, "no version %s\n", prefix);
+      std::exit(1);
+    };
+    const Version& a = named(argv[2]);
+    const Version& b = named(argv[3]);
+    const int d = d64 ? 64 : 128;
+    std::printf("lab %s: '%s' against '%s', d %d, TFLOP/s (medians of 5 rounds in turns)\n", what.c_str(), a.name,
+                b.name, d);
+    for (const bool causal : {false, true}) {
+      Problem s1(2, 200, 300, 4, 2, causal, 5, d), s3(2, 600, 700, 32, 8, causal, 9, d);
+      for (const Version* v : {&a, &b}) {
+        double err = 0;
+        for (Problem* pr : {&s1, &s3}) {
+          CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));
+          v->make(*pr)();
+          CK(cudaDeviceSynchronize());
+          err = std::max(err, pr->max_error(7));
+        }
+        ok = ok && err < 2e-2;
+        std::printf("  %s causal %d: max err %.2e %s\n", v->name, int(causal), err, err < 2e-2 ? "ok" : "WRONG");
+      }
+    }
+    for (const auto& [seqs, len] : {std::pair{16, 512}, std::pair{16, 1024}, std::pair{8, 2048}, std::pair{4, 4096},
+                                    std::pair{1, 4096}, std::pair{2, 8192}, std::pair{1, 16384}}) {
+      for (const bool causal : {false, true}) {
+        Problem pr(seqs, len, len, 32, 32, causal, 21, d);
+        auto run_a = a.make(pr), run_b = b.make(pr);
+        std::vector<double> ra, rb;
+        for (int round = 0; round < 5; ++round) {
+          ra.push_back(prefill_tflops(pr, median_ms(run_a, 10)));
+          rb.push_back(prefill_tflops(pr, median_ms(run_b, 10)));
+        }
+        std::sort(ra.begin(), ra.end());
+        std::sort(rb.begin(), rb.end());
+        std::printf("  %2d x %-5d causal %d: %7.1f  %7.1f TFLOP/s  x%.3f\n", seqs, len, int(causal), ra[2], rb[2],
+                    rb[2] / ra[2]);
       }
     }
   }

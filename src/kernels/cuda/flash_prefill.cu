@@ -109,18 +109,23 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
                   c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
   const int n_mblocks = (b.max_query_len + Shape::kBM - 1) / Shape::kBM;
-  const int64_t n_items = int64_t{(n_mblocks + CLUSTER - 1) / CLUSTER} * n_heads * b.n_seqs;
+  const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
+  const int64_t n_seq_heads = int64_t{n_heads} * b.n_seqs;
+  const int64_t n_items = per_head * n_seq_heads;
   EXACTLY_CUDA_REQUIRE(n_items * CLUSTER <= INT32_MAX, "flash_attention_prefill: %lld work items",
                        static_cast<long long>(n_items));
-  const Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream)};
   if constexpr (CLUSTER == 1) {
     static const int sms = sm_count();
+    const Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream),
+                               sm90_ws_tail_heads(n_seq_heads, per_head, sms, causal)};
     const int64_t grid = sched.counter != nullptr ? std::min<int64_t>(n_items, sms) : n_items;
     kernel<<<static_cast<unsigned>(grid), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, q_map, p,
                                                                                          sched);
   } else {
     static const int clusters = sm90_ws_max_clusters(kernel, CLUSTER, Shape::kSmemBytes);
     EXACTLY_CUDA_REQUIRE(clusters > 0, "flash_attention_prefill: no cluster of %d CTAs fits on this GPU", CLUSTER);
+    const Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream),
+                               sm90_ws_tail_heads(n_seq_heads, per_head, clusters, causal)};
     const int64_t grid = (sched.counter != nullptr ? std::min<int64_t>(n_items, clusters) : n_items) * CLUSTER;
     check_cuda(sm90_ws_launch(kernel, static_cast<int>(grid), CLUSTER, Shape::kSmemBytes, stream, k_map, v_map, q_map,
                               p, sched),

@@ -42,6 +42,7 @@
 // zeroes it at allocation and only ever writes finite K/V).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/flash_prefill_kernel.cuh"
@@ -238,7 +239,24 @@ struct Sm90WsSchedule {
   // [2]: items handed out after each cluster's first, clusters done; zero
   // between launches. Null: a plain grid, one item per cluster.
   int32_t* counter;
+  // The last tail_heads (sequence, head)s hand out their items longest
+  // first across all of them (sm90_ws_tail_heads); 0: none.
+  int32_t tail_heads = 0;
 };
+
+// Under a causal mask a head's items shrink from its last query block to its
+// first, so handing out one head after another ends a launch with some
+// clusters still on long items from the last heads while the rest have
+// nothing left: modelled, 3% of the time at 1k-8k tokens and 13% for one
+// 4k sequence. Ordering the last heads' items longest first across them
+// (the longest-processing-time rule) leaves short items for the end; four
+// items per cluster in that stretch bring the modelled loss under 1% at
+// those shapes (1.7% for one 4k sequence) while the stretch's K/V stays
+// within L2. Without a mask every item is as long: nothing to reorder.
+inline int32_t sm90_ws_tail_heads(int64_t n_seq_heads, int per_head, int clusters, bool causal) {
+  if (!causal || per_head <= 1) return 0;
+  return static_cast<int32_t>(std::min<int64_t>(n_seq_heads, (4 * int64_t{clusters} + per_head - 1) / per_head));
+}
 
 // A work item as one CTA sees it, published by the scheduling thread so that
 // no other warp reads the sequence's lengths from global memory (in the
@@ -252,14 +270,23 @@ struct Sm90WsDesc {
 };
 
 // Item i: the items of one (sequence, head) are consecutive, the one with the
-// last query blocks (the most keys under a causal mask) first; this CTA takes
-// the item's query block `which`.
+// last query blocks (the most keys under a causal mask) first; in the last
+// sched.tail_heads (sequence, head)s, rank r (the r-th block from the end) of
+// each in turn, then rank r + 1. This CTA takes the item's query block
+// `which`.
 __device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedule& sched, const PrefillParams& p,
                                                        int block_rows, int cluster = 1, int which = 0) {
   const int per_head = (sched.n_mblocks + cluster - 1) / cluster;
-  const int seq_head = i / per_head;
+  const int n_seq_heads = sched.n_items / per_head;
+  const int head_items = (n_seq_heads - sched.tail_heads) * per_head;
+  int seq_head = i / per_head, rank = i % per_head;
+  if (i >= head_items) {
+    const int j = i - head_items;
+    seq_head = n_seq_heads - sched.tail_heads + j % sched.tail_heads;
+    rank = j / sched.tail_heads;
+  }
   const int seq = seq_head / p.n_heads;
-  const int first_block = (per_head - 1 - i % per_head) * cluster;
+  const int first_block = (per_head - 1 - rank) * cluster;
   const int m0 = (first_block + which) * block_rows;
   const int q_begin = p.query_start[seq];
   const int q_len = p.query_start[seq + 1] - q_begin;
