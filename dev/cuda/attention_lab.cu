@@ -254,9 +254,12 @@ enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNo
 
 // GROUP: keys per bulk copy of K/V (a divisor of the problem's block size);
 // QTMA: each item's Q copied into shared memory by the producer; TAIL: the
-// last heads' items handed out longest first (sm90_ws_tail_heads).
+// last heads' items handed out longest first (sm90_ws_tail_heads); SPLIT:
+// without a mask, the items of the last round split over their keys
+// (sm90_ws_split).
 template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false,
-          int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false, bool TAIL = false>
+          int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false, bool TAIL = false,
+          bool SPLIT = false>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
   using S = Sm90WsShape<BN, STAGES, D, QTMA>;
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
@@ -292,8 +295,21 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
     const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
     const int fit = CLUSTER > 1 ? sm90_ws_max_clusters(kernel, CLUSTER, S::kSmemBytes) : sms;
     const int64_t n_seq_heads = int64_t{pr.n_heads} * pr.n_seqs;
-    const Sm90WsSchedule sched{n_mblocks, per_head * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr,
-                               TAIL ? sm90_ws_tail_heads(n_seq_heads, per_head, fit, pr.causal) : 0};
+    Sm90WsSchedule sched{n_mblocks, per_head * pr.n_heads * pr.n_seqs, PERSISTENT ? counter : nullptr,
+                         TAIL ? sm90_ws_tail_heads(n_seq_heads, per_head, fit, pr.causal) : 0};
+    if (SPLIT && PERSISTENT) {
+      static const std::pair<float*, int32_t*> workspace = [sms] {
+        float* partials = nullptr;
+        int32_t* arrivals = nullptr;
+        CK(cudaMalloc(&partials, sms * Sm90WsPartial<128>::kBytesPerCta));
+        CK(cudaMalloc(&arrivals, sms * 8 * sizeof(int32_t)));
+        CK(cudaMemset(arrivals, 0, sms * 8 * sizeof(int32_t)));
+        return std::pair{partials, arrivals};
+      }();
+      sched.partials = workspace.first;
+      sched.arrivals = workspace.second;
+      sched.n_items = static_cast<int32_t>(sm90_ws_split(sched, sched.n_items, fit, (pr.ctx + 127) / 128, pr.causal));
+    }
     if constexpr (CLUSTER > 1) {
       const int grid = (PERSISTENT ? std::min(sched.n_items, fit) : sched.n_items) * CLUSTER;
       return [=] {
@@ -381,10 +397,14 @@ static const std::vector<Version> kPrefillVersions = {
     {"v45 probed", prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Probe, 1, 16, true>},
     {"a9 probed: the probe's own cost, with no copies to wait for",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill | kSm90Probe, 2, 16, true>},
-    {"v51 v46 with the last heads' items longest first across them (production)",
+    {"v51 v46 with the last heads' items longest first across them (production before v53)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true>},
     {"v52 v45 with the last heads' items longest first across them",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true>},
+    {"v53 v51 with the last round's items split over their keys without a mask (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true, true>},
+    {"v54 v52 with the last round's items split over their keys without a mask",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -402,8 +422,10 @@ static const std::vector<Version> kPrefill64Versions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 2>},
     {"d64 v9 v7 with each item's Q copied into shared memory by the producer",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, true>},
-    {"d64 v10 v7 with the last heads' items longest first across them (production)",
+    {"d64 v10 v7 with the last heads' items longest first across them (production before d64 v11)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
+    {"d64 v11 v10 with the last round's items split over their keys without a mask (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -568,10 +590,12 @@ int main(int argc, char** argv) {
     std::printf("lab %s: '%s' against '%s', d %d, TFLOP/s (medians of 5 rounds in turns)\n", what.c_str(), a.name,
                 b.name, d);
     for (const bool causal : {false, true}) {
-      Problem s1(2, 200, 300, 4, 2, causal, 5, d), s3(2, 600, 700, 32, 8, causal, 9, d);
+      // s5: 16 heads x 9 query blocks leave items for a last round (split without a mask).
+      Problem s1(2, 200, 300, 4, 2, causal, 5, d), s3(2, 600, 700, 32, 8, causal, 9, d),
+          s5(1, 1100, 1100, 16, 4, causal, 31, d);
       for (const Version* v : {&a, &b}) {
         double err = 0;
-        for (Problem* pr : {&s1, &s3}) {
+        for (Problem* pr : {&s1, &s3, &s5}) {
           CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));
           v->make(*pr)();
           CK(cudaDeviceSynchronize());

@@ -189,6 +189,14 @@ def main():
         # leaves one CTA of a cluster without rows.
         attention_case(lib, "small prefill many items non-causal (clusters)", [1, 300, 129], [1, 300, 200], 32, 8,
                        128, bf, causal=False)
+        # Without a mask the Hopper kernel splits the items left for a last
+        # round over their keys and merges the pieces: 16 heads of 1100
+        # tokens are 80 items of two query blocks for 66 clusters (14 left,
+        # two pieces each); at d 64, 32 heads x 9 blocks for 132 SMs.
+        attention_case(lib, "small prefill non-causal, last round split", [1100, 40], [1100, 300], 16, 4, 128, bf,
+                       causal=False)
+        attention_case(lib, "small prefill non-causal, last round split d64", [1100, 40], [1100, 300], 32, 8, 64, bf,
+                       causal=False)
         attention_case(lib, "small decode", [1, 1, 1], [1, 600, 1100], 8, 2, 64, fp, decode=True)
         kv_store_case(lib, bf)
         copy_blocks_case(lib, bf)
@@ -201,6 +209,14 @@ def main():
             attention_case(lib, f"prefill L={n} bf16 d128 gqa4 non-causal", [n], [n], 8, 2, 128, bf, causal=False)
         attention_case(lib, "prefill mixed non-causal bf16 d128 gqa8", [1, 17, 1023, 113, 300, 129],
                        [1, 17, 1023, 113, 400, 2000], 8, 1, 128, bf, causal=False, seed=7)
+        # The last round's items split over their keys (no mask): 272 items
+        # for 66 clusters leave 8, each in 8 pieces; the last ones belong to a
+        # 300-key row of 3 tiles, so 5 of their pieces are empty. At d 64
+        # (9 heads, 132 SMs) 66 items are left, in two pieces.
+        attention_case(lib, "prefill non-causal, last round split, pieces of a short row empty", [4097, 200],
+                       [4097, 300], 8, 2, 128, bf, causal=False, seed=11)
+        attention_case(lib, "prefill non-causal, last round split d64", [4097, 200], [4097, 300], 9, 3, 64, bf,
+                       causal=False, seed=12)
         for d in (64, 128):
             for dtype in (bf, fp):
                 for n_heads, n_kv in ((8, 8), (8, 2), (8, 1)):

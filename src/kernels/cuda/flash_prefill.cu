@@ -67,6 +67,37 @@ int32_t* schedule_counter(cudaStream_t stream) {
   return counter;
 }
 
+// Where the pieces of split items (sm90_ws_split) leave their partial results
+// on `stream`: a slot per SM (pieces x CTAs per piece never exceed the SMs)
+// and an arrival count per split item, CTA and consumer warp, zero between
+// launches. Allocated by the first launch without a causal mask, which the
+// engine never makes (a model's attention is causal), so an engine holds
+// none; none while the stream is being captured (that launch splits
+// nothing). Lives as long as the process: 68 KB per SM (9.2 MB on 132).
+struct SplitWorkspace {
+  float* partials = nullptr;
+  int32_t* arrivals = nullptr;
+};
+SplitWorkspace split_workspace(cudaStream_t stream, int sms) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, cudaStream_t>, SplitWorkspace> workspaces;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard lock(mutex);
+  const auto found = workspaces.find({device, stream});
+  if (found != workspaces.end()) return found->second;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) return {};
+  SplitWorkspace w;
+  const size_t arrivals = size_t{static_cast<size_t>(sms)} * 8 * sizeof(int32_t);
+  check_cuda(cudaMalloc(&w.partials, sms * Sm90WsPartial<128>::kBytesPerCta), "flash_attention_prefill: partials");
+  check_cuda(cudaMalloc(&w.arrivals, arrivals), "flash_attention_prefill: arrival counts");
+  check_cuda(cudaMemsetAsync(w.arrivals, 0, arrivals, stream), "flash_attention_prefill: arrival counts");
+  workspaces[{device, stream}] = w;
+  return w;
+}
+
 int sm_count() {
   int device = 0, count = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -112,21 +143,35 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
   const int64_t n_seq_heads = int64_t{n_heads} * b.n_seqs;
   const int64_t n_items = per_head * n_seq_heads;
-  EXACTLY_CUDA_REQUIRE(n_items * CLUSTER <= INT32_MAX, "flash_attention_prefill: %lld work items",
-                       static_cast<long long>(n_items));
+  static const int sms = sm_count();
+  // The schedule for `clusters` persistent clusters: causal items handed out
+  // longest first at the end, unmasked ones split at the end.
+  auto schedule = [&](int clusters) {
+    Sm90WsSchedule sched{n_mblocks, 0, schedule_counter(stream),
+                         sm90_ws_tail_heads(n_seq_heads, per_head, clusters, causal)};
+    if (!causal && sched.counter != nullptr) {
+      const SplitWorkspace w = split_workspace(stream, sms);
+      sched.partials = w.partials;
+      sched.arrivals = w.arrivals;
+    }
+    const int64_t indices =
+        sm90_ws_split(sched, n_items, clusters, (b.max_seq_len + kSm90BN - 1) / kSm90BN, causal);
+    EXACTLY_CUDA_REQUIRE(indices * CLUSTER <= INT32_MAX, "flash_attention_prefill: %lld work items",
+                         static_cast<long long>(indices));
+    sched.n_items = static_cast<int32_t>(indices);
+    return sched;
+  };
   if constexpr (CLUSTER == 1) {
-    static const int sms = sm_count();
-    const Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream),
-                               sm90_ws_tail_heads(n_seq_heads, per_head, sms, causal)};
-    const int64_t grid = sched.counter != nullptr ? std::min<int64_t>(n_items, sms) : n_items;
+    const Sm90WsSchedule sched = schedule(sms);
+    const int64_t grid = sched.counter != nullptr ? std::min<int64_t>(sched.n_items, sms) : sched.n_items;
     kernel<<<static_cast<unsigned>(grid), Shape::kThreads, Shape::kSmemBytes, stream>>>(k_map, v_map, q_map, p,
                                                                                          sched);
   } else {
     static const int clusters = sm90_ws_max_clusters(kernel, CLUSTER, Shape::kSmemBytes);
     EXACTLY_CUDA_REQUIRE(clusters > 0, "flash_attention_prefill: no cluster of %d CTAs fits on this GPU", CLUSTER);
-    const Sm90WsSchedule sched{n_mblocks, static_cast<int32_t>(n_items), schedule_counter(stream),
-                               sm90_ws_tail_heads(n_seq_heads, per_head, clusters, causal)};
-    const int64_t grid = (sched.counter != nullptr ? std::min<int64_t>(n_items, clusters) : n_items) * CLUSTER;
+    const Sm90WsSchedule sched = schedule(clusters);
+    const int64_t grid =
+        (sched.counter != nullptr ? std::min<int64_t>(sched.n_items, clusters) : sched.n_items) * CLUSTER;
     check_cuda(sm90_ws_launch(kernel, static_cast<int>(grid), CLUSTER, Shape::kSmemBytes, stream, k_map, v_map, q_map,
                               p, sched),
                "flash_attention_prefill (sm90, clusters)");

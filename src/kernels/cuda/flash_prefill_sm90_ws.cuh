@@ -167,12 +167,13 @@ __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER,
 // the cluster, and issuers left over copy nothing. The item's tiles are the
 // CTA's tile_base, tile_base + 1, ...; each CTA's full barriers expect the
 // whole tile, a share from each of its issuers, whichever CTA issued the
-// copies.
+// copies. first_tile: the item's first key tile (a piece of a split item
+// starts past 0).
 template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
           bool QTMA = false>
 __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, const CUtensorMap* k_map,
                                 const CUtensorMap* v_map, const PrefillParams& p, int seq, int kv_head, int n_keys,
-                                int n_tiles, int tid, int tile_base = 0, int rank = 0) {
+                                int n_tiles, int tid, int tile_base = 0, int rank = 0, int first_tile = 0) {
   using S = Sm90WsShape<BN, STAGES, D, QTMA>;
   constexpr int kIssuers = ISSUERS * CLUSTER, kGroupsPerTile = BN / GROUP;
   constexpr bool kWholeGroups = kGroupsPerTile >= kIssuers;
@@ -207,7 +208,7 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
       group[i] = kWholeGroups ? i * kIssuers + issuer : issuer / S::kPanels;
-      int key0 = t * BN + group[i] * GROUP;
+      int key0 = (first_tile + t) * BN + group[i] * GROUP;
       if (key0 >= n_keys) key0 = 0;  // a whole group past the end: any finite block, masked
       slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
     }
@@ -242,6 +243,23 @@ struct Sm90WsSchedule {
   // The last tail_heads (sequence, head)s hand out their items longest
   // first across all of them (sm90_ws_tail_heads); 0: none.
   int32_t tail_heads = 0;
+  // The last split_items items run as split_pieces pieces each, over
+  // consecutive stretches of their key tiles (sm90_ws_split); n_items counts
+  // the pieces. Each piece leaves its unnormalised output, row maxima and
+  // sums in partials; the last piece of a warp's rows to arrive (counted in
+  // arrivals, which it zeroes again) merges them all in piece order.
+  int32_t split_items = 0;
+  int32_t split_pieces = 1;
+  float* partials = nullptr;    // [piece][CLUSTER][chunk][256 consumer threads] float4 (Sm90WsPartial)
+  int32_t* arrivals = nullptr;  // [split item][CLUSTER][8 consumer warps], zero between launches
+};
+
+// A piece's partial result, per consumer thread: its D / 2 output values in
+// D / 8 float4s, then its two rows' raw maxima and sums in one more.
+template <int D>
+struct Sm90WsPartial {
+  static constexpr int kChunks = D / 8 + 1;
+  static constexpr size_t kBytesPerCta = size_t{kChunks} * 256 * 16;
 };
 
 // Under a causal mask a head's items shrink from its last query block to its
@@ -258,15 +276,37 @@ inline int32_t sm90_ws_tail_heads(int64_t n_seq_heads, int per_head, int cluster
   return static_cast<int32_t>(std::min<int64_t>(n_seq_heads, (4 * int64_t{clusters} + per_head - 1) / per_head));
 }
 
+// Without a mask every item is as long, so n_items % clusters of them are left
+// for a last round that the other clusters sit out: 3% of the time when
+// 4096 items meet 132 SMs (31 rounds and 4 items). Split into pieces over
+// stretches of their keys, those items end with the rest, for the cost of
+// writing and merging partial outputs. Pieces of at least four tiles, at most
+// one per cluster, and at most 16 of an item (the last to finish reads all
+// of them: about half a microsecond each). Sets split_items and split_pieces
+// (none without a workspace) and returns the indices to hand out.
+inline int64_t sm90_ws_split(Sm90WsSchedule& sched, int64_t n_items, int clusters, int max_tiles, bool causal) {
+  sched.split_items = 0;
+  sched.split_pieces = 1;
+  if (causal || sched.partials == nullptr || sched.arrivals == nullptr || clusters <= 0) return n_items;
+  const int64_t left = n_items % clusters;
+  if (left == 0 || n_items < clusters) return n_items;
+  const int64_t pieces = std::min<int64_t>({clusters / left, max_tiles / 4, 16});
+  if (pieces < 2) return n_items;
+  sched.split_items = static_cast<int32_t>(left);
+  sched.split_pieces = static_cast<int32_t>(pieces);
+  return n_items - left + left * pieces;
+}
+
 // A work item as one CTA sees it, published by the scheduling thread so that
 // no other warp reads the sequence's lengths from global memory (in the
 // consumers that would stall a step). item >= n_items: none is left. n_keys:
 // the keys this CTA's query block sees; pair_keys: the most any CTA of the
 // cluster sees, which is what the tiles cover (so pair_keys - n_keys < 128,
 // and a query block past the query computes the pair's keys and stores
-// nothing).
+// nothing). The item's key tiles are [tile0, tile_end): all of them, or one
+// piece's stretch (piece >= 0: its index among all split items' pieces).
 struct Sm90WsDesc {
-  int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys, pair_keys;
+  int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys, pair_keys, tile0, tile_end, piece;
 };
 
 // Item i: the items of one (sequence, head) are consecutive, the one with the
@@ -275,13 +315,16 @@ struct Sm90WsDesc {
 // each in turn, then rank r + 1. This CTA takes the item's query block
 // `which`.
 __device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedule& sched, const PrefillParams& p,
-                                                       int block_rows, int cluster = 1, int which = 0) {
+                                                       int block_rows, int cluster = 1, int which = 0, int bn = 128) {
+  const int split_from = sched.n_items - sched.split_items * sched.split_pieces;
+  const int piece = i >= split_from ? i - split_from : -1;
+  const int item = piece >= 0 ? split_from + piece / sched.split_pieces : i;
   const int per_head = (sched.n_mblocks + cluster - 1) / cluster;
-  const int n_seq_heads = sched.n_items / per_head;
+  const int n_seq_heads = (split_from + sched.split_items) / per_head;
   const int head_items = (n_seq_heads - sched.tail_heads) * per_head;
-  int seq_head = i / per_head, rank = i % per_head;
-  if (i >= head_items) {
-    const int j = i - head_items;
+  int seq_head = item / per_head, rank = item % per_head;
+  if (item >= head_items) {
+    const int j = item - head_items;
     seq_head = n_seq_heads - sched.tail_heads + j % sched.tail_heads;
     rank = j / sched.tail_heads;
   }
@@ -294,7 +337,10 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedu
   auto keys = [&](int m) { return p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, m + block_rows)) : ctx_len; };
   const int last_block = min(first_block + cluster - 1, max(q_len - 1, 0) / block_rows);
   const int pair_keys = keys(last_block * block_rows);
-  return {i, seq, seq_head % p.n_heads, m0, q_begin, q_len, ctx_len, m0 < q_len ? keys(m0) : pair_keys, pair_keys};
+  const int tiles = (pair_keys + bn - 1) / bn;
+  const int part = piece >= 0 ? piece % sched.split_pieces : 0, parts = piece >= 0 ? sched.split_pieces : 1;
+  return {i,     seq,       seq_head % p.n_heads, m0, q_begin, q_len, ctx_len, m0 < q_len ? keys(m0) : pair_keys,
+          pair_keys, tiles * part / parts, tiles * (part + 1) / parts, piece};
 }
 // Whether the item has any query row: its first block starts inside the query.
 __device__ __forceinline__ bool sm90_ws_has_rows(const Sm90WsDesc& d, int block_rows, int which) {
@@ -308,7 +354,9 @@ __device__ __forceinline__ void sm90_ws_store_desc(uint32_t addr, const Sm90WsDe
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 16), "r"(d.q_begin), "r"(d.q_len),
                "r"(d.ctx_len), "r"(d.n_keys)
                : "memory");
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr + 32), "r"(d.pair_keys) : "memory");
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 32), "r"(d.pair_keys), "r"(d.tile0),
+               "r"(d.tile_end), "r"(d.piece)
+               : "memory");
 }
 // The same into another CTA of the cluster, completing its phase of the slot's
 // item_full barrier (both given by cluster addresses).
@@ -316,7 +364,7 @@ __device__ __forceinline__ void sm90_ws_store_desc_remote(uint32_t addr, uint32_
   mbarrier_arrive_expect_tx_cluster(full, 48);
   st_async_v4(addr, d.item, d.seq, d.head, d.m0, full);
   st_async_v4(addr + 16, d.q_begin, d.q_len, d.ctx_len, d.n_keys, full);
-  st_async_v4(addr + 32, d.pair_keys, 0, 0, 0, full);
+  st_async_v4(addr + 32, d.pair_keys, d.tile0, d.tile_end, d.piece, full);
 }
 __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
   Sm90WsDesc d;
@@ -328,7 +376,10 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
                : "=r"(d.q_begin), "=r"(d.q_len), "=r"(d.ctx_len), "=r"(d.n_keys)
                : "r"(addr + 16)
                : "memory");
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(d.pair_keys) : "r"(addr + 32) : "memory");
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(d.pair_keys), "=r"(d.tile0), "=r"(d.tile_end), "=r"(d.piece)
+               : "r"(addr + 32)
+               : "memory");
   return d;
 }
 
@@ -365,6 +416,70 @@ __device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES,
   }
 }
 
+// The end of a piece of a split item (sm90_ws_split) in a consumer warp: its
+// partial result (o unnormalised, the rows' raw maxima mx and sums) into the
+// workspace, then an arrival for the warp's rows. The last of the item's
+// pieces to arrive merges them all in piece order, whichever arrived last,
+// into o and sum and returns true (store them); the others return false.
+// Each lane fences its own writes before the count and after reading it
+// (the pattern of a last-block reduction); the pieces are read from L2.
+template <int D, int CLUSTER>
+__device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched, const Sm90WsDesc& w,
+                                                    float (&o)[D / 2], const float (&mx)[2], float (&sum)[2],
+                                                    int ctid, float scale_log2, int bn) {
+  constexpr int kChunks = Sm90WsPartial<D>::kChunks;
+  const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
+  const int pieces = sched.split_pieces, split = w.piece / pieces, first = split * pieces;
+  const int tiles = (w.pair_keys + bn - 1) / bn;
+  auto slot = [&](int piece) {
+    return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + rank) * kChunks * 256 + ctid;
+  };
+  // A piece of an item shorter than `pieces` tiles may be empty: it never ran.
+  auto ran = [&](int part) { return tiles * part / pieces != tiles * (part + 1) / pieces; };
+  float4* mine = slot(w.piece);
+#pragma unroll
+  for (int c = 0; c < D / 8; ++c) mine[c * 256] = make_float4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+  mine[(kChunks - 1) * 256] = make_float4(mx[0], mx[1], sum[0], sum[1]);
+  __threadfence();
+  __syncwarp();
+  int* arrivals = sched.arrivals + (split * CLUSTER + rank) * 8 + ctid / 32;
+  int last = 0;
+  if (ctid % 32 == 0) last = atomicAdd(arrivals, 1) == min(pieces, tiles) - 1;
+  if (!__shfl_sync(0xffffffffu, last, 0)) return false;
+  if (ctid % 32 == 0) *arrivals = 0;  // every piece has arrived: zero for the next launch
+  __threadfence();
+  float base[2] = {-INFINITY, -INFINITY};
+  for (int part = 0; part < pieces; ++part) {
+    if (!ran(part)) continue;
+    const float4 ml = __ldcg(slot(first + part) + (kChunks - 1) * 256);
+    if (ml.z > 0.f) base[0] = fmaxf(base[0], ml.x * scale_log2);
+    if (ml.w > 0.f) base[1] = fmaxf(base[1], ml.y * scale_log2);
+  }
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  sum[0] = sum[1] = 0.f;
+  for (int part = 0; part < pieces; ++part) {
+    if (!ran(part)) continue;
+    const float4* from = slot(first + part);
+    const float4 ml = __ldcg(from + (kChunks - 1) * 256);
+    // A piece's output is relative to 2^(its maximum x scale); a row that saw
+    // no key there has a zero sum and adds nothing.
+    const float f0 = ml.z > 0.f ? exp2_approx(fmaf(ml.x, scale_log2, -base[0])) : 0.f;
+    const float f1 = ml.w > 0.f ? exp2_approx(fmaf(ml.y, scale_log2, -base[1])) : 0.f;
+    sum[0] += ml.z * f0;
+    sum[1] += ml.w * f1;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      const float4 v = __ldcg(from + c * 256);
+      o[4 * c] += v.x * f0;
+      o[4 * c + 1] += v.y * f0;
+      o[4 * c + 2] += v.z * f1;
+      o[4 * c + 3] += v.w * f1;
+    }
+  }
+  return true;
+}
+
 // The producer warpgroup over the CTA's items: the cluster's first, then
 // (with a counter) those the counter hands out. Items without query rows are
 // skipped here and never published. In a cluster of two the CTAs take the
@@ -397,11 +512,11 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
           d = other = Sm90WsDesc{sched.n_items};
           break;
         }
-        d = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which);
+        d = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which, BN);
         // Described here, next to d, the compiler reuses d's loads of the
         // sequence's lengths (after the wait below it would load them again).
-        if constexpr (CLUSTER > 1) other = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1);
-        if (sm90_ws_has_rows(d, kRows, which)) break;
+        if constexpr (CLUSTER > 1) other = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1, BN);
+        if (sm90_ws_has_rows(d, kRows, which) && d.tile_end > d.tile0) break;  // a short item's piece may be empty
       }
       mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
       sm90_ws_store_desc(st.item_slot(k), d);
@@ -425,9 +540,9 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
           tma_load_3d(st.q + panel * S::kQPanelBytes, q_map, panel * 64, d.head, d.q_begin + d.m0, st.q_full);
       }
     }
-    const int n_tiles = (d.pair_keys + BN - 1) / BN;
+    const int n_tiles = d.tile_end - d.tile0;
     sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA>(
-        st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base, rank);
+        st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base, rank, d.tile0);
     tile_base += n_tiles;
     if (scheduler) item = next;
   }
@@ -601,10 +716,13 @@ __global__ void __launch_bounds__(384, 1)
   // The current item's tiles (the CTA's tile_base, tile_base + 1, ...): its
   // own, then any the other CTA of the cluster needs beyond them; its keys
   // and its warp's first query position.
-  int n_tiles = 0, item_tiles = 0, tile_base = 0, ctx_len = 0, qpos_warp = 0;
+  // A piece of a split item starts at key tile key_tile0 (split items have no
+  // mask, so both CTAs of a cluster compute all of the piece's tiles).
+  int n_tiles = 0, item_tiles = 0, tile_base = 0, ctx_len = 0, qpos_warp = 0, key_tile0 = 0;
   auto start = [&](const Sm90WsDesc& w) {
-    n_tiles = (w.n_keys + BN - 1) / BN;
-    item_tiles = (w.pair_keys + BN - 1) / BN;
+    key_tile0 = w.tile0;
+    n_tiles = min((w.n_keys + BN - 1) / BN, w.tile_end) - w.tile0;
+    item_tiles = w.tile_end - w.tile0;
     ctx_len = w.ctx_len;
     qpos_warp = w.ctx_len - w.q_len + w.m0 + warp_row0;
   };
@@ -613,7 +731,7 @@ __global__ void __launch_bounds__(384, 1)
   // P_t V_t.
   OnlineSoftmax<BN> sm;
   auto softmax = [&](int t) {
-    const int key0 = t * BN;
+    const int key0 = (key_tile0 + t) * BN;
     if constexpr ((ABLATE & kSm90NoSoftmax) != 0) return;
     if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > qpos_warp))
       OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos_warp + lane / 4);
@@ -710,7 +828,8 @@ __global__ void __launch_bounds__(384, 1)
     issue_scores(next ? first_next : last);
     sm.rescale(o);
     issue_pv(last);
-    const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};  // the row sums are final
+    const float row_max[2] = {sm.m_run[0], sm.m_run[1]};
+    float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};  // final
     wgmma_wait<1>();
     wgmma_keep(sc);
     bool one_tile = false;
@@ -726,7 +845,12 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_keep(o);
     st.release(last, lane);
     const int done = next ? k - 1 : k;
-    store_o(item_at(done), inv);
+    const Sm90WsDesc w_done = item_at(done);
+    if (w_done.piece < 0 ||
+        sm90_ws_merge_piece<D, CLUSTER>(sched, w_done, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
+      const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
+      store_o(w_done, inv);
+    }
     sm90_ws_free_item(st, done);
     if (!next) break;
     if (one_tile) {

@@ -77,12 +77,16 @@ struct OnlineSoftmax {
     for (int i = 0; i < N; ++i) o[i] *= correction[(i % 4) / 2];
   }
 
-  // 1 / the whole row's sum (the four threads of a row combined), 0 for a row
-  // that saw no key.
-  __device__ __forceinline__ float inverse_sum(int r) const {
+  // The whole row's sum (the four threads of a row combined).
+  __device__ __forceinline__ float row_sum(int r) const {
     float l = l_run[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
+    return l;
+  }
+  // 1 / the row's sum, 0 for a row that saw no key.
+  __device__ __forceinline__ float inverse_sum(int r) const {
+    const float l = row_sum(r);
     return l > 0.f ? 1.f / l : 0.f;
   }
 };
