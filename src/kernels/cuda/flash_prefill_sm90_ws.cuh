@@ -250,8 +250,8 @@ struct Sm90WsSchedule {
   // arrivals, which it zeroes again) merges them all in piece order.
   int32_t split_items = 0;
   int32_t split_pieces = 1;
-  float* partials = nullptr;    // [piece][CLUSTER][chunk][256 consumer threads] float4 (Sm90WsPartial)
-  int32_t* arrivals = nullptr;  // [split item][CLUSTER][8 consumer warps], zero between launches
+  float* partials = nullptr;    // [piece][query block][chunk][256 consumer threads] float4 (Sm90WsPartial)
+  int32_t* arrivals = nullptr;  // [split item][query block][8 consumer warps], zero between launches
 };
 
 // A piece's partial result, per consumer thread: its D / 2 output values in
@@ -428,11 +428,13 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
                                                     float (&o)[D / 2], const float (&mx)[2], float (&sum)[2],
                                                     int ctid, float scale_log2, int bn) {
   constexpr int kChunks = Sm90WsPartial<D>::kChunks;
-  const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
+  // Which of the item's query blocks this CTA holds: in a cluster the CTAs
+  // take the two blocks in turns, so the CTA's rank does not say.
+  const int half = (w.m0 / Sm90WsShape<128, 1, D>::kBM) % CLUSTER;
   const int pieces = sched.split_pieces, split = w.piece / pieces, first = split * pieces;
   const int tiles = (w.pair_keys + bn - 1) / bn;
   auto slot = [&](int piece) {
-    return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + rank) * kChunks * 256 + ctid;
+    return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + half) * kChunks * 256 + ctid;
   };
   // A piece of an item shorter than `pieces` tiles may be empty: it never ran.
   auto ran = [&](int part) { return tiles * part / pieces != tiles * (part + 1) / pieces; };
@@ -442,7 +444,7 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
   mine[(kChunks - 1) * 256] = make_float4(mx[0], mx[1], sum[0], sum[1]);
   __threadfence();
   __syncwarp();
-  int* arrivals = sched.arrivals + (split * CLUSTER + rank) * 8 + ctid / 32;
+  int* arrivals = sched.arrivals + (split * CLUSTER + half) * 8 + ctid / 32;
   int last = 0;
   if (ctid % 32 == 0) last = atomicAdd(arrivals, 1) == min(pieces, tiles) - 1;
   if (!__shfl_sync(0xffffffffu, last, 0)) return false;
