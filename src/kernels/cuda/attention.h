@@ -48,7 +48,8 @@ struct AttentionBatchDevice {
 // j of sequence s sits at position seq_lens[s] - q_len(s) + j. scale is
 // usually 1/sqrt(head_dim). On Hopper (bf16, head dim 64 or 128) a persistent
 // warp-specialised TMA + wgmma kernel (it keeps one small scheduling counter
-// per stream for the life of the process), elsewhere a tensor-core (mma.sync)
+// per stream for the life of the process, and once a launch without a causal
+// mask has run, 68 KB per SM of partial results), elsewhere a tensor-core (mma.sync)
 // kernel, sm_80 and later. The Hopper kernel copies whole 16-slot groups of the last block, so
 // slots past a sequence's length must hold finite values (masked, but 0 * NaN
 // is NaN): zero the pool when allocating it.

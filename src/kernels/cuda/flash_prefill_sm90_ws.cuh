@@ -16,7 +16,11 @@
 // Persistent: one CTA per SM takes work items (a sequence, a head, a block of
 // 128 query rows) from a global counter until none are left, heaviest block
 // of each head first, the blocks of one head together (their K/V stay in L2),
-// as the hardware hands out the blocks of a plain grid. The producer's first
+// as the hardware hands out the blocks of a plain grid. So that a launch
+// does not end with a few CTAs busy and the rest idle, the last heads' items
+// go longest first across them under a causal mask (sm90_ws_tail_heads),
+// and without one the items of the last round run in pieces over their keys
+// that the last to finish merges (sm90_ws_split). The producer's first
 // warp describes each item once (where its rows are, how many keys it sees)
 // in a shared-memory slot and runs on into the next item's K/V while the
 // consumers finish the current one. The consumers run their steps on across
