@@ -184,15 +184,17 @@ def main():
         # items each, passing them through the shared-memory ring.
         attention_case(lib, "small prefill many items", [1, 300, 129], [1, 300, 200], 32, 8, 128, bf)
         attention_case(lib, "small prefill many items d64", [1, 300, 129], [1, 300, 200], 32, 8, 64, bf)
-        # Without a causal mask at head dim 128 the Hopper kernel runs in
-        # clusters of two CTAs sharing K/V tiles: an odd number of query blocks
-        # leaves one CTA of a cluster without rows.
-        attention_case(lib, "small prefill many items non-causal (clusters)", [1, 300, 129], [1, 300, 200], 32, 8,
-                       128, bf, causal=False)
+        attention_case(lib, "small prefill many items non-causal", [1, 300, 129], [1, 300, 200], 32, 8, 128, bf,
+                       causal=False)
+        # A context past 4096 keys runs in clusters of two at head dim 128,
+        # causal or not; a short row beside it leaves CTAs without rows.
+        attention_case(lib, "small prefill clusters", [300, 129, 1], [4500, 129, 10], 8, 2, 128, bf)
+        attention_case(lib, "small prefill clusters non-causal", [300, 129, 1], [4500, 129, 10], 8, 2, 128, bf,
+                       causal=False)
         # Without a mask the Hopper kernel splits the items left for a last
-        # round over their keys and merges the pieces: 16 heads of 1100
-        # tokens are 80 items of two query blocks for 66 clusters (14 left,
-        # two pieces each); at d 64, 32 heads x 9 blocks for 132 SMs.
+        # round over their keys and merges the pieces: 2 x 16 heads x 9 query
+        # blocks are 288 items for 132 SMs (24 left, two pieces each; the
+        # short row's 3 tiles as 1 + 2); at d 64, 32 heads.
         attention_case(lib, "small prefill non-causal, last round split", [1100, 40], [1100, 300], 16, 4, 128, bf,
                        causal=False)
         attention_case(lib, "small prefill non-causal, last round split d64", [1100, 40], [1100, 300], 32, 8, 64, bf,
@@ -204,15 +206,16 @@ def main():
         for d in (64, 128):
             for n in (1, 17, 113, 1023, 4097, 16384):
                 attention_case(lib, f"prefill L={n} bf16 d{d} gqa4 causal", [n], [n], 8, 2, d, bf)
-        # Non-causal at head dim 128: the clusters of two of the Hopper kernel.
+        # Non-causal at head dim 128 (past 4096 keys, in clusters of two).
         for n in (1, 17, 113, 1023, 4097, 16384):
             attention_case(lib, f"prefill L={n} bf16 d128 gqa4 non-causal", [n], [n], 8, 2, 128, bf, causal=False)
         attention_case(lib, "prefill mixed non-causal bf16 d128 gqa8", [1, 17, 1023, 113, 300, 129],
                        [1, 17, 1023, 113, 400, 2000], 8, 1, 128, bf, causal=False, seed=7)
-        # The last round's items split over their keys (no mask): 272 items
-        # for 66 clusters leave 8, each in 8 pieces; the last ones belong to a
-        # 300-key row of 3 tiles, so 5 of their pieces are empty. At d 64
-        # (9 heads, 132 SMs) 66 items are left, in two pieces.
+        # The last round's items split over their keys (no mask), in clusters
+        # (4097 keys): 272 items for 66 clusters leave 8, each in 8 pieces;
+        # the last ones belong to a 300-key row of 3 tiles, so 5 of their
+        # pieces are empty. At d 64 (9 heads, 132 SMs) 66 items are left, in
+        # two pieces.
         attention_case(lib, "prefill non-causal, last round split, pieces of a short row empty", [4097, 200],
                        [4097, 300], 8, 2, 128, bf, causal=False, seed=11)
         attention_case(lib, "prefill non-causal, last round split d64", [4097, 200], [4097, 300], 9, 3, 64, bf,

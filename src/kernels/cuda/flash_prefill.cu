@@ -43,6 +43,7 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
 // measured no better than 3 (lab prefill64 v2-v4).
 constexpr int kSm90BN = 128;
 constexpr int kSm90Stages = 3;
+constexpr int kSm90ClusterKeys = 4096;  // clusters of two above this context (launch_sm90)
 
 // The persistent kernel's counter for launches on `stream` (two ints, zero
 // between launches; launches on one stream run in order, so one per stream
@@ -106,16 +107,16 @@ int sm_count() {
 }
 
 // At head dim 128 each item's Q is copied into shared memory by the
-// producer (QTMA), and a batch with a query longer than one block runs in
-// clusters of two CTAs sharing each K/V tile (multicast), causal or not:
-// +3-4% under a causal mask and +1-3% without one against one CTA per item
-// with Q loaded by the consumers (lab v46 against v40/v42). A batch of
-// single blocks (decode steps under --deterministic, short chunks) would
-// leave the second CTA of each cluster without rows, so it runs one CTA per
-// item; a query block's output is the same bits either way (lab
-// prefill-same), so a request's result does not depend on its batch. At head
-// dim 64 both lost (clusters 7-12%, the Q copy 1-2%: lab d64 v8, v9;
-// dev/cuda/NOTES.md).
+// producer (QTMA). Clusters of two CTAs sharing each K/V tile (multicast)
+// pay only for long items: once the launch's end was fixed (v51, v53), one
+// CTA per item ran 11-27% faster at 512-1k tokens, 2-13% at 2k, level to 7%
+// faster at 4k, while clusters stayed 1-3% ahead at 8k-16k (lab v53 against
+// v54). So a batch runs in clusters when its longest context exceeds
+// kSm90ClusterKeys and some query is longer than one block (a batch of single
+// blocks would leave each cluster's second CTA without rows). A query
+// block's output is the same bits either way (lab prefill-same), so a
+// request's result does not depend on its batch. At head dim 64 both lost
+// (clusters 7-12%, the Q copy 1-2%: lab d64 v8, v9; dev/cuda/NOTES.md).
 template <int D, int CLUSTER, bool QTMA>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
@@ -203,7 +204,7 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
                        static_cast<long long>(batch.q_rows));
   if (use_sm90(cache)) {
     if (cache.head_dim == 64) return launch_sm90<64, 1, false>(cache, batch, q, n_heads, scale, causal, out, stream);
-    return batch.max_query_len > Sm90WsShape<kSm90BN, kSm90Stages, 128>::kBM
+    return batch.max_query_len > Sm90WsShape<kSm90BN, kSm90Stages, 128>::kBM && batch.max_seq_len > kSm90ClusterKeys
                ? launch_sm90<128, 2, true>(cache, batch, q, n_heads, scale, causal, out, stream)
                : launch_sm90<128, 1, true>(cache, batch, q, n_heads, scale, causal, out, stream);
   }
