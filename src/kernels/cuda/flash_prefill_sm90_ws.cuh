@@ -46,12 +46,12 @@
 // zeroes it at allocation and only ever writes finite K/V).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/flash_prefill_kernel.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/online_softmax.cuh"
+#include "kernels/cuda/prefill_schedule.h"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
@@ -235,72 +235,6 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
   }
 }
 
-// The work items of a launch and the counter that hands them out. An item is
-// CLUSTER consecutive query blocks of one (sequence, head), one per CTA of a
-// cluster, which share its K/V tiles.
-struct Sm90WsSchedule {
-  int32_t n_mblocks;  // blocks of 128 query rows per (sequence, head): the longest query's
-  int32_t n_items;    // sequences x heads x ceil(n_mblocks / CLUSTER)
-  // [2]: items handed out after each cluster's first, clusters done; zero
-  // between launches. Null: a plain grid, one item per cluster.
-  int32_t* counter;
-  // The last tail_heads (sequence, head)s hand out their items longest
-  // first across all of them (sm90_ws_tail_heads); 0: none.
-  int32_t tail_heads = 0;
-  // The last split_items items run as split_pieces pieces each, over
-  // consecutive stretches of their key tiles (sm90_ws_split); n_items counts
-  // the pieces. Each piece leaves its unnormalised output, row maxima and
-  // sums in partials; the last piece of a warp's rows to arrive (counted in
-  // arrivals, which it zeroes again) merges them all in piece order.
-  int32_t split_items = 0;
-  int32_t split_pieces = 1;
-  float* partials = nullptr;    // [piece][query block][chunk][256 consumer threads] float4 (Sm90WsPartial)
-  int32_t* arrivals = nullptr;  // [split item][query block][8 consumer warps], zero between launches
-};
-
-// A piece's partial result, per consumer thread: its D / 2 output values in
-// D / 8 float4s, then its two rows' raw maxima and sums in one more.
-template <int D>
-struct Sm90WsPartial {
-  static constexpr int kChunks = D / 8 + 1;
-  static constexpr size_t kBytesPerCta = size_t{kChunks} * 256 * 16;
-};
-
-// Under a causal mask a head's items shrink from its last query block to its
-// first, so handing out one head after another ends a launch with some
-// clusters still on long items from the last heads while the rest have
-// nothing left: modelled, 3% of the time at 1k-8k tokens and 13% for one
-// 4k sequence. Ordering the last heads' items longest first across them
-// (the longest-processing-time rule) leaves short items for the end; four
-// items per cluster in that stretch bring the modelled loss under 1% at
-// those shapes (1.7% for one 4k sequence) while the stretch's K/V stays
-// within L2. Without a mask every item is as long: nothing to reorder.
-inline int32_t sm90_ws_tail_heads(int64_t n_seq_heads, int per_head, int clusters, bool causal) {
-  if (!causal || per_head <= 1) return 0;
-  return static_cast<int32_t>(std::min<int64_t>(n_seq_heads, (4 * int64_t{clusters} + per_head - 1) / per_head));
-}
-
-// Without a mask every item is as long, so n_items % clusters of them are left
-// for a last round that the other clusters sit out: 3% of the time when
-// 4096 items meet 132 SMs (31 rounds and 4 items). Split into pieces over
-// stretches of their keys, those items end with the rest, for the cost of
-// writing and merging partial outputs. Pieces of at least four tiles, at most
-// one per cluster, and at most 16 of an item (the last to finish reads all
-// of them: about half a microsecond each). Sets split_items and split_pieces
-// (none without a workspace) and returns the indices to hand out.
-inline int64_t sm90_ws_split(Sm90WsSchedule& sched, int64_t n_items, int clusters, int max_tiles, bool causal) {
-  sched.split_items = 0;
-  sched.split_pieces = 1;
-  if (causal || sched.partials == nullptr || sched.arrivals == nullptr || clusters <= 0) return n_items;
-  const int64_t left = n_items % clusters;
-  if (left == 0 || n_items < clusters) return n_items;
-  const int64_t pieces = std::min<int64_t>({clusters / left, max_tiles / 4, 16});
-  if (pieces < 2) return n_items;
-  sched.split_items = static_cast<int32_t>(left);
-  sched.split_pieces = static_cast<int32_t>(pieces);
-  return n_items - left + left * pieces;
-}
-
 // A work item as one CTA sees it, published by the scheduling thread so that
 // no other warp reads the sequence's lengths from global memory (in the
 // consumers that would stall a step). item >= n_items: none is left. n_keys:
@@ -313,27 +247,15 @@ struct Sm90WsDesc {
   int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys, pair_keys, tile0, tile_end, piece;
 };
 
-// Item i: the items of one (sequence, head) are consecutive, the one with the
-// last query blocks (the most keys under a causal mask) first; in the last
-// sched.tail_heads (sequence, head)s, rank r (the r-th block from the end) of
-// each in turn, then rank r + 1. This CTA takes the item's query block
-// `which`.
+// Index i (sm90_ws_slot) as this CTA sees it: it takes the item's query
+// block `which`.
 __device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedule& sched, const PrefillParams& p,
                                                        int block_rows, int cluster = 1, int which = 0, int bn = 128) {
-  const int split_from = sched.n_items - sched.split_items * sched.split_pieces;
-  const int piece = i >= split_from ? i - split_from : -1;
-  const int item = piece >= 0 ? split_from + piece / sched.split_pieces : i;
+  const Sm90WsSlot slot = sm90_ws_slot(i, sched, cluster);
   const int per_head = (sched.n_mblocks + cluster - 1) / cluster;
-  const int n_seq_heads = (split_from + sched.split_items) / per_head;
-  const int head_items = (n_seq_heads - sched.tail_heads) * per_head;
-  int seq_head = item / per_head, rank = item % per_head;
-  if (item >= head_items) {
-    const int j = item - head_items;
-    seq_head = n_seq_heads - sched.tail_heads + j % sched.tail_heads;
-    rank = j / sched.tail_heads;
-  }
+  const int seq_head = slot.seq_head;
   const int seq = seq_head / p.n_heads;
-  const int first_block = (per_head - 1 - rank) * cluster;
+  const int first_block = (per_head - 1 - slot.rank) * cluster;
   const int m0 = (first_block + which) * block_rows;
   const int q_begin = p.query_start[seq];
   const int q_len = p.query_start[seq + 1] - q_begin;
@@ -342,9 +264,18 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedu
   const int last_block = min(first_block + cluster - 1, max(q_len - 1, 0) / block_rows);
   const int pair_keys = keys(last_block * block_rows);
   const int tiles = (pair_keys + bn - 1) / bn;
-  const int part = piece >= 0 ? piece % sched.split_pieces : 0, parts = piece >= 0 ? sched.split_pieces : 1;
-  return {i,     seq,       seq_head % p.n_heads, m0, q_begin, q_len, ctx_len, m0 < q_len ? keys(m0) : pair_keys,
-          pair_keys, tiles * part / parts, tiles * (part + 1) / parts, piece};
+  return {i,
+          seq,
+          seq_head % p.n_heads,
+          m0,
+          q_begin,
+          q_len,
+          ctx_len,
+          m0 < q_len ? keys(m0) : pair_keys,
+          pair_keys,
+          sm90_ws_part_first(tiles, slot.part, slot.parts),
+          sm90_ws_part_end(tiles, slot.part, slot.parts),
+          slot.piece};
 }
 // Whether the item has any query row: its first block starts inside the query.
 __device__ __forceinline__ bool sm90_ws_has_rows(const Sm90WsDesc& d, int block_rows, int which) {
@@ -441,7 +372,7 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
     return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + half) * kChunks * 256 + ctid;
   };
   // A piece of an item shorter than `pieces` tiles may be empty: it never ran.
-  auto ran = [&](int part) { return tiles * part / pieces != tiles * (part + 1) / pieces; };
+  auto ran = [&](int part) { return sm90_ws_part_first(tiles, part, pieces) != sm90_ws_part_end(tiles, part, pieces); };
   float4* mine = slot(w.piece);
 #pragma unroll
   for (int c = 0; c < D / 8; ++c) mine[c * 256] = make_float4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
