@@ -45,58 +45,56 @@ constexpr int kSm90BN = 128;
 constexpr int kSm90Stages = 3;
 constexpr int kSm90ClusterKeys = 4096;  // clusters of two above this context (launch_sm90)
 
-// The persistent kernel's counter for launches on `stream` (two ints, zero
-// between launches; launches on one stream run in order, so one per stream
-// suffices). None while the stream is being captured into a graph before its
-// first plain launch, since allocating is not allowed then: that launch runs
-// one CTA per item. Lives as long as the process.
-int32_t* schedule_counter(cudaStream_t stream) {
+// Device memory kept for launches on `stream` (launches on one stream run in
+// order, so one set per stream suffices), made by `make` on the first launch
+// and living as long as the process. None (T{}) while the stream is being
+// captured into a graph before its first plain launch, since allocating is
+// not allowed then.
+template <typename T, typename Make>
+T per_stream(cudaStream_t stream, Make make) {
   static std::mutex mutex;
-  static std::map<std::pair<int, cudaStream_t>, int32_t*> counters;
+  static std::map<std::pair<int, cudaStream_t>, T> made;
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cudaGetDevice");
   const std::lock_guard lock(mutex);
-  const auto found = counters.find({device, stream});
-  if (found != counters.end()) return found->second;
+  const auto found = made.find({device, stream});
+  if (found != made.end()) return found->second;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone) return nullptr;
-  int32_t* counter = nullptr;
-  check_cuda(cudaMalloc(&counter, 2 * sizeof(int32_t)), "flash_attention_prefill: scheduler counter");
-  check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int32_t), stream), "flash_attention_prefill: scheduler counter");
-  counters[{device, stream}] = counter;
-  return counter;
+  if (capture != cudaStreamCaptureStatusNone) return T{};
+  return made[{device, stream}] = make();
 }
 
-// Where the pieces of split items (sm90_ws_split) leave their partial results
-// on `stream`: a slot per SM (pieces x CTAs per piece never exceed the SMs)
-// and an arrival count per split item, CTA and consumer warp, zero between
-// launches. Allocated by the first launch without a causal mask, which the
-// engine never makes (a model's attention is causal), so an engine holds
-// none; none while the stream is being captured (that launch splits
-// nothing). Lives as long as the process: 68 KB per SM (9.2 MB on 132).
+// The persistent kernel's counter (two ints, zero between launches). Without
+// one, a launch runs one CTA per item.
+int32_t* schedule_counter(cudaStream_t stream) {
+  return per_stream<int32_t*>(stream, [stream] {
+    int32_t* counter = nullptr;
+    check_cuda(cudaMalloc(&counter, 2 * sizeof(int32_t)), "flash_attention_prefill: scheduler counter");
+    check_cuda(cudaMemsetAsync(counter, 0, 2 * sizeof(int32_t), stream), "flash_attention_prefill: scheduler counter");
+    return counter;
+  });
+}
+
+// Where the pieces of split items (sm90_ws_split) leave their partial results:
+// a slot per SM (pieces x CTAs per piece never exceed the SMs) and an arrival
+// count per split item, CTA and consumer warp, zero between launches.
+// Allocated by the first launch without a causal mask, which the engine
+// never makes (a model's attention is causal), so an engine holds none;
+// without it a launch splits nothing. 68 KB per SM (9.2 MB on 132).
 struct SplitWorkspace {
   float* partials = nullptr;
   int32_t* arrivals = nullptr;
 };
 SplitWorkspace split_workspace(cudaStream_t stream, int sms) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, cudaStream_t>, SplitWorkspace> workspaces;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  const std::lock_guard lock(mutex);
-  const auto found = workspaces.find({device, stream});
-  if (found != workspaces.end()) return found->second;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone) return {};
-  SplitWorkspace w;
-  const size_t arrivals = size_t{static_cast<size_t>(sms)} * 8 * sizeof(int32_t);
-  check_cuda(cudaMalloc(&w.partials, sms * Sm90WsPartial<128>::kBytesPerCta), "flash_attention_prefill: partials");
-  check_cuda(cudaMalloc(&w.arrivals, arrivals), "flash_attention_prefill: arrival counts");
-  check_cuda(cudaMemsetAsync(w.arrivals, 0, arrivals, stream), "flash_attention_prefill: arrival counts");
-  workspaces[{device, stream}] = w;
-  return w;
+  return per_stream<SplitWorkspace>(stream, [stream, sms] {
+    SplitWorkspace w;
+    const size_t arrivals = static_cast<size_t>(sms) * 8 * sizeof(int32_t);
+    check_cuda(cudaMalloc(&w.partials, sms * Sm90WsPartial<128>::kBytesPerCta), "flash_attention_prefill: partials");
+    check_cuda(cudaMalloc(&w.arrivals, arrivals), "flash_attention_prefill: arrival counts");
+    check_cuda(cudaMemsetAsync(w.arrivals, 0, arrivals, stream), "flash_attention_prefill: arrival counts");
+    return w;
+  });
 }
 
 int sm_count() {
