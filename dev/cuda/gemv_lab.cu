@@ -8,6 +8,12 @@
 // kernel between products as in the engine's chain.
 //
 //   gemv_lab [VERSION]     without VERSION every version runs
+//   gemv_lab --rows [N ...] the products of a decode step with N rows (2 to
+//                           64; default 2 4 8 16 32 64): cuBLASLt against
+//                           the few-row tensor-core kernel
+//                           (src/kernels/cuda/gemm_rows_kernel.cuh) and its
+//                           variants, each checked against float64 and for
+//                           a row's bits not depending on N
 // NOTES.md beside this file records each version's prediction and outcome.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,6 +30,7 @@
 #include "lab_common.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_rows_kernel.cuh"
 #include "variants/gemv_bulk.cuh"
 
 using namespace exactly::kernels::cuda;
@@ -113,8 +120,8 @@ std::vector<Version> versions() {
 
 struct Buffers {
   std::vector<bf16*> weights[5];  // per shape, per layer (the head: one)
-  bf16* x = nullptr;              // 2 rows of up to 14336
-  float* out_f32 = nullptr;       // 2 rows of up to 128256
+  bf16* x = nullptr;              // 64 rows of up to 14336
+  float* out_f32 = nullptr;       // 64 rows of up to 128256
   bf16* out_bf16 = nullptr;
   float* spacer = nullptr;
 };
@@ -133,12 +140,12 @@ std::vector<float> read_out(Buffers& b, const Shape& s, int n) {
   return host;
 }
 
-void reset_out(Buffers& b) {
+void reset_out(Buffers& b, int rows = 2) {
   // A fixed non-zero start, so accumulating products are checked too.
-  std::vector<float> start(2 * 128256);
+  std::vector<float> start(size_t(rows) * 128256);
   for (size_t i = 0; i < start.size(); ++i) start[i] = 0.001f * static_cast<float>(i % 97);
   CK(cudaMemcpy(b.out_f32, start.data(), start.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMemset(b.out_bf16, 0xff, 2 * 128256 * 2));  // NaN: every output must be written
+  CK(cudaMemset(b.out_bf16, 0xff, size_t(rows) * 128256 * 2));  // NaN: every output must be written
 }
 
 // Every version against the production kernel, bit for bit, and the
@@ -195,10 +202,151 @@ bool validate(const std::vector<Version>& vs, Buffers& b) {
 }
 
 
+// ---- products with 2 to 64 rows ----
+
+using RowsFn = std::function<void(const void* x, const void* w, void* out, int n, const Shape&, cudaStream_t)>;
+struct RowsVersion {
+  std::string name;
+  RowsFn launch;
+};
+
+template <int MT, int NT, int WARPS, int U>
+void launch_rows(const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t stream) {
+  using S = GemmRowsShape<MT, NT, WARPS, U>;
+  auto kernel = gemm_rows_kernel<MT, NT, WARPS, U>;
+  static bool configured = false;
+  if (!configured) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSharedBytes));
+    configured = true;
+  }
+  launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(unsigned((s.m + S::kRows - 1) / S::kRows)),
+                   dim3(S::kThreads), S::kSharedBytes, stream, static_cast<const bf16*>(x),
+                   static_cast<const bf16*>(w), out, n, s.m, s.k, s.f32, s.accumulate);
+}
+
+template <int MT, int WARPS, int U>
+RowsVersion rows_version(const char* name) {
+  return {name, [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+            if (n <= 8) return launch_rows<MT, 1, WARPS, U>(x, w, out, n, s, st);
+            if (n <= 16) return launch_rows<MT, 2, WARPS, U>(x, w, out, n, s, st);
+            if (n <= 32) return launch_rows<MT, 4, WARPS, U>(x, w, out, n, s, st);
+            return launch_rows<MT, 8, WARPS, U>(x, w, out, n, s, st);
+          }};
+}
+
+std::vector<RowsVersion> rows_versions() {
+  static Gemm cublaslt(false, 0, 0);
+  static Gemm production;
+  std::vector<RowsVersion> v;
+  v.push_back({"r0 cuBLASLt (the engine before)",
+               [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+                 cublaslt.run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
+               }});
+  v.push_back({"r1 production Gemm (few-row kernel: 32 rows/block, 8 warps, 4 chunks in flight)",
+               [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+                 production.run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
+               }});
+  v.push_back(rows_version<1, 8, 4>("r2 16 rows/block, 8 warps, 4 in flight"));
+  v.push_back(rows_version<2, 8, 2>("r3 32 rows/block, 8 warps, 2 in flight"));
+  v.push_back(rows_version<2, 4, 4>("r4 32 rows/block, 4 warps, 4 in flight"));
+  v.push_back(rows_version<4, 8, 2>("r5 64 rows/block, 8 warps, 2 in flight"));
+  v.push_back(rows_version<2, 16, 2>("r6 32 rows/block, 16 warps, 2 in flight"));
+  return v;
+}
+
+// Each version against float64 on 64 weight rows of every shape at 2 and at
+// its largest row count, and row 0's bits the same at every row count.
+bool validate_rows(const std::vector<RowsVersion>& vs, Buffers& b, int max_n) {
+  bool ok = true;
+  for (const Shape& s : kShapes) {
+    const void* w = b.weights[&s - kShapes][0];
+    std::vector<bf16> hw(size_t(64 * s.k)), hx(size_t(max_n * s.k));
+    CK(cudaMemcpy(hw.data(), w, hw.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hx.data(), b.x, hx.size() * 2, cudaMemcpyDeviceToHost));
+    for (size_t vi = 0; vi < vs.size(); ++vi) {
+      double worst = 0;
+      std::vector<float> row0;
+      bool same = true;
+      // The production Gemm sends one row to the streaming kernel.
+      for (int n : {vi < 2 ? 2 : 1, 2, max_n}) {
+        reset_out(b, max_n);
+        vs[vi].launch(b.x, w, out_for(b, s), n, s, nullptr);
+        CK(cudaDeviceSynchronize());
+        const auto got = read_out(b, s, n);
+        if (row0.empty()) row0.assign(got.begin(), got.begin() + s.m);
+        same = same && std::memcmp(row0.data(), got.data(), size_t(s.m) * 4) == 0;
+        for (int t = 0; t < n; ++t)
+          for (int r = 0; r < 64; ++r) {
+            double ref = s.accumulate ? 0.001 * ((t * s.m + r) % 97) : 0.0, mag = 0;
+            for (int64_t j = 0; j < s.k; ++j) {
+              const double p = double(__bfloat162float(hw[r * s.k + j])) * __bfloat162float(hx[t * s.k + j]);
+              ref += p;
+              mag += std::fabs(p);
+            }
+            const double err = std::fabs(got[size_t(t * s.m + r)] - ref);
+            const double tol = (s.f32 ? (s.k / 8 + 3) * 0x1p-24 : 8e-3) * (mag + std::fabs(ref));
+            worst = std::max(worst, err / (mag + 1e-30));
+            if (!(err <= tol)) ok = false;
+          }
+      }
+      // cuBLASLt promises no batch invariance; the few-row kernel does.
+      if (vi > 0 && !same) ok = false;
+      std::printf("validated %-20s %-4s worst error %.2e of the absolute sum, row 0 %s across 1/2/%d rows\n", s.name,
+                  vs[vi].name.substr(0, 2).c_str(), worst, same ? "identical" : "DIFFERS", max_n);
+    }
+  }
+  return ok;
+}
+
+int rows_main(const std::vector<int>& row_counts, Buffers& b, double total_bytes) {
+  auto all = rows_versions();
+  const int max_n = *std::max_element(row_counts.begin(), row_counts.end());
+  const bool ok = validate_rows(all, b, max_n);
+  std::printf(ok ? "all versions within float64 bounds, few-row kernels batch-invariant\n" : "VALIDATION FAILED\n");
+  for (int n : row_counts) {
+    std::printf("\n%d rows: %-72s %9s %9s %9s %9s %9s | %9s %9s\n", n, "version (us per product, GB/s)", "qkv", "o",
+                "gate/up", "down", "head", "chain ms", "+spacers");
+    for (const RowsVersion& v : all) {
+      // Plans and shared-memory limits set up before capture.
+      for (int si = 0; si < 5; ++si) v.launch(b.x, b.weights[si][0], out_for(b, kShapes[si]), n, kShapes[si], nullptr);
+      CK(cudaDeviceSynchronize());
+      std::printf("%-80s", v.name.c_str());
+      for (int si = 0; si < 5; ++si) {
+        const Shape& s = kShapes[si];
+        const int reps = si == 4 ? 8 : kLayers;
+        const float ms = time_graph([&](cudaStream_t st) {
+          for (int l = 0; l < reps; ++l) v.launch(b.x, b.weights[si][l % b.weights[si].size()], out_for(b, s), n, s, st);
+        });
+        const double us = 1000.0 * ms / reps;
+        std::printf(" %5.1f(%4.0f)", us, double(s.m * s.k * 2) / us / 1e3);
+        std::fflush(stdout);
+      }
+      for (bool spacers : {false, true}) {
+        const float ms = time_graph([&](cudaStream_t st) {
+          for (int l = 0; l < kLayers; ++l)
+            for (int si = 0; si < 4; ++si) {
+              if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
+              v.launch(b.x, b.weights[si][l], out_for(b, kShapes[si]), n, kShapes[si], st);
+            }
+          if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
+          v.launch(b.x, b.weights[4][0], out_for(b, kShapes[4]), n, kShapes[4], st);
+        });
+        std::printf(" %9.3f", ms);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nchain: 32 layers x (qkv, o, gate/up, down) + head = %.2f GB; at 4.22 TB/s %.3f ms\n",
+              total_bytes / 1e9, total_bytes / 4.22e12 * 1e3);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int only = argc > 1 ? std::atoi(argv[1]) : 0;
+  const bool rows_mode = argc > 1 && std::strcmp(argv[1], "--rows") == 0;
+  const int only = argc > 1 && !rows_mode ? std::atoi(argv[1]) : 0;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
@@ -218,13 +366,20 @@ int main(int argc, char** argv) {
       total_bytes += double(s.m * s.k * 2);
     }
   }
-  CK(cudaMalloc(&b.x, 2 * 14336 * 2));
-  fill_kernel<<<64, 256>>>(b.x, 2 * 14336, 7u, 1.0f);
-  CK(cudaMalloc(&b.out_f32, 2 * 128256 * 4));
-  CK(cudaMalloc(&b.out_bf16, 2 * 128256 * 2));
+  CK(cudaMalloc(&b.x, 64 * 14336 * 2));
+  fill_kernel<<<64, 256>>>(b.x, 64 * 14336, 7u, 1.0f);
+  CK(cudaMalloc(&b.out_f32, 64 * 128256 * 4));
+  CK(cudaMalloc(&b.out_bf16, 64 * 128256 * 2));
   CK(cudaMalloc(&b.spacer, 1024 * 4));
   CK(cudaMemset(b.spacer, 0, 1024 * 4));
   CK(cudaDeviceSynchronize());
+
+  if (rows_mode) {
+    std::vector<int> counts;
+    for (int i = 2; i < argc; ++i) counts.push_back(std::min(64, std::max(2, std::atoi(argv[i]))));
+    if (counts.empty()) counts = {2, 4, 8, 16, 32, 64};
+    return rows_main(counts, b, total_bytes);
+  }
 
   auto all = versions();
   const bool ok = validate(all, b);
