@@ -10,10 +10,9 @@
 //   gemv_lab [VERSION]     without VERSION every version runs
 //   gemv_lab --rows [N ...] the products of a decode step with N rows (2 to
 //                           64; default 2 4 8 16 32 64): cuBLASLt against
-//                           the few-row tensor-core kernel
-//                           (src/kernels/cuda/gemm_rows_kernel.cuh) and its
-//                           variants, each checked against float64 and for
-//                           a row's bits not depending on N
+//                           few-row tensor-core kernels
+//                           (variants/gemm_rows.cuh), each checked against
+//                           float64 and for a row's bits not depending on N
 // NOTES.md beside this file records each version's prediction and outcome.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -30,7 +29,7 @@
 #include "lab_common.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/gemm_rows_kernel.cuh"
+#include "variants/gemm_rows.cuh"
 #include "variants/gemv_bulk.cuh"
 
 using namespace exactly::kernels::cuda;
@@ -212,8 +211,8 @@ struct RowsVersion {
 
 template <int MT, int NT, int WARPS, int U>
 void launch_rows(const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t stream) {
-  using S = GemmRowsShape<MT, NT, WARPS, U>;
-  auto kernel = gemm_rows_kernel<MT, NT, WARPS, U>;
+  using S = lab::GemmRowsShape<MT, NT, WARPS, U>;
+  auto kernel = lab::gemm_rows_kernel<MT, NT, WARPS, U>;
   static bool configured = false;
   if (!configured) {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSharedBytes));
@@ -235,17 +234,13 @@ RowsVersion rows_version(const char* name) {
 }
 
 std::vector<RowsVersion> rows_versions() {
-  static Gemm cublaslt(false, 0, 0);
-  static Gemm production;
+  static Gemm cublaslt(false, 0);
   std::vector<RowsVersion> v;
-  v.push_back({"r0 cuBLASLt (the engine before)",
+  v.push_back({"r0 cuBLASLt (production)",
                [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
                  cublaslt.run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
                }});
-  v.push_back({"r1 production Gemm (few-row kernel: 32 rows/block, 8 warps, 4 chunks in flight)",
-               [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
-                 production.run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
-               }});
+  v.push_back(rows_version<2, 8, 4>("r1 32 rows/block, 8 warps, 4 chunks in flight"));
   v.push_back(rows_version<1, 8, 4>("r2 16 rows/block, 8 warps, 4 in flight"));
   v.push_back(rows_version<2, 8, 2>("r3 32 rows/block, 8 warps, 2 in flight"));
   v.push_back(rows_version<2, 4, 4>("r4 32 rows/block, 4 warps, 4 in flight"));
@@ -267,8 +262,7 @@ bool validate_rows(const std::vector<RowsVersion>& vs, Buffers& b, int max_n) {
       double worst = 0;
       std::vector<float> row0;
       bool same = true;
-      // The production Gemm sends one row to the streaming kernel.
-      for (int n : {vi < 2 ? 2 : 1, 2, max_n}) {
+      for (int n : {1, 2, max_n}) {
         reset_out(b, max_n);
         vs[vi].launch(b.x, w, out_for(b, s), n, s, nullptr);
         CK(cudaDeviceSynchronize());
@@ -289,7 +283,7 @@ bool validate_rows(const std::vector<RowsVersion>& vs, Buffers& b, int max_n) {
             if (!(err <= tol)) ok = false;
           }
       }
-      // cuBLASLt promises no batch invariance; the few-row kernel does.
+      // cuBLASLt promises no batch invariance; the few-row kernels do.
       if (vi > 0 && !same) ok = false;
       std::printf("validated %-20s %-4s worst error %.2e of the absolute sum, row 0 %s across 1/2/%d rows\n", s.name,
                   vs[vi].name.substr(0, 2).c_str(), worst, same ? "identical" : "DIFFERS", max_n);

@@ -2,8 +2,7 @@
 scripts/gpu-check), against float64 references computed by PyTorch:
 
 - products (the few-row streaming kernel, cuBLASLt, cuBLASLt in deterministic
-  mode, the few-row tensor-core kernel; bf16 and fp32 outputs, fp32
-  accumulated into the output): bf16
+  mode; bf16 and fp32 outputs, fp32 accumulated into the output): bf16
   outputs' max error at most twice PyTorch's own bf16 product's against the
   same reference (plus 2^-20 of the output's scale); fp32 outputs within the
   CPU kernels' bound for fp32 accumulation, (k/8 + 3) 2^-24 sum|x w| per
@@ -11,8 +10,7 @@ scripts/gpu-check), against float64 references computed by PyTorch:
   fp32 sum: cuBLASLt's error is 10-20x PyTorch's fp32 product, which runs
   without tensor cores); and batch invariance where it is promised — a
   row's bits equal with 1 or 8 rows on the streaming path, with 1, 8, 64 or
-  256 rows on the deterministic path, with 1 to 64 rows on the tensor-core
-  path;
+  256 rows on the deterministic path;
 - RMSNorm (also through a row gather), SwiGLU: within one bf16 rounding of
   the float64 value (2^-8 relative) plus the fp32 arithmetic's share;
 - RoPE + KV store in both layouts (adjacent pairs, half split), with and
@@ -71,15 +69,14 @@ def gemm(lib, x, w, out, accumulate=False, path=0):
 def check_gemm(lib):
     torch.backends.cuda.matmul.allow_tf32 = False
     shapes = [(1, 4096, 4096), (3, 1000, 576), (8, 6144, 4096), (9, 512, 1536), (32, 4096, 14336),
-              (128, 1024, 4096), (5, 49152, 576), (17, 1000, 576), (64, 6144, 4096), (40, 960, 96),
-              (2, 4096, 14336), (33, 100, 200)]
+              (128, 1024, 4096), (5, 49152, 576)]
     for n, m, k in shapes:
         x = torch.randn(n, k, device="cuda").bfloat16()
         w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
         ref = x.double() @ w.double().T
         scale = ref.abs().max().item()
         torch_err = (torch.matmul(x, w.T).double() - ref).abs().max().item()
-        for path in (0, 1, 2, 3):
+        for path in (0, 1, 2):
             out = torch.full((n, m), float("nan"), device="cuda", dtype=torch.bfloat16)
             gemm(lib, x, w, out, path=path)
             err = (out.double() - ref).abs().max().item()
@@ -101,7 +98,7 @@ def check_gemm_invariance(lib):
     m, k = 2048, 4096
     w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
     x = torch.randn(256, k, device="cuda").bfloat16()
-    for path, sizes in ((0, (1, 3, 8)), (2, (1, 8, 64, 256)), (3, (1, 2, 7, 8, 9, 16, 17, 31, 33, 64))):
+    for path, sizes in ((0, (1, 3, 8)), (2, (1, 8, 64, 256))):
         outs = {}
         for n in sizes:
             out = torch.empty(n, m, device="cuda", dtype=torch.float32)

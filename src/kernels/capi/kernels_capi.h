@@ -46,8 +46,7 @@ int exactly_cuda_copy_blocks(void* const* layer_k, void* const* layer_v, int n_l
    gemm: out[n, m] = x[n, k] . w[m, k]^T (+ out when accumulate); x, w bf16;
    out_f32: 0 bf16 out, 1 fp32 out. path: 0 the streaming kernel up to 8 rows
    and cuBLASLt beyond, 1 cuBLASLt only, 2 cuBLASLt only with the
-   deterministic algorithm, 3 the few-row tensor-core kernel up to 64 rows
-   and cuBLASLt beyond. */
+   deterministic algorithm. */
 int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
                       int accumulate, int path, void* stream);
 /* The streaming few-row kernel alone (n <= 8). */

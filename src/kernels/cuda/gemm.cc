@@ -37,16 +37,13 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(bool deterministic, int gemv_max_rows, int rows_max_rows, size_t workspace_bytes)
+Gemm::Gemm(bool deterministic, int gemv_max_rows, size_t workspace_bytes)
     : deterministic_(deterministic), gemv_max_rows_(deterministic ? 0 : gemv_max_rows),
-      rows_max_rows_(deterministic ? 0 : rows_max_rows), workspace_bytes_(workspace_bytes) {
+      workspace_bytes_(workspace_bytes) {
   // EXACTLY_CUDA_GEMV_ROWS=N overrides where the streaming kernel takes over
   // (0: cuBLASLt only), to compare the paths in place.
   if (const char* e = std::getenv("EXACTLY_CUDA_GEMV_ROWS"); e != nullptr && !deterministic)
     gemv_max_rows_ = std::min(std::atoi(e), kGemvMaxRows);
-  // EXACTLY_CUDA_GEMM_ROWS=N: the same for the few-row tensor-core path.
-  if (const char* e = std::getenv("EXACTLY_CUDA_GEMM_ROWS"); e != nullptr && !deterministic)
-    rows_max_rows_ = std::min(std::atoi(e), kGemmRowsMaxRows);
   cublasLtHandle_t h = nullptr;
   check_lt(cublasLtCreate(&h), "create");
   handle_ = h;
@@ -131,8 +128,6 @@ void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, in
   if (n == 0) return;
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm: accumulating needs an fp32 output");
   if (n <= gemv_max_rows_ && gemv_applies(n, k, x, w)) return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
-  if (n <= rows_max_rows_ && gemm_rows_applies(n, k, x, w))
-    return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
   const Plan& plan = plan_for(n, m, k, out_type, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, out,

@@ -28,22 +28,10 @@ bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w);
 void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
                bool accumulate, cudaStream_t stream);
 
-// The few-row path on the tensor cores (decode of 2 to 64 sequences): each
-// weight streamed once, the launch overlapping its predecessor's tail; a
-// row's bits do not depend on how many rows the call has. Gemm sends products
-// of more than `gemv_max_rows` and at most `rows_max_rows` rows to it (never
-// in deterministic mode); kGemmRowsDefaultRows is where it beats cuBLASLt on
-// the H200 (BENCHMARKS.md).
-inline constexpr int kGemmRowsMaxRows = 64;
-inline constexpr int kGemmRowsDefaultRows = 64;
-bool gemm_rows_applies(int64_t n, int64_t k, const void* x, const void* w);
-void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream);
-
 class Gemm {
  public:
   explicit Gemm(bool deterministic = false, int gemv_max_rows = kGemvDefaultRows,
-                int rows_max_rows = kGemmRowsDefaultRows, size_t workspace_bytes = size_t{32} << 20);
+                size_t workspace_bytes = size_t{32} << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
@@ -61,7 +49,6 @@ class Gemm {
 
   bool deterministic_;
   int gemv_max_rows_;
-  int rows_max_rows_;
   size_t workspace_bytes_;
   void* workspace_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t

@@ -1,15 +1,13 @@
-// Products with a few rows (decoding 2 to 64 sequences) on the tensor cores,
-// streaming each weight once at the memory's speed.
+// Lab variant (dev/cuda/gemv_lab.cu --rows; not in production): products
+// with a few rows (decoding 2 to 64 sequences) on the tensor cores, streaming
+// each weight once. Measured slower than cuBLASLt chained in a graph at every
+// row count (dev/cuda/NOTES.md, "Few-row products").
 //
-// out[t, r] = sum_j x[t, j] w[r, j] for tokens t < n and weight rows r. cuBLASLt
-// runs these shapes at 2.1-3.9 TB/s of weights (its fixed start, ramp and
-// drain per launch weigh against 8-70 us of streaming, and its kernels cannot
-// start under their predecessor's tail). Here a block owns 16 x MT weight rows
-// and its WARPS warps take turns over their 32-column chunks; each lane loads
-// 16 bytes of a weight row straight from global memory into registers, U
-// chunks in flight, and the first chunks are requested before the kernel
-// waits for its predecessor (dependent launch), so the stream starts while the
-// previous kernel drains.
+// out[t, r] = sum_j x[t, j] w[r, j] for tokens t < n and weight rows r. A
+// block owns 16 x MT weight rows and its WARPS warps take turns over their
+// 32-column chunks; each lane loads 16 bytes of a weight row straight from
+// global memory into registers, U chunks in flight, and the first chunks are
+// requested before the kernel waits for its predecessor (dependent launch).
 //
 // No shared memory on the way in: a lane's 16 bytes are 8 consecutive columns
 // of one row, and the mma.m16n8k16 fragments want columns 2c..2c+1 and
@@ -32,7 +30,7 @@
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
-namespace exactly::kernels::cuda {
+namespace exactly::kernels::cuda::lab {
 
 // MT: 16-row tiles of the weight per block; NT: 8-token tiles (the call's
 // rows, padded with zeros); WARPS: warps splitting the columns; U: chunks of
@@ -159,4 +157,4 @@ __global__ void __launch_bounds__(32 * WARPS)
   }
 }
 
-}  // namespace exactly::kernels::cuda
+}  // namespace exactly::kernels::cuda::lab
