@@ -405,6 +405,10 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true, true>},
     {"v54 v52 with the last round's items split over their keys without a mask",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true, true>},
+    {"v55 v54 with the two consumer warpgroups' softmaxes in turns (named barriers)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns, 1, 16, true, true, true>},
+    {"v56 v53 with the two consumer warpgroups' softmaxes in turns (named barriers)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns, 2, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -544,7 +548,8 @@ int main(int argc, char** argv) {
     };
     // The order items are handed out in (v51, v52) changes nothing either.
     for (const auto& [one_name, two_name] : {std::pair{"v40 ", "v42 "}, std::pair{"v45 ", "v46 "},
-                                             std::pair{"v46 ", "v51 "}, std::pair{"v45 ", "v52 "}}) {
+                                             std::pair{"v46 ", "v51 "}, std::pair{"v45 ", "v52 "},
+                                             std::pair{"v54 ", "v55 "}}) {
       const Version& one = named(one_name);
       const Version& two = named(two_name);
       for (const bool causal : {false, true}) {

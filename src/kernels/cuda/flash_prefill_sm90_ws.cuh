@@ -127,7 +127,8 @@ constexpr int kSm90Issuers = 4;
 
 // Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11):
 // each makes the results wrong on purpose, except the probe, which only
-// counts. Production launches none.
+// counts, and the softmax turns, a variant with exact results. Production
+// launches none.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
@@ -135,6 +136,7 @@ enum Sm90WsAblation : int {
   kSm90QOnce = 4,               // each CTA's first item's Q reused for all its items
   kSm90NoSoftmax = 16,          // raw scores straight into P V
   kSm90Probe = 32,              // exact results; the consumers also count the cycles they wait (sm90_ws_probe)
+  kSm90SoftmaxTurns = 64,       // exact: the two consumer warpgroups run their softmaxes in turns
 };
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
@@ -667,12 +669,25 @@ __global__ void __launch_bounds__(384, 1)
   // leaves in sm.correction the factor by which O must be rescaled before
   // P_t V_t.
   OnlineSoftmax<BN> sm;
+  // With kSm90SoftmaxTurns the warpgroups take turns at the softmax on two
+  // named barriers (each waits on its own, then lets the other go), so that
+  // one's softmax runs while the other's products keep the tensor cores
+  // busy, and the two never fall into step. Both run the same number of
+  // softmaxes (they share every item and tile); the second lets the first
+  // go once at the start.
+  constexpr bool kTurns = (ABLATE & kSm90SoftmaxTurns) != 0;
+  const uint32_t consumer_wg = ctid / 128;
+  if constexpr (kTurns) {
+    if (consumer_wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  }
   auto softmax = [&](int t) {
     const int key0 = (key_tile0 + t) * BN;
     if constexpr ((ABLATE & kSm90NoSoftmax) != 0) return;
+    if constexpr (kTurns) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer_wg) : "memory");
     if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > qpos_warp))
       OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos_warp + lane / 4);
     sm.update(sc, p.scale_log2);
+    if constexpr (kTurns) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - consumer_wg) : "memory");
   };
   auto pack = [&] {
 #pragma unroll
