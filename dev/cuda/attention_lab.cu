@@ -407,8 +407,6 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true, true>},
     {"v55 v54 with the two consumer warpgroups' softmaxes in turns (named barriers)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns, 1, 16, true, true, true>},
-    {"v56 v53 with the two consumer warpgroups' softmaxes in turns (named barriers)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns, 2, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
