@@ -127,8 +127,8 @@ constexpr int kSm90Issuers = 4;
 
 // Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11):
 // each makes the results wrong on purpose, except the probe, which only
-// counts, and the softmax turns and the serial order, variants with exact
-// results. Production launches none.
+// counts, and the softmax turns, a variant with exact results. Production
+// launches none.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
@@ -137,7 +137,6 @@ enum Sm90WsAblation : int {
   kSm90NoSoftmax = 16,          // raw scores straight into P V
   kSm90Probe = 32,              // exact results; the consumers also count the cycles they wait (sm90_ws_probe)
   kSm90SoftmaxTurns = 64,       // exact: the two consumer warpgroups run their softmaxes in turns
-  kSm90SerialTurns = 128,       // exact: cuDNN's order inside a warpgroup, softmaxes in turns
 };
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
@@ -738,58 +737,6 @@ __global__ void __launch_bounds__(384, 1)
     if (last) load_next();
     pack();
   };
-
-  // kSm90SerialTurns: the order of cuDNN's loop (seen in Nsight Compute's
-  // samples, dev/cuda/NOTES.md). Per tile a warpgroup scores, takes its turn
-  // on a named barrier, waits for the scores, runs the softmax, hands the
-  // turn to the other warpgroup, then multiplies by V and waits for that
-  // too; items one after another. The hand-over's thread count is computed
-  // from the row sums (always 256), so that it cannot be issued before the
-  // exponentials; the second warpgroup lets the first go once at the start,
-  // and both run the same number of softmaxes.
-  if constexpr ((ABLATE & kSm90SerialTurns) != 0) {
-    const uint32_t wg = ctid / 128;
-    if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-    for (;; ++k) {
-      const Sm90WsDesc w = sm90_ws_wait_item(st, k);
-      if (w.item >= sched.n_items) break;
-      start(w);
-      load_q(w);
-      zero_o();
-      sm = OnlineSoftmax<BN>{};
-      for (int t = 0; t < n_tiles; ++t) {
-        const int g = tile_base + t;
-        wait_k(g);
-        issue_scores(g);
-        asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
-        wgmma_wait<0>();
-        wgmma_keep(sc);
-        softmax(t);
-        const int threads = 256 + __float2int_rz((sm.l_run[0] + sm.l_run[1]) * 0.0f);
-        asm volatile("bar.arrive %0, %1;\n" ::"r"(2 - wg), "r"(threads) : "memory");
-        sm.rescale(o);
-        pack();
-        issue_pv(g);
-        wgmma_wait<0>();
-        wgmma_keep(o);
-        st.release(g, lane);
-      }
-      for (int g = tile_base + n_tiles; g < tile_base + item_tiles; ++g) {  // tiles only the other CTA computes
-        wait_k(g);
-        wait_v(g);
-        st.release(g, lane);
-      }
-      const float row_max[2] = {sm.m_run[0], sm.m_run[1]};
-      float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};
-      if (w.piece < 0 || sm90_ws_merge_piece<D, CLUSTER>(sched, w, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
-        const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
-        store_o(w, inv);
-      }
-      sm90_ws_free_item(st, k);
-      tile_base += item_tiles;
-    }
-    goto done;
-  }
 
   // The steps run on across items: the next item's first tile is scored
   // under the current item's last P V, so neither a Q load nor a first
