@@ -147,6 +147,31 @@ void reset_out(Buffers& b, int rows = 2) {
   CK(cudaMemset(b.out_bf16, 0xff, size_t(rows) * 128256 * 2));  // NaN: every output must be written
 }
 
+// float64 reference of the first 64 weight rows for n input rows: out[t * 64 +
+// r] and the sum of |x w| beside it (the accumulating shapes start from
+// reset_out's values).
+struct Reference {
+  std::vector<double> value, magnitude;
+};
+Reference reference(Buffers& b, const Shape& s, const void* w, int n) {
+  std::vector<bf16> hx(size_t(n * s.k)), hw(size_t(64 * s.k));
+  CK(cudaMemcpy(hx.data(), b.x, hx.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hw.data(), w, hw.size() * 2, cudaMemcpyDeviceToHost));
+  Reference ref{std::vector<double>(size_t(n) * 64), std::vector<double>(size_t(n) * 64)};
+  for (int t = 0; t < n; ++t)
+    for (int r = 0; r < 64; ++r) {
+      double sum = s.accumulate ? 0.001 * ((t * s.m + r) % 97) : 0.0, mag = 0;
+      for (int64_t j = 0; j < s.k; ++j) {
+        const double p = double(__bfloat162float(hw[r * s.k + j])) * __bfloat162float(hx[t * s.k + j]);
+        sum += p;
+        mag += std::fabs(p);
+      }
+      ref.value[size_t(t) * 64 + r] = sum;
+      ref.magnitude[size_t(t) * 64 + r] = mag;
+    }
+  return ref;
+}
+
 // Every version against the production kernel, bit for bit, and the
 // production kernel against float64 on the first rows.
 bool validate(const std::vector<Version>& vs, Buffers& b) {
@@ -158,19 +183,11 @@ bool validate(const std::vector<Version>& vs, Buffers& b) {
       vs[0].launch(b.x, w, out_for(b, s), n, s, nullptr);
       CK(cudaDeviceSynchronize());
       const auto want = read_out(b, s, n);
-      // float64 reference on 64 rows.
-      std::vector<bf16> hx(size_t(n * s.k)), hw(size_t(64 * s.k));
-      CK(cudaMemcpy(hx.data(), b.x, hx.size() * 2, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(hw.data(), w, hw.size() * 2, cudaMemcpyDeviceToHost));
+      const Reference exact = reference(b, s, w, n);
       double worst = 0;
       for (int t = 0; t < n; ++t)
         for (int r = 0; r < 64; ++r) {
-          double ref = s.accumulate ? 0.001 * ((t * s.m + r) % 97) : 0.0, mag = 0;
-          for (int64_t j = 0; j < s.k; ++j) {
-            const double p = double(__bfloat162float(hw[r * s.k + j])) * __bfloat162float(hx[t * s.k + j]);
-            ref += p;
-            mag += std::fabs(p);
-          }
+          const double ref = exact.value[size_t(t) * 64 + r], mag = exact.magnitude[size_t(t) * 64 + r];
           const double got = want[size_t(t * s.m + r)];
           const double tol = (s.f32 ? 1e-5 : 8e-3) * (mag + std::fabs(ref));
           worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
@@ -201,13 +218,37 @@ bool validate(const std::vector<Version>& vs, Buffers& b) {
 }
 
 
-// ---- products with 2 to 64 rows ----
+// One table row: each product alone over the layers' weights (us, GB/s),
+// then the chain of a step without and with a small kernel between products.
+void time_version(const Version& v, Buffers& b, int n, int name_width) {
+  std::printf("%-*s", name_width, v.name.c_str());
+  for (int si = 0; si < 5; ++si) {
+    const Shape& s = kShapes[si];
+    const int reps = si == 4 ? 8 : kLayers;
+    const float ms = time_graph([&](cudaStream_t st) {
+      for (int l = 0; l < reps; ++l) v.launch(b.x, b.weights[si][l % b.weights[si].size()], out_for(b, s), n, s, st);
+    });
+    const double us = 1000.0 * ms / reps;
+    std::printf(" %5.1f(%4.0f)", us, double(s.m * s.k * 2) / us / 1e3);
+    std::fflush(stdout);
+  }
+  for (bool spacers : {false, true}) {
+    const float ms = time_graph([&](cudaStream_t st) {
+      for (int l = 0; l < kLayers; ++l)
+        for (int si = 0; si < 4; ++si) {
+          if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
+          v.launch(b.x, b.weights[si][l], out_for(b, kShapes[si]), n, kShapes[si], st);
+        }
+      if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
+      v.launch(b.x, b.weights[4][0], out_for(b, kShapes[4]), n, kShapes[4], st);
+    });
+    std::printf(" %9.3f", ms);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
 
-using RowsFn = std::function<void(const void* x, const void* w, void* out, int n, const Shape&, cudaStream_t)>;
-struct RowsVersion {
-  std::string name;
-  RowsFn launch;
-};
+// ---- products with 2 to 64 rows ----
 
 template <int MT, int NT, int WARPS, int U>
 void launch_rows(const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t stream) {
@@ -224,7 +265,7 @@ void launch_rows(const void* x, const void* w, void* out, int n, const Shape& s,
 }
 
 template <int MT, int WARPS, int U>
-RowsVersion rows_version(const char* name) {
+Version rows_version(const char* name) {
   return {name, [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
             if (n <= 8) return launch_rows<MT, 1, WARPS, U>(x, w, out, n, s, st);
             if (n <= 16) return launch_rows<MT, 2, WARPS, U>(x, w, out, n, s, st);
@@ -233,9 +274,9 @@ RowsVersion rows_version(const char* name) {
           }};
 }
 
-std::vector<RowsVersion> rows_versions() {
+std::vector<Version> rows_versions() {
   static Gemm cublaslt(false, 0);
-  std::vector<RowsVersion> v;
+  std::vector<Version> v;
   v.push_back({"r0 cuBLASLt (production)",
                [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
                  cublaslt.run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
@@ -249,15 +290,13 @@ std::vector<RowsVersion> rows_versions() {
   return v;
 }
 
-// Each version against float64 on 64 weight rows of every shape at 2 and at
+// Each version against float64 on 64 weight rows of every shape at 1, 2 and
 // its largest row count, and row 0's bits the same at every row count.
-bool validate_rows(const std::vector<RowsVersion>& vs, Buffers& b, int max_n) {
+bool validate_rows(const std::vector<Version>& vs, Buffers& b, int max_n) {
   bool ok = true;
   for (const Shape& s : kShapes) {
     const void* w = b.weights[&s - kShapes][0];
-    std::vector<bf16> hw(size_t(64 * s.k)), hx(size_t(max_n * s.k));
-    CK(cudaMemcpy(hw.data(), w, hw.size() * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hx.data(), b.x, hx.size() * 2, cudaMemcpyDeviceToHost));
+    const Reference exact = reference(b, s, w, max_n);  // row t of any call is row t here
     for (size_t vi = 0; vi < vs.size(); ++vi) {
       double worst = 0;
       std::vector<float> row0;
@@ -271,12 +310,7 @@ bool validate_rows(const std::vector<RowsVersion>& vs, Buffers& b, int max_n) {
         same = same && std::memcmp(row0.data(), got.data(), size_t(s.m) * 4) == 0;
         for (int t = 0; t < n; ++t)
           for (int r = 0; r < 64; ++r) {
-            double ref = s.accumulate ? 0.001 * ((t * s.m + r) % 97) : 0.0, mag = 0;
-            for (int64_t j = 0; j < s.k; ++j) {
-              const double p = double(__bfloat162float(hw[r * s.k + j])) * __bfloat162float(hx[t * s.k + j]);
-              ref += p;
-              mag += std::fabs(p);
-            }
+            const double ref = exact.value[size_t(t) * 64 + r], mag = exact.magnitude[size_t(t) * 64 + r];
             const double err = std::fabs(got[size_t(t * s.m + r)] - ref);
             const double tol = (s.f32 ? (s.k / 8 + 3) * 0x1p-24 : 8e-3) * (mag + std::fabs(ref));
             worst = std::max(worst, err / (mag + 1e-30));
@@ -300,35 +334,11 @@ int rows_main(const std::vector<int>& row_counts, Buffers& b, double total_bytes
   for (int n : row_counts) {
     std::printf("\n%d rows: %-72s %9s %9s %9s %9s %9s | %9s %9s\n", n, "version (us per product, GB/s)", "qkv", "o",
                 "gate/up", "down", "head", "chain ms", "+spacers");
-    for (const RowsVersion& v : all) {
+    for (const Version& v : all) {
       // Plans and shared-memory limits set up before capture.
       for (int si = 0; si < 5; ++si) v.launch(b.x, b.weights[si][0], out_for(b, kShapes[si]), n, kShapes[si], nullptr);
       CK(cudaDeviceSynchronize());
-      std::printf("%-80s", v.name.c_str());
-      for (int si = 0; si < 5; ++si) {
-        const Shape& s = kShapes[si];
-        const int reps = si == 4 ? 8 : kLayers;
-        const float ms = time_graph([&](cudaStream_t st) {
-          for (int l = 0; l < reps; ++l) v.launch(b.x, b.weights[si][l % b.weights[si].size()], out_for(b, s), n, s, st);
-        });
-        const double us = 1000.0 * ms / reps;
-        std::printf(" %5.1f(%4.0f)", us, double(s.m * s.k * 2) / us / 1e3);
-        std::fflush(stdout);
-      }
-      for (bool spacers : {false, true}) {
-        const float ms = time_graph([&](cudaStream_t st) {
-          for (int l = 0; l < kLayers; ++l)
-            for (int si = 0; si < 4; ++si) {
-              if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
-              v.launch(b.x, b.weights[si][l], out_for(b, kShapes[si]), n, kShapes[si], st);
-            }
-          if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
-          v.launch(b.x, b.weights[4][0], out_for(b, kShapes[4]), n, kShapes[4], st);
-        });
-        std::printf(" %9.3f", ms);
-      }
-      std::printf("\n");
-      std::fflush(stdout);
+      time_version(v, b, n, 80);
     }
   }
   std::printf("\nchain: 32 layers x (qkv, o, gate/up, down) + head = %.2f GB; at 4.22 TB/s %.3f ms\n",
@@ -383,32 +393,7 @@ int main(int argc, char** argv) {
               "gate/up", "down", "head", "chain ms", "+spacers");
   for (size_t vi = 0; vi < all.size(); ++vi) {
     if (only != 0 && int(vi) + 1 != only && vi != 0) continue;
-    const Version& v = all[vi];
-    std::printf("%-78s", v.name.c_str());
-    for (int si = 0; si < 5; ++si) {
-      const Shape& s = kShapes[si];
-      const int reps = si == 4 ? 8 : kLayers;
-      const float ms = time_graph([&](cudaStream_t st) {
-        for (int l = 0; l < reps; ++l) v.launch(b.x, b.weights[si][l % b.weights[si].size()], out_for(b, s), 1, s, st);
-      });
-      const double us = 1000.0 * ms / reps;
-      std::printf(" %5.1f(%4.0f)", us, double(s.m * s.k * 2) / us / 1e3);
-      std::fflush(stdout);
-    }
-    for (bool spacers : {false, true}) {
-      const float ms = time_graph([&](cudaStream_t st) {
-        for (int l = 0; l < kLayers; ++l)
-          for (int si = 0; si < 4; ++si) {
-            if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
-            v.launch(b.x, b.weights[si][l], out_for(b, kShapes[si]), 1, kShapes[si], st);
-          }
-        if (spacers) spacer_kernel<<<1, 256, 0, st>>>(b.spacer);
-        v.launch(b.x, b.weights[4][0], out_for(b, kShapes[4]), 1, kShapes[4], st);
-      });
-      std::printf(" %9.3f", ms);
-    }
-    std::printf("\n");
-    std::fflush(stdout);
+    time_version(all[vi], b, 1, 78);
   }
   std::printf("\nchain: 32 layers x (qkv, o, gate/up, down) + head = %.2f GB; at 4.22 TB/s %.3f ms\n",
               total_bytes / 1e9, total_bytes / 4.22e12 * 1e3);
