@@ -407,6 +407,12 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true, true>},
     {"v55 v54 with the two consumer warpgroups' softmaxes in turns (named barriers)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns, 1, 16, true, true, true>},
+    {"v58 v54 with the scores reading Q from shared memory (no Q registers)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared, 1, 16, true, true, true>},
+    {"v59 v58 in cuDNN's order: per tile scores, a turn, the softmax, P V, each waited for",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared | kSm90SerialTurns, 1, 16, true, true, true>},
+    {"v60 v53 with the scores reading Q from shared memory (no Q registers)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared, 2, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -545,9 +551,12 @@ int main(int argc, char** argv) {
       std::exit(1);
     };
     // The order items are handed out in (v51, v52) changes nothing either.
-    for (const auto& [one_name, two_name] : {std::pair{"v40 ", "v42 "}, std::pair{"v45 ", "v46 "},
-                                             std::pair{"v46 ", "v51 "}, std::pair{"v45 ", "v52 "},
-                                             std::pair{"v54 ", "v55 "}}) {
+    // prefill-same A B: only that pair (name prefixes).
+    std::vector<std::pair<const char*, const char*>> pairs = {
+        {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
+        {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "}};
+    if (argc >= 4) pairs = {{argv[2], argv[3]}};
+    for (const auto& [one_name, two_name] : pairs) {
       const Version& one = named(one_name);
       const Version& two = named(two_name);
       for (const bool causal : {false, true}) {

@@ -127,8 +127,8 @@ constexpr int kSm90Issuers = 4;
 
 // Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11):
 // each makes the results wrong on purpose, except the probe, which only
-// counts, and the softmax turns, a variant with exact results. Production
-// launches none.
+// counts, and the softmax turns, the scores from shared memory and the serial
+// order, variants with exact results. Production launches none.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
@@ -137,6 +137,8 @@ enum Sm90WsAblation : int {
   kSm90NoSoftmax = 16,          // raw scores straight into P V
   kSm90Probe = 32,              // exact results; the consumers also count the cycles they wait (sm90_ws_probe)
   kSm90SoftmaxTurns = 64,       // exact: the two consumer warpgroups run their softmaxes in turns
+  kSm90QShared = 128,           // exact (needs QTMA): scores read Q from shared memory, not from registers
+  kSm90SerialTurns = 256,       // exact (needs kSm90QShared): cuDNN's order inside a warpgroup, softmaxes in turns
 };
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
@@ -554,9 +556,23 @@ __global__ void __launch_bounds__(384, 1)
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
 
+  // With kSm90QShared the scores read Q straight from shared memory (as
+  // cuDNN's and FlashAttention-3's kernels do): no registers hold it, and its
+  // buffer is the item's until the item's last scores are done (free_q).
+  constexpr bool kQShared = (ABLATE & kSm90QShared) != 0;
+  static_assert(!kQShared || (QTMA && (ABLATE & kSm90QOnce) == 0), "Q in shared memory, copied there per item");
+  static_assert((ABLATE & kSm90SerialTurns) == 0 || kQShared, "the serial order reads Q from shared memory");
   uint32_t qf[D / 16][4];
   int q_loads = 0;  // items whose Q came from shared memory (QTMA), for the phase
+  auto free_q = [&] {
+    if constexpr (kQShared) mbarrier_arrive(st.q_empty);
+  };
   auto load_q = [&](const Sm90WsDesc& w) {
+    if constexpr (kQShared) {
+      mbarrier_wait(st.q_full, q_loads & 1);
+      ++q_loads;
+      return;
+    }
     if constexpr (QTMA) {
       // ldmatrix: lanes 8m..8m+7 address matrix m of each 16 x 16 slice
       // (rows 0-7 / 8-15 by m % 2, columns 0-7 / 8-15 by m / 2), which lands
@@ -622,13 +638,27 @@ __global__ void __launch_bounds__(384, 1)
     const uint64_t k_desc = wgmma_descriptor(st.k_tile(g), S::kPanelBytes, 1024);
     wgmma_keep(sc);
     wgmma_fence();
+    if constexpr (kQShared) {  // this warpgroup's 64 rows of each Q panel
+      const uint64_t q_desc = wgmma_descriptor(st.q + (ctid / 128) * 64 * 128, S::kQPanelBytes, 1024);
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      const uint64_t desc = wgmma_descriptor_advance(k_desc, (ks / 4) * S::kPanelBytes + (ks % 4) * 32);
-      if constexpr (BN == 64) {
-        wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
-      } else {
-        wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const uint64_t desc = wgmma_descriptor_advance(k_desc, (ks / 4) * S::kPanelBytes + (ks % 4) * 32);
+        const uint64_t a = wgmma_descriptor_advance(q_desc, (ks / 4) * S::kQPanelBytes + (ks % 4) * 32);
+        if constexpr (BN == 64) {
+          wgmma_m64n64k16_ss<0>(sc, a, desc, ks > 0);
+        } else {
+          wgmma_m64n128k16_ss<0>(sc, a, desc, ks > 0);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const uint64_t desc = wgmma_descriptor_advance(k_desc, (ks / 4) * S::kPanelBytes + (ks % 4) * 32);
+        if constexpr (BN == 64) {
+          wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
+        } else {
+          wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
+        }
       }
     }
     wgmma_commit();
@@ -713,7 +743,7 @@ __global__ void __launch_bounds__(384, 1)
     if (!QTMA && more) prefetch_q(w);
   };
   auto load_next = [&] {
-    if constexpr ((ABLATE & kSm90QOnce) != 0) return;
+    if constexpr ((ABLATE & kSm90QOnce) != 0 || kQShared) return;  // shared: awaited before its first scores
     if (more) load_q(item_at(k + 1));
   };
 
@@ -729,6 +759,7 @@ __global__ void __launch_bounds__(384, 1)
     issue_pv(tile_base + t - 1);
     wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
     wgmma_keep(sc);
+    if (last) free_q();
     if (last) fetch_next();
     softmax(t);
     wgmma_wait<0>();
@@ -737,6 +768,59 @@ __global__ void __launch_bounds__(384, 1)
     if (last) load_next();
     pack();
   };
+
+  // kSm90SerialTurns: the order of cuDNN's loop (seen in Nsight Compute's
+  // samples, dev/cuda/NOTES.md). Per tile a warpgroup scores (Q from shared
+  // memory), takes its turn on a named barrier, waits for the scores, runs
+  // the softmax, hands the turn to the other warpgroup, then multiplies by V
+  // and waits for that too; items one after another. The hand-over's thread
+  // count is computed from the row sums (always 256), so that it cannot be
+  // issued before the exponentials; the second warpgroup lets the first go
+  // once at the start, and both run the same number of softmaxes.
+  if constexpr ((ABLATE & kSm90SerialTurns) != 0) {
+    const uint32_t wg = ctid / 128;
+    if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+    for (;; ++k) {
+      const Sm90WsDesc w = sm90_ws_wait_item(st, k);
+      if (w.item >= sched.n_items) break;
+      start(w);
+      load_q(w);
+      zero_o();
+      sm = OnlineSoftmax<BN>{};
+      for (int t = 0; t < n_tiles; ++t) {
+        const int g = tile_base + t;
+        wait_k(g);
+        issue_scores(g);
+        asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
+        wgmma_wait<0>();
+        wgmma_keep(sc);
+        if (t == n_tiles - 1) free_q();
+        softmax(t);
+        const int threads = 256 + __float2int_rz((sm.l_run[0] + sm.l_run[1]) * 0.0f);
+        asm volatile("bar.arrive %0, %1;\n" ::"r"(2 - wg), "r"(threads) : "memory");
+        sm.rescale(o);
+        pack();
+        issue_pv(g);
+        wgmma_wait<0>();
+        wgmma_keep(o);
+        st.release(g, lane);
+      }
+      for (int g = tile_base + n_tiles; g < tile_base + item_tiles; ++g) {  // tiles only the other CTA computes
+        wait_k(g);
+        wait_v(g);
+        st.release(g, lane);
+      }
+      const float row_max[2] = {sm.m_run[0], sm.m_run[1]};
+      float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};
+      if (w.piece < 0 || sm90_ws_merge_piece<D, CLUSTER>(sched, w, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
+        const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
+        store_o(w, inv);
+      }
+      sm90_ws_free_item(st, k);
+      tile_base += item_tiles;
+    }
+    goto done;
+  }
 
   // The steps run on across items: the next item's first tile is scored
   // under the current item's last P V, so neither a Q load nor a first
@@ -755,6 +839,7 @@ __global__ void __launch_bounds__(384, 1)
   wgmma_wait<0>();
   wgmma_keep(sc);
   if (n_tiles == 1) {
+    free_q();
     fetch_next();
     load_next();
   }
@@ -777,6 +862,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     const bool next = more;
     if (next) wait_k(first_next);
+    if (kQShared && next) load_q(item_at(k + 1));
     issue_scores(next ? first_next : last);
     sm.rescale(o);
     issue_pv(last);
@@ -791,6 +877,7 @@ __global__ void __launch_bounds__(384, 1)
       start(item_at(k));
       sm = OnlineSoftmax<BN>{};
       one_tile = n_tiles == 1;  // then the item after is awaited once its slot is free (below)
+      if (one_tile) free_q();
       softmax(0);
     }
     wgmma_wait<0>();
