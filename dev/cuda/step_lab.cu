@@ -109,6 +109,7 @@ struct Step {
   void *embd, *head, *h, *qkv, *q, *attn, *gu, *act, *decode_ws;
   float *x, *out_norm, *logits;
   int32_t *tokens, *positions, *query_start, *seq_lens, *tables, *argmax;
+  void* angles = nullptr;  // (cos, sin) of each row's angles, made once a step
   int64_t* slots;
   int64_t decode_bytes = 0;
   int max_blocks = 0, ctx = 0, B = 1;
@@ -146,6 +147,7 @@ struct Step {
     const size_t b = static_cast<size_t>(B);
     CK(cudaMalloc(&tokens, 4 * b));
     CK(cudaMalloc(&positions, 4 * b));
+    CK(cudaMalloc(&angles, 8 * b * kHd / 2));
     CK(cudaMalloc(&query_start, 4 * b + 4));
     CK(cudaMalloc(&seq_lens, 4 * b));
     CK(cudaMalloc(&argmax, 4 * b));
@@ -176,12 +178,14 @@ struct Step {
     auto on = [&](Kind k) { return (skip & (1u << k)) == 0; };
     kc::AttentionBatchDevice batch{B, query_start, seq_lens, tables, max_blocks, 1, bound};
     if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, kDim, kVocab, x, s);
+    if (on(kRope)) kc::rope_angles(positions, B, kHd, 500000.0f, angles, s);  // once a step, as the engine does
     for (int l = 0; l < kLayers; ++l) {
       const Layer& L = layers[size_t(l)];
       kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, kKv, kHd, kc::DType::bf16};
       if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, kDim, 1e-5f, h, s);
       if (on(kProduct)) gemm.run(h, L.wqkv, qkv, B, kQkv, kDim, kc::GemmOut::bf16, false, s);
-      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q};
+      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q,
+                             angles};
       if (on(kRope)) kc::rope_and_store(rope, cache, s);
       if (on(kAttention)) {
         if (attention != nullptr)

@@ -48,7 +48,8 @@ def bind(lib):
     lib.exactly_cuda_gemv.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_p]
     lib.exactly_cuda_rmsnorm.argtypes = [c_p, c_p, c_p, c_i64, c_int, c_f, c_p, c_p]
     lib.exactly_cuda_rope_store.argtypes = [c_p, c_p, c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_f, c_int, c_p,
-                                            c_p, c_p, c_i64, c_int, c_p]
+                                            c_p, c_p, c_i64, c_int, c_p, c_p]
+    lib.exactly_cuda_rope_angles.argtypes = [c_p, c_i64, c_int, c_f, c_p, c_p]
     lib.exactly_cuda_swiglu.argtypes = [c_p, c_i64, c_int, c_p, c_p]
     lib.exactly_cuda_argmax.argtypes = [c_p, c_i64, c_int, c_p, c_p]
 
@@ -159,7 +160,18 @@ def check_rope(lib):
                 vc = kc.clone()
                 q = torch.full((n, nh, hd), float("nan"), device="cuda", dtype=torch.bfloat16)
                 call(lib, "exactly_cuda_rope_store", ptr(qkv), ptr(bias) if bias_on else None, ptr(pos), ptr(slots),
-                     n, nh, nkv, hd, rope_dims, base, layout, ptr(q), ptr(kc), ptr(vc), nb, bs, None)
+                     n, nh, nkv, hd, rope_dims, base, layout, ptr(q), ptr(kc), ptr(vc), nb, bs, None, None)
+                # The engine's path: the angles from a table made once a pass.
+                # Its outputs must be the kernel's own, bit for bit.
+                angles = torch.full((n, rope_dims // 2, 2), float("nan"), device="cuda")
+                call(lib, "exactly_cuda_rope_angles", ptr(pos), n, rope_dims, base, ptr(angles), None)
+                q2, kc2, vc2 = torch.full_like(q, float("nan")), torch.full_like(kc, 7.0), torch.full_like(vc, 7.0)
+                call(lib, "exactly_cuda_rope_store", ptr(qkv), ptr(bias) if bias_on else None, ptr(pos), ptr(slots),
+                     n, nh, nkv, hd, rope_dims, base, layout, ptr(q2), ptr(kc2), ptr(vc2), nb, bs, ptr(angles), None)
+                same = (torch.equal(q.view(torch.int16), q2.view(torch.int16)) and torch.equal(kc, kc2)
+                        and torch.equal(vc, vc2))
+                record(f"rope+store with the angle table == without, layout {layout} bias {int(bias_on)} hd {hd} "
+                       f"rope_dims {rope_dims}", same)
                 x = qkv.double() + (bias.double() if bias_on else 0)
                 qr = rope_reference(x[:, :nh * hd].view(n, nh, hd), pos, rope_dims, base, layout)
                 kr = rope_reference(x[:, nh * hd:(nh + nkv) * hd].view(n, nkv, hd), pos, rope_dims, base, layout)
@@ -181,14 +193,18 @@ def check_rope(lib):
 
 
 def check_swiglu(lib):
-    n, ffn = 33, 14336
-    gu = (torch.randn(n, 2 * ffn, device="cuda") * 3).bfloat16()
-    out = torch.full((n, ffn), float("nan"), device="cuda", dtype=torch.bfloat16)
-    call(lib, "exactly_cuda_swiglu", ptr(gu), n, ffn, ptr(out), None)
-    g, u = gu[:, :ffn].double(), gu[:, ffn:].double()
-    ref = g / (1 + torch.exp(-g)) * u
-    err = ((out.double() - ref).abs() - (2**-8 * ref.abs() + 1e-6)).max().item()
-    record("swiglu", err <= 0, worst_excess=f"{err:.2e}")
+    # 16-byte accesses (ffn a multiple of 8), one element at a time (not),
+    # and more tokens than one launch's rows of blocks (the loop over tokens).
+    # The output is poisoned with NaN first, so a missed element fails.
+    for n, ffn in ((33, 14336), (33, 1003), (70001, 64)):
+        gu = (torch.randn(n, 2 * ffn, device="cuda") * 3).bfloat16()
+        out = torch.full((n, ffn), float("nan"), device="cuda", dtype=torch.bfloat16)
+        call(lib, "exactly_cuda_swiglu", ptr(gu), n, ffn, ptr(out), None)
+        g, u = gu[:, :ffn].double(), gu[:, ffn:].double()
+        ref = g / (1 + torch.exp(-g)) * u
+        excess = (out.double() - ref).abs() - (2**-8 * ref.abs() + 1e-6)
+        err = excess.max().item()
+        record(f"swiglu {n} x {ffn}", bool((excess <= 0).all()), worst_excess=f"{err:.2e}")
 
 
 def check_argmax(lib):

@@ -98,13 +98,18 @@ extern "C" int exactly_cuda_rope_store(const void* qkv, const float* bias, const
                                        const int64_t* slot_mapping, int64_t n_tokens, int n_heads, int n_kv_heads,
                                        int head_dim, int rope_dims, float freq_base, int layout, void* q_out,
                                        void* k_cache, void* v_cache, int64_t num_blocks, int block_size,
-                                       void* stream) {
+                                       const void* angles, void* stream) {
   return exactly::capi::guarded([&] {
     const RopeStoreArgs args{qkv, bias, positions, slot_mapping, n_tokens, n_heads, rope_dims, freq_base,
-                             static_cast<RopeLayout>(layout), q_out};
+                             static_cast<RopeLayout>(layout), q_out, angles};
     rope_and_store(args, cache_of(k_cache, v_cache, num_blocks, block_size, n_kv_heads, head_dim, 0),
                    stream_of(stream));
   });
+}
+
+extern "C" int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base,
+                                        void* out, void* stream) {
+  return exactly::capi::guarded([&] { rope_angles(positions, n_tokens, rope_dims, freq_base, out, stream_of(stream)); });
 }
 
 extern "C" int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream) {

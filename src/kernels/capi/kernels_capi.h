@@ -54,11 +54,15 @@ int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_t n, int64_
                       int accumulate, void* stream);
 int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
                          void* out_bf16, void* stream);
-/* layout: 0 adjacent pairs, 1 half split; bias may be NULL; the cache is bf16. */
+/* layout: 0 adjacent pairs, 1 half split; bias may be NULL; the cache is bf16;
+   angles: exactly_cuda_rope_angles' table for these positions, or NULL. */
 int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* positions, const int64_t* slot_mapping,
                             int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim, int rope_dims,
                             float freq_base, int layout, void* q_out, void* k_cache, void* v_cache,
-                            int64_t num_blocks, int block_size, void* stream);
+                            int64_t num_blocks, int block_size, const void* angles, void* stream);
+/* (cos, sin) fp32 pairs [n_tokens, rope_dims / 2] of each position's angles. */
+int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
+                             void* stream);
 int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream);
 int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream);
 

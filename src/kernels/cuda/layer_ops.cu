@@ -4,6 +4,8 @@
 // were a quarter of a batch-1 step before: BENCHMARKS.md §6).
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/layer_ops.h"
@@ -95,6 +97,35 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, co
   for (int j = threadIdx.x; j < dim; j += kRowThreads) out[i * dim + j] = __float2bfloat16(xr[j] * inv * weight[j]);
 }
 
+// The angle of pair i at position pos: float64 like the CPU kernel, cosine and
+// sine then rounded to fp32. One function for both paths below, so that a
+// table of angles holds the very values the rope kernel would compute.
+__device__ __forceinline__ float2 rope_angle(int32_t pos, int i, int rope_dims, float freq_base) {
+  const double freq = pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
+  double s, c;
+  sincos(static_cast<double>(pos) * freq, &s, &c);
+  return make_float2(static_cast<float>(c), static_cast<float>(s));
+}
+
+__global__ void rope_angles_kernel(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base,
+                                   float2* out) {
+  wait_for_predecessor();
+  release_dependents();
+  const int half = rope_dims / 2;
+  for (int64_t t = blockIdx.y; t < n_tokens; t += gridDim.y)
+    for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < half; i += gridDim.x * blockDim.x)
+      out[t * half + i] = rope_angle(positions[t], i, rope_dims, freq_base);
+}
+
+// (x0, x1) rotated by the angle whose cosine and sine are cs, each product
+// and difference rounded on its own (no contraction into FMAs), so that both
+// rope kernels below give the same bits.
+__device__ __forceinline__ void rotate_pair(float& x0, float& x1, float2 cs) {
+  const float r0 = __fsub_rn(__fmul_rn(x0, cs.x), __fmul_rn(x1, cs.y));
+  const float r1 = __fadd_rn(__fmul_rn(x0, cs.y), __fmul_rn(x1, cs.x));
+  x0 = r0, x1 = r1;
+}
+
 // One block per (token, group of heads): at batch 1 a single block walking
 // all heads was a chain of dependent loads (9 us a layer on the H200).
 constexpr int kRopeThreads = 256;
@@ -124,17 +155,17 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_kernel(RopeStoreArgs 
       v_dst[e] = a.bias != nullptr ? __float2bfloat16(load(v_base + e)) : in[v_base + e];
     return;
   }
-  // The angles of this token: float64 like the CPU kernel, then rounded to
-  // fp32 and shared by the block's heads.
-  __shared__ float cos_s[128], sin_s[128];
+  // The angles of this token, from the pass's table (rope_angles) or
+  // computed here and shared by the block's heads. In float64 they cost more
+  // than the rest of the kernel: once a pass, not once a layer and block.
+  __shared__ float2 angle_s[128];
   const int half = hd / 2, rope_half = a.rope_dims / 2;
-  for (int i = threadIdx.x; i < rope_half; i += kRopeThreads) {
-    const double freq = pow(static_cast<double>(a.freq_base), -2.0 * i / a.rope_dims);
-    double s, c;
-    sincos(static_cast<double>(a.positions[t]) * freq, &s, &c);
-    cos_s[i] = static_cast<float>(c), sin_s[i] = static_cast<float>(s);
+  const float2* angles = a.angles != nullptr ? static_cast<const float2*>(a.angles) + t * rope_half : angle_s;
+  if (a.angles == nullptr) {
+    for (int i = threadIdx.x; i < rope_half; i += kRopeThreads)
+      angle_s[i] = rope_angle(a.positions[t], i, a.rope_dims, a.freq_base);
+    __syncthreads();
   }
-  __syncthreads();
   // q and k heads: one work item per pair of elements of a head.
   const int pair_items = (a.n_heads + n_kv) * half;
   const int item = static_cast<int>(blockIdx.y) * kRopeThreads + static_cast<int>(threadIdx.x);
@@ -151,11 +182,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_kernel(RopeStoreArgs 
   }
   const int base = head * hd;
   float x0 = load(base + e0), x1 = load(base + e1);
-  if (rotate) {
-    const float cf = cos_s[i], sf = sin_s[i];
-    const float r0 = x0 * cf - x1 * sf, r1 = x0 * sf + x1 * cf;
-    x0 = r0, x1 = r1;
-  }
+  if (rotate) rotate_pair(x0, x1, angles[i]);
   bf16* dst = head < a.n_heads ? q_dst + base : k_dst == nullptr ? nullptr : k_dst + (head - a.n_heads) * hd;
   if (dst != nullptr) {
     dst[e0] = __float2bfloat16(x0);
@@ -163,16 +190,116 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_kernel(RopeStoreArgs 
   }
 }
 
+// The engine's case (the whole head rotates, the pass's table of angles,
+// 16-byte aligned rows): each thread takes 4 pairs of one head, or 8 elements
+// of V, in 8- and 16-byte accesses. One pair per thread kept 4 bytes in
+// flight per thread and ran at 1.3 TB/s on 8,192 tokens (BENCHMARKS.md §6).
+// Unit u of a token: q and k heads' units (head_dim / 8 a head) then V's.
+constexpr int kRopeWideThreads = 128;
+
+__global__ void __launch_bounds__(kRopeWideThreads) rope_store_wide_kernel(RopeStoreArgs a, PagedKVDevice cache) {
+  wait_for_predecessor();
+  release_dependents();
+  const int64_t t = blockIdx.x;
+  const int hd = cache.head_dim, n_kv = cache.n_kv_heads, per_head = hd / 8;
+  const int qk_units = (a.n_heads + n_kv) * per_head;
+  const int u = static_cast<int>(blockIdx.y) * kRopeWideThreads + static_cast<int>(threadIdx.x);
+  if (u >= qk_units + n_kv * per_head) return;
+  const bf16* in = static_cast<const bf16*>(a.qkv) + t * (a.n_heads + 2 * n_kv) * hd;
+  const int64_t slot = a.slot_mapping[t];
+  const int head = u / per_head, k = u % per_head;
+  const int kv_row = n_kv * hd;
+  float x[8];
+  auto load = [&](int e, int n, float* dst) {  // n (4 or 8) elements from e on, bias added
+    const bf16* src = in + e;
+    bf16 v[8];
+    if (n == 8) {
+      *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      *reinterpret_cast<uint2*>(v) = *reinterpret_cast<const uint2*>(src);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) dst[j] = __bfloat162float(v[j]) + (a.bias != nullptr ? a.bias[e + j] : 0.0f);
+  };
+  auto pack = [](const float* f, int n, bf16* dst) {
+    bf16 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < n) v[j] = __float2bfloat16(f[j]);
+    if (n == 8) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+    } else {
+      *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(v);
+    }
+  };
+  if (u >= qk_units) {  // 8 elements of V
+    if (slot < 0) return;
+    const int e = (head - a.n_heads - n_kv) * hd + 8 * k;
+    bf16* dst = static_cast<bf16*>(cache.v) + slot * kv_row + e;
+    if (a.bias == nullptr) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(in + (a.n_heads + n_kv) * hd + e);
+    } else {
+      load((a.n_heads + n_kv) * hd + e, 8, x);
+      pack(x, 8, dst);
+    }
+    return;
+  }
+  bf16* dst;
+  if (head < a.n_heads) {
+    dst = static_cast<bf16*>(a.q_out) + (t * a.n_heads + head) * hd;
+  } else {
+    if (slot < 0) return;
+    dst = static_cast<bf16*>(cache.k) + slot * kv_row + (head - a.n_heads) * hd;
+  }
+  const float2* angles = static_cast<const float2*>(a.angles) + t * (hd / 2) + 4 * k;  // pairs 4k .. 4k + 3
+  const int base = head * hd;
+  if (a.layout == RopeLayout::kAdjacentPairs) {  // pairs (2i, 2i + 1): elements 8k .. 8k + 7
+    load(base + 8 * k, 8, x);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) rotate_pair(x[2 * j], x[2 * j + 1], angles[j]);
+    pack(x, 8, dst + 8 * k);
+  } else {  // pairs (i, i + hd / 2): elements 4k .. 4k + 3 and the same in the second half
+    load(base + 4 * k, 4, x);
+    load(base + hd / 2 + 4 * k, 4, x + 4);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) rotate_pair(x[j], x[4 + j], angles[j]);
+    pack(x, 4, dst + 4 * k);
+    pack(x + 4, 4, dst + hd / 2 + 4 * k);
+  }
+}
+
+__device__ __forceinline__ bf16 swiglu_one(bf16 g_in, bf16 u_in) {
+  const float g = __bfloat162float(g_in), u = __bfloat162float(u_in);
+  return __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+}
+
+// Tokens along y, each token's elements along x, V at a time: 16-byte loads
+// and stores when V is 8. (One thread per element with a 64-bit division
+// to find its token ran at 1.85 TB/s on 8,192 tokens; BENCHMARKS.md §6.)
+template <int V>
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
   wait_for_predecessor();
   release_dependents();
-  const int64_t total = n_tokens * ffn;
-  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
-       idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = idx / ffn, j = idx % ffn;
-    const float g = __bfloat162float(gate_up[t * 2 * ffn + j]);
-    const float u = __bfloat162float(gate_up[t * 2 * ffn + ffn + j]);
-    out[idx] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  const int per_token = ffn / V;
+  for (int64_t t = blockIdx.y; t < n_tokens; t += gridDim.y) {
+    const bf16* g_row = gate_up + t * 2 * ffn;
+    const bf16* u_row = g_row + ffn;
+    bf16* o_row = out + t * ffn;
+    for (int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); j < per_token; j += gridDim.x * blockDim.x) {
+      if constexpr (V == 8) {
+        const uint4 gv = reinterpret_cast<const uint4*>(g_row)[j], uv = reinterpret_cast<const uint4*>(u_row)[j];
+        const bf16* g = reinterpret_cast<const bf16*>(&gv);
+        const bf16* u = reinterpret_cast<const bf16*>(&uv);
+        uint4 ov;
+        bf16* o = reinterpret_cast<bf16*>(&ov);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] = swiglu_one(g[e], u[e]);
+        reinterpret_cast<uint4*>(o_row)[j] = ov;
+      } else {
+        o_row[j] = swiglu_one(g_row[j], u_row[j]);
+      }
+    }
   }
 }
 
@@ -249,6 +376,15 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
                        "rope_and_store: rope_dims %d with head_dim %d", args.rope_dims, cache.head_dim);
   EXACTLY_CUDA_REQUIRE(cache.head_dim <= 256, "rope_and_store: head_dim %d above 256", cache.head_dim);
   if (args.n_tokens == 0) return;
+  if (args.angles != nullptr && args.rope_dims == cache.head_dim && cache.head_dim % 8 == 0 && aligned16(args.qkv) &&
+      aligned16(args.q_out) && aligned16(cache.k) && aligned16(cache.v)) {
+    const int units = (args.n_heads + 2 * cache.n_kv_heads) * (cache.head_dim / 8);
+    launch_dependent("rope_and_store", LaunchRole::kOther, rope_store_wide_kernel,
+                     dim3(static_cast<unsigned>(args.n_tokens),
+                          static_cast<unsigned>((units + kRopeWideThreads - 1) / kRopeWideThreads)),
+                     kRopeWideThreads, 0, stream, args, cache);
+    return;
+  }
   const int pair_items = (args.n_heads + cache.n_kv_heads) * (cache.head_dim / 2);
   const int qk_blocks = (pair_items + kRopeThreads - 1) / kRopeThreads;
   const int v_blocks = (cache.n_kv_heads * cache.head_dim + kRopeVElements - 1) / kRopeVElements;
@@ -258,10 +394,28 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
 }
 
 void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {
-  const int64_t total = n_tokens * ffn_dim;
-  if (total == 0) return;
-  launch_dependent("swiglu", LaunchRole::kOther, swiglu_kernel, grid_for(total, 256), 256, 0, stream,
-                   static_cast<const bf16*>(gate_up), n_tokens, ffn_dim, static_cast<bf16*>(out));
+  if (n_tokens == 0 || ffn_dim == 0) return;
+  // 16-byte accesses need rows that are whole 16-byte units, on buffers that
+  // start on one (device allocations do).
+  const bool wide = ffn_dim % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  constexpr int kThreads = 128;
+  const int per_token = wide ? ffn_dim / 8 : ffn_dim;
+  const int64_t x = (per_token + kThreads - 1) / kThreads;
+  const dim3 grid(static_cast<unsigned>(x),
+                  static_cast<unsigned>(std::clamp<int64_t>(132 * 64 / x, 1, std::min<int64_t>(n_tokens, 65535))));
+  launch_dependent("swiglu", LaunchRole::kOther, wide ? swiglu_kernel<8> : swiglu_kernel<1>, grid, kThreads, 0,
+                   stream, static_cast<const bf16*>(gate_up), n_tokens, ffn_dim, static_cast<bf16*>(out));
+}
+
+void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
+                 cudaStream_t stream) {
+  EXACTLY_CUDA_REQUIRE(rope_dims % 2 == 0 && rope_dims > 0 && rope_dims <= 256, "rope_angles: rope_dims %d",
+                       rope_dims);
+  if (n_tokens == 0) return;
+  const dim3 grid(1, static_cast<unsigned>(std::min<int64_t>(n_tokens, 65535)));
+  launch_dependent("rope_angles", LaunchRole::kOther, rope_angles_kernel, grid, std::max(32, rope_dims / 2), 0,
+                   stream, positions, n_tokens, rope_dims, freq_base, static_cast<float2*>(out));
 }
 
 void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream) {

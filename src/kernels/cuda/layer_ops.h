@@ -41,11 +41,20 @@ struct RopeStoreArgs {
   float freq_base;
   RopeLayout layout;
   void* q_out;                // bf16 [n_tokens, n_heads, head_dim]
+  // (cos, sin) of every token's angles, fp32 [n_tokens, rope_dims / 2], from
+  // rope_angles over the same positions; null: computed in the kernel.
+  const void* angles = nullptr;
 };
 // Rotates q and k by pos * freq_base^(-2i/rope_dims) (angles in float64,
 // cosine and sine rounded once to fp32, as the CPU kernel does), writes q to
 // q_out and k, v into the paged cache through the slot mapping.
 void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream);
+
+// The cosines and sines of rope_and_store's angles for each position, the
+// same bits it computes itself: a pass computes them once for all its
+// layers. out: fp32 pairs [n_tokens, rope_dims / 2].
+void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
+                 cudaStream_t stream);
 
 // out[t, j] = bf16(silu(g) * u) with g = gate_up[t, j], u = gate_up[t, ffn + j].
 void swiglu(const void* gate_up_bf16, int64_t n_tokens, int ffn_dim, void* out_bf16, cudaStream_t stream);

@@ -66,7 +66,7 @@ constexpr int64_t kMaxDrafts = 16;
 struct CudaLlamaModel::Workspace {
   int64_t tokens = 0;
   int32_t seqs = 0, blocks = 0, max_seq_len = 0, logits_rows = 0;
-  kc::DeviceBuffer x, h, qkv, q, attn, gate_up, act, last, logits, argmax, decode;
+  kc::DeviceBuffer x, h, qkv, q, attn, gate_up, act, angles, last, logits, argmax, decode;
   kc::DeviceBuffer index;   // tokens, positions, slots, query_start, seq_lens, block tables, logits rows
   kc::PinnedBuffer staging;  // host side of `index`
   // Sampling on the GPU: per-row parameters, penalty tokens (grown on
@@ -235,6 +235,7 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
     w.attn = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
     w.gate_up = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.ffn_dim) * 2, "activations");
     w.act = kc::DeviceBuffer(T * static_cast<size_t>(c.ffn_dim) * 2, "activations");
+    w.angles = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
     // Logits are computed in chunks of at most this many rows: enough for
     // every sequence's verify of up to 16 drafts, without a [tokens, vocab]
     // buffer for long prompts.
@@ -353,6 +354,7 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   auto* x = w.x.as<float>();
   kc::embedding_lookup(token_embd_, d_tokens, n, c.dim, c.vocab_size, x, stream_);
+  kc::rope_angles(d_positions, n, c.rope_dims, c.rope_freq_base, w.angles.get(), stream_);  // once for all layers
   for (int l = 0; l < num_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const kc::PagedKVDevice cache = kv.layer(l);
@@ -360,7 +362,7 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
     kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
     gemm_->run(w.h.get(), L.wqkv, w.qkv.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream_);
     kc::RopeStoreArgs rope{w.qkv.get(), L.qkv_bias, d_positions, d_slots, n, c.n_heads, c.rope_dims,
-                           c.rope_freq_base, rope_layout_, w.q.get()};
+                           c.rope_freq_base, rope_layout_, w.q.get(), w.angles.get()};
     kc::rope_and_store(rope, cache, stream_);
     for (const AttentionLaunch& a : attention_launches_) {
       if (a.split_kv_decode)
