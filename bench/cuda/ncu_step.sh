@@ -3,8 +3,8 @@
 # times every kernel of a short run (Llama-3-8B's shape with random weights,
 # BATCH prompts of LEN tokens, two generated tokens each: one step with all
 # the prompts, one decode step), each kernel alone (ncu serialises them),
-# clocks left alone; bench/cuda/ncu_step_summary.py then sums the first
-# step's kernels by kind. The same run without ncu gives the step's wall
+# clocks left alone; bench/cuda/ncu_step_summary.py then sums each step's
+# kernels by kind. The same run without ncu gives the step's wall
 # time (step-trace.csv) to set them against.
 #   bench/cuda/ncu_step.sh OUT EXACTLY_RUNNER [BATCH=16] [LEN=512]
 # EXACTLY_RUNNER: `exactly` or scripts/pack-gpu-binary's run-exactly.
@@ -20,4 +20,5 @@ ARGS=(bench throughput -m "$ROOT/bench/configs/llama-3-8b.json" --load-format du
 "$BIN" "${ARGS[@]}" --step-trace "$OUT/step-trace.csv" >"$OUT/run.log" 2>&1
 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
   "$BIN" "${ARGS[@]}" >"$OUT/kernels.csv" 2>"$OUT/ncu.log" || true
-python3 "$ROOT/bench/cuda/ncu_step_summary.py" "$OUT/kernels.csv" --tokens $((BATCH * LEN)) | tee "$OUT/summary.txt"
+{ python3 "$ROOT/bench/cuda/ncu_step_summary.py" "$OUT/kernels.csv" --tokens $((BATCH * LEN))
+  python3 "$ROOT/bench/cuda/ncu_step_summary.py" "$OUT/kernels.csv" --tokens "$BATCH" --step 1; } | tee "$OUT/summary.txt"
