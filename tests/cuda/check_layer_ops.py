@@ -264,12 +264,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--bench", action="store_true")
+    checks = {"gemm": check_gemm, "gemm-invariance": check_gemm_invariance, "rmsnorm": check_rmsnorm,
+              "rope": check_rope, "swiglu": check_swiglu, "argmax": check_argmax}
+    ap.add_argument("--only", help="comma-separated checks to run (for compute-sanitizer): " + ",".join(checks))
     a = ap.parse_args()
+    chosen = a.only.split(",") if a.only else list(checks)
+    unknown = [c for c in chosen if c not in checks]
+    if unknown:
+        ap.error(f"unknown checks {unknown}; known: {', '.join(checks)}")
     torch.manual_seed(0)
     lib = load_library()
     bind(lib)
-    for check in (check_gemm, check_gemm_invariance, check_rmsnorm, check_rope, check_swiglu, check_argmax):
-        check(lib)
+    for name in chosen:
+        checks[name](lib)
     if a.bench:
         bench(lib)
     return REPORT.finish("layer-op checks", a.json, TIMINGS)
