@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kRopeWideThreads) rope_store_wide_kernel(RopeS
   float x[8];
   auto load = [&](int e, int n, float* dst) {  // n (4 or 8) elements from e on, bias added
     const bf16* src = in + e;
-    bf16 v[8];
+    alignas(16) bf16 v[8];
     if (n == 8) {
       *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
     } else {
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kRopeWideThreads) rope_store_wide_kernel(RopeS
       if (j < n) dst[j] = __bfloat162float(v[j]) + (a.bias != nullptr ? a.bias[e + j] : 0.0f);
   };
   auto pack = [](const float* f, int n, bf16* dst) {
-    bf16 v[8];
+    alignas(16) bf16 v[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       if (j < n) v[j] = __float2bfloat16(f[j]);
