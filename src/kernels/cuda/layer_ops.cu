@@ -397,8 +397,7 @@ void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaS
   if (n_tokens == 0 || ffn_dim == 0) return;
   // 16-byte accesses need rows that are whole 16-byte units, on buffers that
   // start on one (device allocations do).
-  const bool wide = ffn_dim % 8 == 0 && reinterpret_cast<uintptr_t>(gate_up) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  const bool wide = ffn_dim % 8 == 0 && aligned16(gate_up) && aligned16(out);
   constexpr int kThreads = 128;
   const int per_token = wide ? ffn_dim / 8 : ffn_dim;
   const int64_t x = (per_token + kThreads - 1) / kThreads;
