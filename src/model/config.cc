@@ -16,6 +16,8 @@ int32_t positive_int(const GGUFFile& f, const std::string& key) {
   return static_cast<int32_t>(v);
 }
 
+constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
@@ -49,6 +51,23 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
                                     f.path().c_str()));
   const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
   c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;
+  if (f.find(kOutputTokenIdsKey)) {
+    const auto ids = f.get_int_array(kOutputTokenIdsKey);
+    if (!ids || ids->empty())
+      throw FileFormatError(strformat("%s: metadata key '%s' should be a non-empty array of token ids",
+                                      f.path().c_str(), kOutputTokenIdsKey));
+    for (size_t i = 0; i < ids->size(); ++i) {
+      const int64_t id = (*ids)[i];
+      if (id < 0 || id >= c.vocab_size || (i > 0 && id <= (*ids)[i - 1]))
+        throw FileFormatError(strformat("%s: %s[%zu] = %lld: the ids must increase strictly and lie in [0, %d)",
+                                        f.path().c_str(), kOutputTokenIdsKey, i, static_cast<long long>(id),
+                                        c.vocab_size));
+      c.output_token_ids.push_back(static_cast<int32_t>(id));
+    }
+    if (!f.find_tensor("output.weight"))
+      throw FileFormatError(strformat("%s: '%s' is set, so the file needs its own output.weight",
+                                      f.path().c_str(), kOutputTokenIdsKey));
+  }
   return c;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace exactly {
 
@@ -37,6 +38,12 @@ struct ModelConfig {
   // says it there.
   bool tied_embeddings = false;
   std::string dtype;  // config.json torch_dtype: "bfloat16", "float16" or "float32"; empty for GGUF
+  // GGUF key exactly.output_token_ids: the token of each row of output.weight,
+  // strictly increasing. Empty: the head has a row for every token. A draft
+  // model's head may cover only the tokens it proposes (most of its cost is
+  // the head): the others get logit -inf, so probability 0, which speculative
+  // decoding's rejection sampling takes like any draft distribution.
+  std::vector<int32_t> output_token_ids;
 
   // Reads "<arch>.*" keys; throws FileFormatError naming a missing/invalid key.
   static ModelConfig from_gguf(const GGUFFile& file);

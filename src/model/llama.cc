@@ -1,6 +1,8 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -56,7 +58,9 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     w.layers.push_back(L);
   }
   w.output_norm = vector_f32(f, "output_norm.weight", c.dim);
-  w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", c.vocab_size, c.dim)
+  const int64_t head_rows = c.output_token_ids.empty() ? c.vocab_size
+                                                       : static_cast<int64_t>(c.output_token_ids.size());
+  w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", head_rows, c.dim)
                                             : w.token_embd;  // tied embeddings
   return w;
 }
@@ -144,7 +148,23 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
     kernels::rmsnorm(x + int64_t{row} * c.dim, weights_.output_norm, 1, c.dim, c.rms_eps,
                      last_.data() + i * c.dim);
   }
-  kernels::matmul(weights_.output, last_.data(), n_out, logits, pool);
+  if (c.output_token_ids.empty()) {
+    kernels::matmul(weights_.output, last_.data(), n_out, logits, pool);
+  } else {
+    // A head over some tokens: its logits land on their tokens, every other
+    // token gets -inf (probability 0), so the row reads like a full one.
+    const auto rows = static_cast<int64_t>(c.output_token_ids.size());
+    grow(head_, n_out * rows);
+    kernels::matmul(weights_.output, last_.data(), n_out, head_.data(), pool);
+    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float* row = logits + i * c.vocab_size;
+        std::fill(row, row + c.vocab_size, -std::numeric_limits<float>::infinity());
+        const float* part = head_.data() + i * rows;
+        for (int64_t r = 0; r < rows; ++r) row[c.output_token_ids[static_cast<size_t>(r)]] = part[r];
+      }
+    });
+  }
   if (argmax != nullptr)
     pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {

@@ -36,7 +36,7 @@ struct LlamaWeights {
   kernels::WeightMatrix token_embd;  // [vocab, dim]
   std::vector<LlamaLayerWeights> layers;
   const float* output_norm;          // [dim]
-  kernels::WeightMatrix output;      // [vocab, dim]; the embedding table when tied
+  kernels::WeightMatrix output;      // [vocab or output_token_ids.size(), dim]; the embedding table when tied
 
   // Checks every tensor's presence, type and shape against the config.
   static LlamaWeights from_gguf(const GGUFFile& file, const ModelConfig& config);
@@ -84,6 +84,7 @@ class LlamaModel final : public Model {
   AlignedVector<float> gate_;    // [n_tokens, ffn_dim]
   AlignedVector<float> up_;      // [n_tokens, ffn_dim]
   AlignedVector<float> last_;    // [n_logits, dim] rows that produce logits
+  AlignedVector<float> head_;    // [n_logits, output_token_ids.size()] a partial head's logits
   AlignedVector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
 };
 

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "core/ggml_types.h"
+#include "loader/gguf.h"
 #include "core/half.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/sampling.h"
@@ -113,6 +114,10 @@ CudaLlamaModel::~CudaLlamaModel() {
 
 std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, ModelConfig config,
                                                           const CudaModelOptions& options) {
+  if (!config.output_token_ids.empty())
+    throw Error(strformat("%s: a head over some of the tokens (exactly.output_token_ids, a draft model's) runs on "
+                          "the CPU only", file.path().c_str()),
+                ExitCode::kUsage);
   const LlamaWeights w = LlamaWeights::from_gguf(file, config);  // validates shapes and types
   const bool tied = w.output.data == w.token_embd.data;
   std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
