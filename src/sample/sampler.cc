@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <unordered_map>
 
@@ -74,8 +75,13 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std:
 std::vector<TokenProb> Sampler::distribution_with(std::span<const float> logits,
                                                   std::span<const PenalisedToken> penalised) const {
   const SamplingParams& p = params_;
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   std::vector<TokenProb> cand(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cand[i] = {static_cast<int32_t>(i), logits[i], 0.0};
+  size_t num_minus_inf = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    cand[i] = {static_cast<int32_t>(i), logits[i], 0.0};
+    num_minus_inf += logits[i] == kMinusInf ? 1 : 0;
+  }
 
   // Repetition penalty (as in CTRL): shrink positive logits, grow negative
   // ones. Frequency and presence penalties (as in the OpenAI API) over the
@@ -88,6 +94,13 @@ std::vector<TokenProb> Sampler::distribution_with(std::span<const float> logits,
     // differs between builds, and a device sampling the row must match.
     if (t.output_count > 0) l -= std::fma(p.frequency_penalty, static_cast<float>(t.output_count), p.presence_penalty);
   }
+
+  // Tokens at -inf (a draft head over some of the vocabulary leaves the rest
+  // there, model/config.h) have probability exactly 0: dropping them changes
+  // no probability and no draw, and spares the rest of the work a
+  // vocabulary-sized list. Penalties keep -inf at -inf, so this may follow them.
+  if (num_minus_inf > 0 && num_minus_inf < cand.size())
+    std::erase_if(cand, [&](const TokenProb& c) { return c.logit == kMinusInf; });
 
   if (p.greedy()) {
     size_t best = 0;

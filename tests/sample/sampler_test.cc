@@ -110,6 +110,49 @@ TEST(Sampler, FilteredDistributionMatchesIndependentComputation) {
   }
 }
 
+// A head over part of the vocabulary leaves the other tokens at -inf: the
+// distribution is then the one over the finite tokens alone, bit for bit
+// (same ids, same probabilities), with penalties and every filter, and no draw
+// ever lands on a -inf token.
+TEST(Sampler, MinusInfinityTokensAreLeftOutWithoutChangingTheRest) {
+  for (int trial = 0; trial < 40; ++trial) {
+    auto finite = random_logits(120, static_cast<uint64_t>(100 + trial));
+    std::vector<float> logits;
+    std::vector<int32_t> ids;  // id in `logits` of each finite entry
+    for (size_t i = 0; i < finite.size(); ++i) {
+      while (logits.size() % 3 != 1 || (trial % 2 == 0 && logits.size() < 5)) logits.push_back(-INFINITY);
+      ids.push_back(static_cast<int32_t>(logits.size()));
+      logits.push_back(finite[i]);
+    }
+    SamplingParams sp;
+    sp.temperature = trial % 4 == 0 ? 0.0f : 0.6f + 0.1f * static_cast<float>(trial % 5);
+    sp.top_k = trial % 3 == 0 ? 0 : 10 + trial;
+    sp.top_p = trial % 5 == 0 ? 1.0f : 0.9f;
+    sp.min_p = trial % 7 == 0 ? 0.0f : 0.01f;
+    sp.repetition_penalty = trial % 2 == 0 ? 1.0f : 1.3f;
+    sp.frequency_penalty = trial % 3 == 1 ? 0.5f : 0.0f;
+    sp.seed = static_cast<uint64_t>(trial);
+    // The history penalises finite and -inf tokens alike.
+    const std::vector<int32_t> history = {ids[3], 0, ids[7], 2, ids[3]};
+    std::vector<int32_t> history_finite;  // the same tokens in the finite-only vocabulary (-inf ones dropped)
+    for (int32_t t : history)
+      if (auto it = std::find(ids.begin(), ids.end(), t); it != ids.end())
+        history_finite.push_back(static_cast<int32_t>(it - ids.begin()));
+    Sampler with_inf(sp), without(sp);
+    auto got = with_inf.distribution(logits, history, 1);
+    auto want = without.distribution(finite, history_finite, std::min<size_t>(1, history_finite.size()));
+    ASSERT_EQ(got.size(), want.size()) << "trial " << trial;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].id, ids[static_cast<size_t>(want[i].id)]) << "trial " << trial;
+      ASSERT_EQ(got[i].p, want[i].p) << "trial " << trial;
+    }
+    for (int d = 0; d < 200; ++d) {
+      const int32_t x = with_inf.sample(logits, history, 1);
+      ASSERT_TRUE(std::isfinite(logits[static_cast<size_t>(x)])) << "trial " << trial;
+    }
+  }
+}
+
 // Chi-square goodness of fit of 200k draws against the exact distribution.
 // The threshold is the 1 - 1e-6 quantile for the degrees of freedom used, so
 // a correct sampler fails this test with probability 1e-6 per run (and the
