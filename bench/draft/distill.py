@@ -209,7 +209,7 @@ def generate(model, prompts, temps, seed, device, batch=1024, max_new=MAX_NEW):
 # ------------------------------------------------------------------------------------------- training
 
 def batches(seqs, tokens_per_batch, rng):
-    """Sequences of similar length together; yields (ids, loss mask) right-padded."""
+    """Endless shuffled groups of indices into `seqs`, sequences of similar length together (less padding)."""
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i][0]) + len(seqs[i][1]))
     groups, cur, cur_max = [], [], 0
     for i in order:
@@ -400,9 +400,9 @@ def main():
     for L in [int(x) for x in args.layers.split(",")]:
         d = distill(target, cfg, w, L, vocab, seqs, args.train_seconds, device, args.seed + L, args.lr)
         drafts[f"distilled-L{L}"] = (d, vocab)
-        plain = Llama(cfg, w["token_embd.weight"], [layer_params(w, l, torch.float32) for l in range(L)],
-                      w["output_norm.weight"], w["output.weight"], trainable=False)
         if not args.no_truncated:
+            plain = Llama(cfg, w["token_embd.weight"], [layer_params(w, l, torch.float32) for l in range(L)],
+                          w["output_norm.weight"], w["output.weight"], trainable=False)
             drafts[f"truncated-L{L}"] = (plain, None)
         layers = [{k: v.detach().half().cpu().numpy() for k, v in Ld.items()} for Ld in d.layers]
         for part in range(0, L, 2):
