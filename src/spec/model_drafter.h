@@ -59,7 +59,7 @@ struct Drafts {
 
 struct DraftPass {
   int64_t tokens;  // tokens the pass computed
-  double seconds;
+  double seconds;  // its share of drafting's time (ModelDrafter::last_passes)
 };
 
 class ModelDrafter {
@@ -81,7 +81,8 @@ class ModelDrafter {
   // (kOwn; nothing to do for kTarget, whose sequences the scheduler owns).
   void release(SeqId seq);
 
-  // The forward passes of the last propose(), for the step-cost model.
+  // The forward passes of the last propose(), for the step-cost model; their
+  // seconds add up to all of propose()'s time, each pass taking its share.
   const std::vector<DraftPass>& last_passes() const { return passes_; }
   Cache cache() const { return cache_; }
 
