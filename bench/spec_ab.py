@@ -7,7 +7,7 @@ length, median request latency and, at temperature 0, whether the outputs
 are identical. Taking turns keeps slow phases of a shared machine out of
 the ratio.
 
-    bench/spec_ab.py --workloads DIR --spec draft:D.gguf [--cells chat_t0.0_n1,chat_t0.8_n1] [--rounds 5]
+    bench/spec_ab.py --workloads DIR --spec draft:D.gguf [--cells chat_t0.0_n1,chat_t0.8_n1] [--rounds 5] [--rounds-large 3]
 """
 import argparse
 import json
@@ -26,7 +26,8 @@ def main():
     ap.add_argument("--workloads", required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--cells", default=",".join(CELLS))
-    ap.add_argument("--rounds", type=int, default=5, help="rounds for 1 and 4 requests; 3 above")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds for 1 and 4 requests")
+    ap.add_argument("--rounds-large", type=int, default=3, help="rounds for 16 and 64 requests")
     ap.add_argument("--exe", default=str(ROOT / "build" / "bin" / "exactly"))
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--threads", type=int, default=2)
@@ -37,7 +38,7 @@ def main():
     for cell in args.cells.split(","):
         path = Path(args.workloads) / f"{cell}.jsonl"
         n = int(cell.rsplit("_n", 1)[1])
-        rounds = args.rounds if n <= 4 else 3
+        rounds = args.rounds if n <= 4 else args.rounds_large
         base, spec, same = [], [], True
         for _ in range(rounds):
             b = run(args.exe, args.model, path, None, args.threads, args.k)

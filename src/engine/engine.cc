@@ -294,6 +294,18 @@ void Engine::propose_drafts() {
   const double relative_cost = relative_speculation_cost(
       step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
   const double all_rate = spec_all_.recent_acceptance_rate();
+  // A model drafter costs a pass per draft position, and its first drafts a
+  // catch-up pass over every prompt, so it waits for evidence: nothing is
+  // drafted before a plain decode step has been timed, and until the
+  // target's cost model can tell a step's fixed cost from its cost per token
+  // the fewest drafts that let it probe: a verify step about twice the
+  // plain one's size (3 tokens more for one request), the least spread of
+  // sizes StepCostModel fits. (Drafting at the prior's k in the first two
+  // steps of 16 requests lost ~4% of a 128-token run before the measured
+  // costs turned speculation off.)
+  const bool probing = config_.adaptive_speculation && speculator_->drafts_with_model() && !step_cost_.fit();
+  if (probing && !step_cost_.mean_seconds()) return;
+  const int64_t probe_k = (3 + num_decoding - 1) / std::max<int64_t>(1, num_decoding);
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
     Sequence& s = sequence_of(r->id);
@@ -302,6 +314,7 @@ void Engine::propose_drafts() {
                                               : s.spec_stats.next_k();
     int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)
                                              : config_.num_speculative_tokens;
+    if (probing) k = std::min(k, probe_k);
     // Never draft past max_tokens or the context: the last token is sampled.
     k = std::min(k, r->max_tokens - r->num_output_tokens() - 1);
     k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);

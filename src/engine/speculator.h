@@ -45,6 +45,8 @@ class Speculator {
   ~Speculator();
 
   bool enabled() const { return method_.kind != SpecMethod::Kind::kNone; }
+  // Drafts come from a model's forward passes (draft:PATH, layerskip:L), not a lookup.
+  bool drafts_with_model() const { return drafter_ != nullptr; }
 
   // Fills each job's request->draft_tokens (and *dists for model drafts); a
   // job may get fewer than k drafts, or none.

@@ -69,6 +69,24 @@ TEST_F(SpeculativeModel, TheTargetAsItsOwnDraftHasEveryGreedyDraftAccepted) {
   }
 }
 
+TEST_F(SpeculativeModel, AnAdaptiveModelDrafterWaitsForAPlainStepThenProbesWithOneDraftEach) {
+  // 16 requests of 4 tokens. The prompt step gives each its first token; the
+  // first decode step runs plain, since no decode step has been timed yet;
+  // the next verifies one draft per request (the probe: a step of 32 tokens
+  // against the plain one's 16), which the target drafting for itself always
+  // passes, giving the last two tokens. Drafting at the acceptance prior's k
+  // from the first decode step on drafted 32.
+  std::vector<RequestParams> reqs;
+  for (int i = 0; i < 16; ++i) reqs.push_back(greedy("Count to " + std::to_string(i + 3) + ".", 4));
+  const auto plain = run_engine(*model_, reqs, {});
+  EngineConfig adaptive = speculating("layerskip:30", 3);
+  adaptive.adaptive_speculation = true;
+  EngineStats stats;
+  EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
+  EXPECT_EQ(stats.spec_drafted_tokens, 16);
+  EXPECT_EQ(stats.spec_accepted_tokens, 16);
+}
+
 TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch) {
   const auto reqs = batch();
   const auto plain = run_engine(*model_, reqs, {});
