@@ -40,8 +40,9 @@ struct Engine::Group {
 
 namespace {
 
-// Drafts per verify of pseudo-evidence at every request's rate that a
-// request's own rate is shrunk towards (AcceptanceStats::shrunk_acceptance_rate).
+// Drafts per verify of pseudo-evidence at the lifetime rate of every
+// request's drafts that a request's own recent rate is shrunk towards
+// (AcceptanceStats::shrunk_acceptance_rate).
 constexpr double kAcceptanceShrink = 2.0;
 
 // A model drafter processes its logits with the request's settings but draws
@@ -293,7 +294,7 @@ void Engine::propose_drafts() {
   const auto num_decoding = static_cast<int64_t>(decoding.size());
   const double relative_cost = relative_speculation_cost(
       step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
-  const double all_rate = spec_all_.recent_acceptance_rate();
+  const double all_rate = spec_all_.lifetime_acceptance_rate();
   // A model drafter costs a pass per draft position, and its first drafts a
   // catch-up pass over every prompt, so it waits for evidence: nothing is
   // drafted before a plain decode step has been timed, and until the
@@ -320,7 +321,10 @@ void Engine::propose_drafts() {
     k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);
     if (config_.long_prefill_token_threshold > 0) k = std::min(k, config_.long_prefill_token_threshold - 1);
     k = std::min(k, budget);
-    if (k <= 0) continue;
+    if (k <= 0) {
+      s.spec_stats.fade();  // so that a pessimistic estimate gets tested again
+      continue;
+    }
     jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists});
     budget -= k;
   }

@@ -102,7 +102,7 @@ class Engine {
   std::vector<int32_t> argmax_;  // [n_logits_rows]
   std::unique_ptr<Speculator> speculator_;
   StepCostModel step_cost_;     // decode and verify steps only
-  AcceptanceStats spec_all_;    // every request's verifies: the prior each request's rate is shrunk towards
+  AcceptanceStats spec_all_;    // every request's verifies: its lifetime rate is the prior each request's is shrunk towards
   bool step_has_prefill_ = false;  // the packed batch holds a prompt chunk
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;

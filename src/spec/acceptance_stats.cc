@@ -44,6 +44,7 @@ void AcceptanceStats::record(int32_t num_drafted, int32_t num_accepted) {
   drafted_ += num_drafted;
   accepted_ += num_accepted;
   const double examined = num_accepted + (num_accepted < num_drafted ? 1 : 0);
+  examined_ += static_cast<int64_t>(examined);
   if (verifies_ == 1) {
     ema_accepted_ = num_accepted;
     ema_examined_ = examined;
@@ -70,6 +71,16 @@ double AcceptanceStats::shrunk_acceptance_rate(double prior, double weight) cons
   EXACTLY_CHECK(prior >= 0 && prior <= 1 && weight >= 0, "prior %g, weight %g", prior, weight);
   if (verifies_ == 0) return prior;
   return (ema_accepted_ + weight * prior) / (ema_examined_ + weight);
+}
+
+double AcceptanceStats::lifetime_acceptance_rate() const {
+  return examined_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(examined_) : config_.prior_rate;
+}
+
+void AcceptanceStats::fade() {
+  if (ema_examined_ < 1e-6) return;  // the prior has long since taken over; don't underflow to 0/0
+  ema_accepted_ *= 1 - config_.ema_weight;
+  ema_examined_ *= 1 - config_.ema_weight;
 }
 
 int32_t AcceptanceStats::next_k() const { return best_draft_length(recent_acceptance_rate(), config_); }

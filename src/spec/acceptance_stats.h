@@ -55,6 +55,15 @@ class AcceptanceStats {
   // just after a lucky verify; shrinking towards what drafts of all requests
   // achieve keeps one or two lucky verifies from paying for a run of losses.
   double shrunk_acceptance_rate(double prior, double weight) const;
+  // Per-draft acceptance over the request's life: accepted / examined (the
+  // prior before any verify).
+  double lifetime_acceptance_rate() const;
+  // A step in which the request drafted nothing: the recent averages lose
+  // weight as they do when a verify is recorded, so shrunk_acceptance_rate()
+  // drifts back to its prior. Estimates only change at a verify, so one that
+  // a run of rejections pushed below what pays would otherwise never be
+  // revised: the request would not draft again.
+  void fade();
   // Draft length for the next step.
   int32_t next_k() const;
 
@@ -63,6 +72,7 @@ class AcceptanceStats {
   int64_t verifies_ = 0;
   int64_t drafted_ = 0;
   int64_t accepted_ = 0;
+  int64_t examined_ = 0;
   double ema_accepted_ = 0;  // moving average of accepted drafts per verify
   double ema_examined_ = 0;  // moving average of examined drafts per verify
 };

@@ -85,6 +85,40 @@ TEST(AcceptanceStats, ShrunkRateWeighsOneVerifyAgainstThePrior) {
   EXPECT_DOUBLE_EQ(stats.shrunk_acceptance_rate(0.3, 0.0), stats.recent_acceptance_rate());
 }
 
+TEST(AcceptanceStats, LifetimeRateCountsOnlyExaminedDrafts) {
+  AcceptanceStats stats;
+  EXPECT_DOUBLE_EQ(stats.lifetime_acceptance_rate(), AdaptiveKConfig{}.prior_rate);
+  stats.record(4, 2);  // 3 examined
+  stats.record(2, 2);  // 2 examined
+  stats.record(3, 0);  // 1 examined
+  EXPECT_NEAR(stats.lifetime_acceptance_rate(), 4.0 / 6.0, 1e-12);
+  for (int i = 0; i < 100; ++i) stats.record(1, 0);
+  EXPECT_NEAR(stats.lifetime_acceptance_rate(), 4.0 / 106.0, 1e-12);  // not a moving average
+}
+
+// A run of rejections pushes a request's estimate below the prior; steps
+// without drafts fade that evidence, so the estimate returns to the prior
+// (and the request drafts again to test it), without ever reaching 0/0.
+TEST(AcceptanceStats, FadingReturnsTheShrunkRateToThePrior) {
+  AcceptanceStats stats;
+  for (int i = 0; i < 10; ++i) stats.record(2, 0);
+  const double low = stats.shrunk_acceptance_rate(0.6, 2.0);
+  EXPECT_NEAR(low, (0.0 + 2.0 * 0.6) / (1.0 + 2.0), 1e-9);  // one examined draft per verify, none accepted
+  double previous = low;
+  for (int i = 0; i < 5; ++i) {
+    stats.fade();
+    const double now = stats.shrunk_acceptance_rate(0.6, 2.0);
+    EXPECT_GT(now, previous);
+    previous = now;
+  }
+  EXPECT_DOUBLE_EQ(stats.recent_acceptance_rate(), 0.0);  // fading weighs, it invents no acceptances
+  for (int i = 0; i < 100000; ++i) stats.fade();
+  EXPECT_NEAR(stats.shrunk_acceptance_rate(0.6, 2.0), 0.6, 1e-6);
+  EXPECT_TRUE(std::isfinite(stats.recent_acceptance_rate()));
+  stats.record(1, 1);  // fresh evidence counts at once
+  EXPECT_GT(stats.shrunk_acceptance_rate(0.6, 2.0), 0.6);
+}
+
 TEST(AcceptanceStats, NextKShrinksWhenDraftsFailAndGrowsWhenTheyPass) {
   AdaptiveKConfig c;
   c.k_max = 6;
