@@ -299,14 +299,12 @@ void Engine::propose_drafts() {
   // catch-up pass over every prompt, so it waits for evidence: nothing is
   // drafted before a plain decode step has been timed, and until the
   // target's cost model can tell a step's fixed cost from its cost per token
-  // the fewest drafts that let it probe: a verify step about twice the
-  // plain one's size (3 tokens more for one request), the least spread of
-  // sizes StepCostModel fits. (Drafting at the prior's k in the first two
-  // steps of 16 requests lost ~4% of a 128-token run before the measured
-  // costs turned speculation off.)
+  // the fewest drafts that let it (probe_draft_length). (Drafting at the
+  // prior's k in the first two steps of 16 requests lost ~4% of a 128-token
+  // run before the measured costs turned speculation off.)
   const bool probing = config_.adaptive_speculation && speculator_->drafts_with_model() && !step_cost_.fit();
   if (probing && !step_cost_.mean_seconds()) return;
-  const int64_t probe_k = (3 + num_decoding - 1) / std::max<int64_t>(1, num_decoding);
+  const int64_t probe_k = probe_draft_length(num_decoding);
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
     Sequence& s = sequence_of(r->id);

@@ -6,6 +6,14 @@
 
 namespace exactly {
 
+namespace {
+
+// Weighted variance of the observed step sizes (tokens²) below which the
+// slope is not identifiable.
+constexpr double kMinSizeVariance = 1.0;
+
+}  // namespace
+
 void StepCostModel::observe(int64_t tokens, double seconds) {
   const double n = static_cast<double>(tokens), decay = 1.0 - weight_;
   w_ = decay * w_ + weight_;
@@ -22,7 +30,7 @@ std::optional<StepCostModel::Fit> StepCostModel::current_fit() const {
   if (w_ <= 0) return std::nullopt;
   const double mean_n = wn_ / w_, mean_t = wt_ / w_;
   const double var_n = wnn_ / w_ - mean_n * mean_n;
-  if (var_n < 1.0) return std::nullopt;  // step sizes barely vary: the slope is not identifiable
+  if (var_n < kMinSizeVariance) return std::nullopt;  // step sizes barely vary: the slope is not identifiable
   const double per_token = std::max(0.0, (wnt_ / w_ - mean_n * mean_t) / var_n);
   const double fixed = std::max(0.0, mean_t - per_token * mean_n);
   return Fit{fixed, per_token};
@@ -45,6 +53,13 @@ double relative_speculation_cost(const StepCostModel& target, std::optional<doub
   const std::optional<double> step = target.mean_seconds();
   if (!draft_pass_seconds || *draft_pass_seconds <= 0 || !step || *step <= 0) return -1.0;
   return prior_verify_cost + *draft_pass_seconds / *step;
+}
+
+int64_t probe_draft_length(int64_t decoding) {
+  // At least 3 tokens more than the plain step: with the two sizes about
+  // equally weighted, a variance of (3/2)² or more, past kMinSizeVariance.
+  const int64_t n = std::max<int64_t>(1, decoding);
+  return (3 + n - 1) / n;
 }
 
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {

@@ -54,6 +54,11 @@ double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, dou
 double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
                                  int64_t decoding, double prior_verify_cost);
 
+// Drafts per request that make a verify step of `decoding` requests differ
+// enough in size from their plain steps for StepCostModel::fit() to separate
+// its two terms: the fewest that probe the cost of verifying.
+int64_t probe_draft_length(int64_t decoding);
+
 // Draft length in [0, k_max] that maximises expected tokens per unit of cost,
 // E(k) / (1 + k · relative_cost), where E(k) = 1 + a + ... + a^k; 0 means
 // speculation does not pay for this request in this step.

@@ -75,5 +75,25 @@ TEST(StepCostModel, SpeculationCostWithAndWithoutAFit) {
   EXPECT_NEAR(relative_speculation_cost(varied, 0.003, 1, 0.1), (0.0015 + 0.003) / 0.0075, 1e-9);
 }
 
+
+// One plain step of n tokens then one verify with probe_draft_length(n)
+// drafts per request is enough for a fit, for every batch size; one draft
+// fewer per request is not (the probe is the fewest).
+TEST(StepCostModel, OneProbeAfterOnePlainStepGivesAFit) {
+  for (int64_t n = 1; n <= 64; ++n) {
+    const int64_t k = probe_draft_length(n);
+    StepCostModel m;
+    m.observe(n, 0.01 + 0.001 * static_cast<double>(n));
+    m.observe(n * (1 + k), 0.01 + 0.001 * static_cast<double>(n * (1 + k)));
+    ASSERT_TRUE(m.fit().has_value()) << n;
+    EXPECT_NEAR(m.fit()->per_token, 0.001, 1e-9) << n;
+    if (k > 1) {
+      StepCostModel fewer;
+      fewer.observe(n, 0.01);
+      fewer.observe(n * k, 0.01 + 0.001 * static_cast<double>(n * (k - 1)));
+      EXPECT_FALSE(fewer.fit().has_value()) << n;
+    }
+  }
+}
 }  // namespace
 }  // namespace exactly
