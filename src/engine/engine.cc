@@ -44,6 +44,9 @@ namespace {
 // request's drafts that a request's own recent rate is shrunk towards
 // (AcceptanceStats::shrunk_acceptance_rate).
 constexpr double kAcceptanceShrink = 2.0;
+// Drafts of pseudo-evidence at the configured prior rate in that lifetime rate
+// (AcceptanceStats::pooled_acceptance_rate): a few verifies cannot set it alone.
+constexpr double kPooledPriorDrafts = 8.0;
 
 // A model drafter processes its logits with the request's settings but draws
 // from a generator of its own (seeded from the request's seed, when it has
@@ -294,7 +297,7 @@ void Engine::propose_drafts() {
   const auto num_decoding = static_cast<int64_t>(decoding.size());
   const double relative_cost = relative_speculation_cost(
       step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
-  const double all_rate = spec_all_.lifetime_acceptance_rate();
+  const double all_rate = spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
   // A model drafter costs a pass per draft position, and its first drafts a
   // catch-up pass over every prompt, so it waits for evidence: nothing is
   // drafted before a plain decode step has been timed, and until the
@@ -313,7 +316,10 @@ void Engine::propose_drafts() {
                                               : s.spec_stats.next_k();
     int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)
                                              : config_.num_speculative_tokens;
-    if (probing) k = std::min(k, probe_k);
+    // The probe is a measurement: fewer drafts than probe_k (the prior's k
+    // was 2 for one request, where 3 are needed) leave the cost model without
+    // a fit, and the switch deciding on its prior alone.
+    if (probing) k = std::min<int64_t>(probe_k, config_.num_speculative_tokens);
     // Never draft past max_tokens or the context: the last token is sampled.
     k = std::min(k, r->max_tokens - r->num_output_tokens() - 1);
     k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);

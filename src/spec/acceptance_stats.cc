@@ -77,6 +77,11 @@ double AcceptanceStats::lifetime_acceptance_rate() const {
   return examined_ > 0 ? static_cast<double>(accepted_) / static_cast<double>(examined_) : config_.prior_rate;
 }
 
+double AcceptanceStats::pooled_acceptance_rate(double weight) const {
+  EXACTLY_CHECK(weight > 0, "weight %g", weight);
+  return (static_cast<double>(accepted_) + weight * config_.prior_rate) / (static_cast<double>(examined_) + weight);
+}
+
 void AcceptanceStats::fade() {
   if (ema_examined_ < 1e-6) return;  // the prior has long since taken over; don't underflow to 0/0
   ema_accepted_ *= 1 - config_.ema_weight;

@@ -58,6 +58,12 @@ class AcceptanceStats {
   // Per-draft acceptance over the request's life: accepted / examined (the
   // prior before any verify).
   double lifetime_acceptance_rate() const;
+  // The lifetime rate shrunk towards the configured prior as if `weight` more
+  // drafts had been examined at it. As the prior of every request's estimate
+  // it must not be decided by the first verify: a probe whose two drafts were
+  // rejected made the plain lifetime rate 0, every request's estimate followed
+  // it to 0, and nothing drafted again to revise it.
+  double pooled_acceptance_rate(double weight) const;
   // A step in which the request drafted nothing: the recent averages lose
   // weight as they do when a verify is recorded, so shrunk_acceptance_rate()
   // drifts back to its prior. Estimates only change at a verify, so one that

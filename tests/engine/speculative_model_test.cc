@@ -87,6 +87,23 @@ TEST_F(SpeculativeModel, AnAdaptiveModelDrafterWaitsForAPlainStepThenProbesWithO
   EXPECT_EQ(stats.spec_accepted_tokens, 16);
 }
 
+TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFit) {
+  // One request of 6 tokens: the prompt step gives the first, a plain decode
+  // step the second, and the probe verifies probe_draft_length(1) = 3 drafts,
+  // which the target drafting for itself passes, giving the last four. The
+  // acceptance prior's k is 2 here: capping the probe by it drafted 2, a step
+  // of 3 tokens against the plain one's 1, too little for the cost model to
+  // separate its terms.
+  const std::vector<RequestParams> reqs = {greedy("Count to 9.", 6)};
+  const auto plain = run_engine(*model_, reqs, {});
+  EngineConfig adaptive = speculating("layerskip:30", 3);
+  adaptive.adaptive_speculation = true;
+  EngineStats stats;
+  EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
+  EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_length(1));
+  EXPECT_EQ(stats.spec_accepted_tokens, probe_draft_length(1));
+}
+
 TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch) {
   const auto reqs = batch();
   const auto plain = run_engine(*model_, reqs, {});

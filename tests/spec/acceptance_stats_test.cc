@@ -96,6 +96,21 @@ TEST(AcceptanceStats, LifetimeRateCountsOnlyExaminedDrafts) {
   EXPECT_NEAR(stats.lifetime_acceptance_rate(), 4.0 / 106.0, 1e-12);  // not a moving average
 }
 
+TEST(AcceptanceStats, OneRejectedProbeDoesNotDecideThePooledRate) {
+  // The pooled rate is every request's prior: after a probe whose two drafts
+  // were both rejected it must still allow drafting (the plain lifetime rate
+  // is 0 there), and with evidence it must follow the lifetime rate.
+  AcceptanceStats stats;
+  const double prior = AdaptiveKConfig{}.prior_rate;
+  EXPECT_DOUBLE_EQ(stats.pooled_acceptance_rate(8.0), prior);
+  stats.record(2, 0);  // 1 examined
+  EXPECT_DOUBLE_EQ(stats.lifetime_acceptance_rate(), 0.0);
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), 8.0 * prior / 9.0, 1e-12);
+  for (int i = 0; i < 1000; ++i) stats.record(3, 2);  // 3 examined, 2 accepted
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), (2000.0 + 8.0 * prior) / (3001.0 + 8.0), 1e-12);
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), stats.lifetime_acceptance_rate(), 2e-3);
+}
+
 // A run of rejections pushes a request's estimate below the prior; steps
 // without drafts fade that evidence, so the estimate returns to the prior
 // (and the request drafts again to test it), without ever reaching 0/0.
