@@ -27,6 +27,16 @@ writes them (bench/draft/make_prompts.py makes the prompts).
    mean acceptance probability sum_x min(p(x), q(x)) at temperature 0.8. The
    untrained truncation (first L layers, full head) is measured the same way.
 
+Quantisation-aware training (--qat Q4_1, --qat-head Q4_1): the draft's
+matrices as the engine will hold them, rounded as GGUF's Q4_1 rounds (groups
+of 32 along a row: 16 levels between the group's minimum and maximum, scale
+and minimum stored in fp16) in every forward pass, with the gradient passed
+straight through to the unrounded weights. Stored as Q4_1 without it, the
+draft's layers lose a fifth of their agreement. --init DIR starts from an
+earlier run's weights and vocabulary instead of the target's first layers.
+With QAT, the evaluation measures the rounded draft from the fp16 weights
+the files hold.
+
 Writes OUT/draft-L{L}-{part}.npz (float16 layers, two per file; `head`: the
 head rows, the final norm and the vocabulary's ids) and OUT/report.json;
 bench/draft/write_draft_gguf.py turns them into a GGUF draft.
@@ -81,6 +91,28 @@ def load_target(path, device):
     return cfg, w
 
 
+MATRICES = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
+
+
+def round_q4_1(w):
+    """w as GGUF's Q4_1 stores and the engine decodes it (gguf.quants.Q4_1, groups along the last axis)."""
+    g = w.float().reshape(*w.shape[:-1], -1, 32)
+    lo, hi = g.amin(-1, keepdim=True), g.amax(-1, keepdim=True)
+    d = (hi - lo) / 15
+    inv = torch.where(d == 0, torch.zeros_like(d), 1 / d)
+    q = torch.floor((g - lo) * inv + 0.5).clamp(0, 15)
+    return (q * d.half().float() + lo.half().float()).reshape(w.shape)
+
+
+def rounder(kind):
+    """The straight-through rounding for a --qat kind: rounded forward, identity backward."""
+    if not kind:
+        return None
+    if kind != "Q4_1":
+        raise SystemExit(f"--qat: {kind} is not supported (Q4_1 is)")
+    return lambda t: t + (round_q4_1(t) - t).detach()
+
+
 def layer_params(w, l, dtype):
     p = f"blk.{l}."
     names = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
@@ -90,9 +122,10 @@ def layer_params(w, l, dtype):
 class Llama(torch.nn.Module):
     """Llama with GGUF's adjacent-pair rotary embedding; `head` may cover part of the vocabulary."""
 
-    def __init__(self, cfg, embed, layers, out_norm, head, trainable):
+    def __init__(self, cfg, embed, layers, out_norm, head, trainable, qat=None, qat_head=None):
         super().__init__()
         self.cfg = cfg
+        self.qat, self.qat_head = qat, qat_head  # rounding of the layers' matrices / the head, or None
         self.embed = embed  # frozen
         wrap = (lambda t: torch.nn.Parameter(t)) if trainable else (lambda t: t)
         self.layers = [{k: wrap(v) for k, v in L.items()} for L in layers]
@@ -123,6 +156,8 @@ class Llama(torch.nn.Module):
         x = self.embed[tokens].to(self.head.dtype)
         cos, sin = self.angles(pos)
         for l, L in enumerate(self.layers):
+            if self.qat:
+                L = {k: self.qat(v) if k in MATRICES else v for k, v in L.items()}
             h = self.norm(x, L["attn_norm"])
             q = self.rope((h @ L["attn_q"].T).view(B, T, c["n_heads"], -1), cos, sin).transpose(1, 2)
             k = self.rope((h @ L["attn_k"].T).view(B, T, c["n_kv"], -1), cos, sin).transpose(1, 2)
@@ -140,6 +175,8 @@ class Llama(torch.nn.Module):
 
     def logits(self, hidden, rows=None):
         head = self.head if rows is None else self.head[rows]
+        if self.qat_head:
+            head = self.qat_head(head)
         return (hidden @ head.T).float()
 
 
@@ -274,12 +311,41 @@ def top_kl(t_val, t_col, d_logp):
     return ((p * (t_val - d_top)).sum(-1) + rest).mean()
 
 
-def distill(target, cfg, w, L, vocab, seqs, seconds, device, seed, args_lr, top=0):
+def load_init(init_dir, L, device):
+    """An earlier run's layers, final norm, head and vocabulary (the files this script writes)."""
+    d = Path(init_dir)
+    layers = [{} for _ in range(L)]
+    for part in range(0, L, 2):
+        with np.load(d / f"draft-L{L}-layers{part}.npz") as z:
+            for key in z.files:
+                l, name = key[len("blk."):].split(".", 1)
+                layers[int(l)][name] = torch.from_numpy(z[key].astype(np.float32)).to(device)
+    with np.load(d / f"draft-L{L}-head.npz") as z:
+        head = torch.from_numpy(z["output"].astype(np.float32)).to(device)
+        norm = torch.from_numpy(z["output_norm"].astype(np.float32)).to(device)
+        vocab_ids = z["vocab_ids"].astype(np.int64)
+    return layers, norm, head, vocab_ids
+
+
+def as_stored(draft):
+    """The draft as the files hold it: every weight rounded to fp16 (what the QAT evaluation rounds)."""
+    for Ld in draft.layers:
+        for v in Ld.values():
+            v.data = v.data.half().float()
+    draft.head.data = draft.head.data.half().float()
+    return draft
+
+
+def distill(target, cfg, w, L, vocab, seqs, seconds, device, seed, args_lr, top=0, init=None, qat=None,
+            qat_head=None):
     """Trains an L-layer draft for `seconds`. top > 0: against the target's cached top-`top`
-    distributions (teacher_top); 0: against its whole distribution over `vocab`, computed each step."""
+    distributions (teacher_top); 0: against its whole distribution over `vocab`, computed each step.
+    init: (layers, final norm, head) to start from, else the target's first L layers."""
     embed = w["token_embd.weight"]
-    draft = Llama(cfg, embed, [layer_params(w, l, torch.float32) for l in range(L)],
-                  w["output_norm.weight"].clone(), w["output.weight"][vocab].clone(), trainable=True)
+    if init is None:
+        init = ([layer_params(w, l, torch.float32) for l in range(L)], w["output_norm.weight"].clone(),
+                w["output.weight"][vocab].clone())
+    draft = Llama(cfg, embed, init[0], init[1], init[2], trainable=True, qat=qat, qat_head=qat_head)
     opt = torch.optim.AdamW(draft.params, lr=args_lr, betas=(0.9, 0.98), weight_decay=0.0)
     rng = np.random.default_rng(seed)
     cache = None
@@ -385,6 +451,23 @@ def evaluate(target, drafts, prompts, device, seed):
 
 # ----------------------------------------------------------------------------------------------- main
 
+def save_answers(path, runs):
+    """The target's answers (prompt index, temperature, ids), so that a later run trains on them."""
+    np.savez(path, prompt=np.array([i for i, _, _ in runs], dtype=np.int32),
+             temp=np.array([t for _, t, _ in runs], dtype=np.float32),
+             length=np.array([len(a) for _, _, a in runs], dtype=np.int32),
+             ids=np.array([x for _, _, a in runs for x in a], dtype=np.int32))
+
+
+def load_answers(path, num_prompts):
+    with np.load(path) as z:
+        if int(z["prompt"].max()) >= num_prompts:
+            raise SystemExit(f"{path}: answers to prompts beyond the {num_prompts} given")
+        ends = np.cumsum(z["length"])
+        ids = z["ids"].tolist()
+        return [(int(i), float(t), ids[e - n:e]) for i, t, n, e in zip(z["prompt"], z["temp"], z["length"], ends)]
+
+
 def read_ids(path):
     return [json.loads(line) for line in open(path) if line.strip()]
 
@@ -407,6 +490,10 @@ def main():
     ap.add_argument("--check-ids", default="", help="the target's greedy answer to the first bench prompt, "
                                                       "as the engine gives it (a check of this implementation)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--answers", help="the target's answers: read from this .npz if it exists, else written there")
+    ap.add_argument("--init", help="start from this earlier run's draft (its vocabulary too)")
+    ap.add_argument("--qat", help="train the layers' matrices as this type rounds them (Q4_1)")
+    ap.add_argument("--qat-head", help="train the head as this type rounds it (Q4_1)")
     args = ap.parse_args()
     device = "cuda"
     torch.manual_seed(args.seed)
@@ -432,12 +519,36 @@ def main():
         log(f"check: the first {same} of {len(want)} greedy tokens equal the engine's")
         report["check_equal_prefix"] = [same, len(want)]
 
+    if args.qat or args.qat_head:  # the rounding trained against must be the one the GGUF file gets
+        x = torch.randn(512, 576, device=device) * 0.05  # off the grid (the target's weights are on it)
+        t = gguf.GGMLQuantizationType.Q4_1
+        ref = gguf.quants.dequantize(gguf.quants.quantize(x.cpu().numpy(), t), t)
+        off = int((round_q4_1(x).cpu().numpy() != ref.reshape(x.shape)).sum())
+        log(f"Q4_1 rounding: {off} of {x.numel()} weights differ from gguf's")
+        # A few weights at a level's edge may round the other way (on the GPU, (g - lo) * inv + 0.5
+        # is one fused multiply-add); 0.04% of them were seen to.
+        if off > x.numel() // 1000:
+            raise SystemExit("round_q4_1 does not match gguf.quants")
+
     temps = [float(t) for t in args.samples.split(",")]
-    runs = generate(target, train_p, temps, args.seed, device)
+    if args.answers and Path(args.answers).exists():
+        runs = load_answers(args.answers, len(train_p))
+        log(f"{len(runs)} answers from {args.answers}")
+    else:
+        runs = generate(target, train_p, temps, args.seed, device)
+        if args.answers:
+            save_answers(args.answers, runs)
     seqs = [(train_p[i], ans) for i, _, ans in runs if ans]
     counts = np.bincount(np.concatenate([np.array(a) for _, a in seqs]), minlength=w["token_embd.weight"].shape[0])
     top = [int(t) for t in np.argsort(-counts, kind="stable") if int(t) not in EOS_IDS]
     vocab_ids = np.unique(np.array(top[:args.vocab - len(EOS_IDS)] + list(EOS_IDS)))
+    layer_counts = [int(x) for x in args.layers.split(",")]
+    inits = {}
+    if args.init:
+        inits = {L: load_init(args.init, L, device) for L in layer_counts}
+        vocab_ids = inits[layer_counts[0]][3]
+        if any(not np.array_equal(i[3], vocab_ids) for i in inits.values()):
+            raise SystemExit("--init: the drafts' vocabularies differ")
     report["train_answers"] = len(seqs)
     report["train_answer_tokens"] = int(counts.sum())
     report["vocab_train_coverage"] = float(counts[vocab_ids].sum() / counts.sum())
@@ -446,9 +557,12 @@ def main():
     vocab = torch.tensor(vocab_ids, device=device)
 
     drafts = {}
-    for L in [int(x) for x in args.layers.split(",")]:
+    for L in layer_counts:
         d = distill(target, cfg, w, L, vocab, seqs, args.train_seconds, device, args.seed + L, args.lr,
-                    args.teacher_top)
+                    args.teacher_top, inits[L][:3] if L in inits else None, rounder(args.qat),
+                    rounder(args.qat_head))
+        if args.qat or args.qat_head:
+            as_stored(d)
         drafts[f"distilled-L{L}"] = (d, vocab)
         if not args.no_truncated:
             plain = Llama(cfg, w["token_embd.weight"], [layer_params(w, l, torch.float32) for l in range(L)],
