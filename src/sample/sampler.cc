@@ -65,18 +65,33 @@ std::vector<PenalisedToken> Sampler::penalised_tokens(std::span<const int32_t> h
 
 std::vector<TokenProb> Sampler::distribution(std::span<const float> logits, std::span<const int32_t> history,
                                              size_t num_prompt) const {
+  std::vector<TokenProb> out;
+  distribution_into(logits, history, num_prompt, out);
+  return out;
+}
+
+void Sampler::distribution_into(std::span<const float> logits, std::span<const int32_t> history, size_t num_prompt,
+                                std::vector<TokenProb>& out) const {
   if (plain_greedy(history.size(), num_prompt)) {  // the common greedy case needs no copy of the vocabulary
     const int32_t best = argmax(logits);
-    return {{best, logits[static_cast<size_t>(best)], 1.0}};
+    out.assign(1, TokenProb{best, logits[static_cast<size_t>(best)], 1.0});
+    return;
   }
-  return distribution_with(logits, penalised_tokens(history, num_prompt));
+  fill_distribution(logits, penalised_tokens(history, num_prompt), out);
 }
 
 std::vector<TokenProb> Sampler::distribution_with(std::span<const float> logits,
                                                   std::span<const PenalisedToken> penalised) const {
+  std::vector<TokenProb> out;
+  fill_distribution(logits, penalised, out);
+  return out;
+}
+
+void Sampler::fill_distribution(std::span<const float> logits, std::span<const PenalisedToken> penalised,
+                                std::vector<TokenProb>& cand) const {
   const SamplingParams& p = params_;
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-  std::vector<TokenProb> cand(logits.size());
+  cand.resize(logits.size());
   size_t num_minus_inf = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     cand[i] = {static_cast<int32_t>(i), logits[i], 0.0};
@@ -106,7 +121,9 @@ std::vector<TokenProb> Sampler::distribution_with(std::span<const float> logits,
     size_t best = 0;
     for (size_t i = 1; i < cand.size(); ++i)
       if (cand[i].logit > cand[best].logit) best = i;
-    return {{cand[best].id, cand[best].logit, 1.0}};
+    const TokenProb top{cand[best].id, cand[best].logit, 1.0};
+    cand.assign(1, top);
+    return;
   }
 
   for (auto& c : cand) c.logit /= p.temperature;
@@ -154,7 +171,6 @@ std::vector<TokenProb> Sampler::distribution_with(std::span<const float> logits,
   double total = 0;
   for (auto& c : cand) total += c.p;
   for (auto& c : cand) c.p /= total;
-  return cand;
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t num_prompt) {

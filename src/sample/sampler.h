@@ -41,6 +41,11 @@ class Sampler {
   // The same from the penalised tokens of the context (penalised_tokens()).
   std::vector<TokenProb> distribution_with(std::span<const float> logits,
                                            std::span<const PenalisedToken> penalised) const;
+  // distribution() written into `out`, whose capacity is reused: a caller that
+  // keeps `out` between tokens allocates (and faults in) no new memory, where
+  // a vocabulary-sized list is 786 KB.
+  void distribution_into(std::span<const float> logits, std::span<const int32_t> context, size_t num_prompt,
+                         std::vector<TokenProb>& out) const;
   // The inverse-CDF draw sample() makes from a distribution with uniform u:
   // the first candidate whose cumulative mass exceeds u, else the last.
   static int32_t draw(std::span<const TokenProb> dist, double u);
@@ -63,6 +68,9 @@ class Sampler {
   Rng& rng() { return rng_; }
 
  private:
+  void fill_distribution(std::span<const float> logits, std::span<const PenalisedToken> penalised,
+                         std::vector<TokenProb>& cand) const;
+
   SamplingParams params_;
   Rng rng_;
 };
