@@ -75,7 +75,6 @@ TEST(StepCostModel, SpeculationCostWithAndWithoutAFit) {
   EXPECT_NEAR(relative_speculation_cost(varied, 0.003, 1, 0.1), (0.0015 + 0.003) / 0.0075, 1e-9);
 }
 
-
 // One plain step of n tokens then one verify with probe_draft_length(n)
 // drafts per request is enough for a fit, for every batch size; one draft
 // fewer per request is not (the probe is the fewest).
@@ -95,5 +94,6 @@ TEST(StepCostModel, OneProbeAfterOnePlainStepGivesAFit) {
     }
   }
 }
+
 }  // namespace
 }  // namespace exactly
