@@ -12,11 +12,13 @@ namespace exactly {
 Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVPool& target_kv,
                        KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory)
     : method_(method), rejection_sampler_(config.acceptance_rule), vocab_size_(target.config().vocab_size) {
-  // Scratch for draft distributions indexed by id, faulted in now rather than
-  // inside the first verify (see the Engine's constructor).
+  // Scratch for draft distributions indexed by id and for the residual of a
+  // rejection, faulted in now rather than inside the first verify or the
+  // first rejection (see the Engine's constructor).
   if (method.kind == SpecMethod::Kind::kDraftModel || method.kind == SpecMethod::Kind::kLayerSkip)
     dense_q_.assign(static_cast<size_t>(std::max(0, config.num_speculative_tokens)),
                     std::vector<double>(static_cast<size_t>(vocab_size_), 0.0));
+  if (method.kind != SpecMethod::Kind::kNone) rejection_sampler_.reserve(static_cast<size_t>(vocab_size_));
   switch (method.kind) {
     case SpecMethod::Kind::kNone:
       break;

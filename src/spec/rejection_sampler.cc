@@ -4,6 +4,11 @@
 
 namespace exactly {
 
+void RejectionSampler::reserve(size_t max_entries) {
+  residual_.assign(max_entries, WeightedToken{});
+  residual_.clear();  // keeps the capacity
+}
+
 VerifyOutcome RejectionSampler::verify(std::span<const int32_t> drafts, std::span<const DistributionView> draft_dists,
                                        const std::function<DistributionView(size_t)>& target_at, Rng& rng) {
   return verify(drafts, draft_dists, target_at, [&rng] { return rng.uniform(); });

@@ -32,6 +32,11 @@ class RejectionSampler {
   // always uses the default.
   explicit RejectionSampler(const AcceptanceRule& rule = kModifiedRejection) : rule_(rule) {}
 
+  // Sizes the residual's scratch for distributions of up to `max_entries`
+  // tokens and writes it once, so that its pages are faulted in here rather
+  // than inside the first rejection of a run.
+  void reserve(size_t max_entries);
+
   // Modified rejection sampling over k = drafts.size() positions:
   //   for i = 1..k: u ~ U[0,1); accept x_i iff u < min(1, p_i(x_i) / q_i(x_i));
   //                 on rejection draw from normalize(max(0, p_i - q_i)) and stop;
