@@ -113,7 +113,6 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward(b, kv_, logits_.data(), pool, num_layers_);
   passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
-  if (getenv("EXACTLY_TRACE")) fprintf(stderr, "TRACE draft pass rows %zu tokens %lld logits %zu: %.2f ms\n", rows.size(), (long long)b.num_tokens(), b.logits_rows.size(), passes_.back().seconds*1e3);
 }
 
 void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out) {
@@ -193,7 +192,6 @@ std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests
   double forward_seconds = 0;
   for (const DraftPass& p : passes_) forward_seconds += p.seconds;
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (getenv("EXACTLY_TRACE")) fprintf(stderr, "TRACE draft propose total %.2f ms forward %.2f ms\n", total*1e3, forward_seconds*1e3);
   if (forward_seconds > 0)
     for (DraftPass& p : passes_) p.seconds *= total / forward_seconds;
   return out;
