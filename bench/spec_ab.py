@@ -12,11 +12,18 @@ run without speculation per round serves every proposer of that round.
 
 A proposer written METHOD@K drafts at most K tokens per step; without @K, at
 most --k.
+
+At temperature > 0 the two arms emit different texts of the same
+distribution (drafting moves the draws), so one seed per request compares
+texts of different lengths. --vary-seeds gives every request a new seed in
+each round, the same for all arms of that round: over the rounds both arms
+sample the same distribution of texts.
 """
 import argparse
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,6 +38,18 @@ def split_k(spec, default_k):
     return (method, int(k)) if sep and k.isdigit() else (spec, default_k)
 
 
+def reseeded(path, round_index, tmp_dir):
+    """The workload with each request's seed moved on by 1000 per round."""
+    out = Path(tmp_dir) / f"{path.stem}_r{round_index}.jsonl"
+    lines = []
+    for line in path.read_text().splitlines():
+        request = json.loads(line)
+        request["seed"] = request.get("seed", 0) + 1000 * round_index
+        lines.append(json.dumps(request))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", required=True)
@@ -42,15 +61,19 @@ def main():
     ap.add_argument("--model", default=str(ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--vary-seeds", action="store_true", help="new seeds each round (see above)")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
+    tmp = tempfile.mkdtemp(prefix="spec_ab_")
     for cell in args.cells.split(","):
         path = Path(args.workloads) / f"{cell}.jsonl"
         n = int(cell.rsplit("_n", 1)[1])
         rounds = args.rounds if n <= 4 else args.rounds_large
         base, spec = [], {p: [] for p in args.spec}
-        for _ in range(rounds):
+        for round_index in range(rounds):
+            if args.vary_seeds:
+                path = reseeded(Path(args.workloads) / f"{cell}.jsonl", round_index, tmp)
             base.append(run(args.exe, args.model, path, None, args.threads, args.k))
             for p in args.spec:
                 method, k = split_k(p, args.k)
