@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/faulted_in.h"
 #include "core/format.h"
 #include "engine/draft_model.h"
 #include "kvcache/capacity.h"
@@ -183,10 +184,7 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
     const auto rows = static_cast<size_t>(config_.num_speculative_tokens) + 1;
     logits_.assign(rows * vocab, 0.0f);
     verify_dists_.resize(rows);
-    for (std::vector<TokenProb>& d : verify_dists_) {
-      d.assign(vocab, TokenProb{});
-      d.clear();  // keeps the capacity
-    }
+    for (std::vector<TokenProb>& d : verify_dists_) reserve_faulted_in(d, vocab);
   }
 }
 

@@ -1,13 +1,11 @@
 #include "spec/rejection_sampler.h"
 
 #include "core/check.h"
+#include "core/faulted_in.h"
 
 namespace exactly {
 
-void RejectionSampler::reserve(size_t max_entries) {
-  residual_.assign(max_entries, WeightedToken{});
-  residual_.clear();  // keeps the capacity
-}
+void RejectionSampler::reserve(size_t max_entries) { reserve_faulted_in(residual_, max_entries); }
 
 VerifyOutcome RejectionSampler::verify(std::span<const int32_t> drafts, std::span<const DistributionView> draft_dists,
                                        const std::function<DistributionView(size_t)>& target_at, Rng& rng) {
