@@ -65,44 +65,51 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = []
-    tmp = tempfile.mkdtemp(prefix="spec_ab_")
-    for cell in args.cells.split(","):
-        path = Path(args.workloads) / f"{cell}.jsonl"
-        n = int(cell.rsplit("_n", 1)[1])
-        rounds = args.rounds if n <= 4 else args.rounds_large
-        base, spec = [], {p: [] for p in args.spec}
-        for round_index in range(rounds):
-            if args.vary_seeds:
-                path = reseeded(Path(args.workloads) / f"{cell}.jsonl", round_index, tmp)
-            base.append(run(args.exe, args.model, path, None, args.threads, args.k))
-            for p in args.spec:
-                method, k = split_k(p, args.k)
-                spec[p].append(run(args.exe, args.model, path, method, args.threads, k))
-        tb = [r[0]["output_tokens_per_second"] for r in base]
-        for p, runs in spec.items():
-            ts = [r[0]["output_tokens_per_second"] for r in runs]
-            same = all(b[1] == s[1] for b, s in zip(base, runs))
-            row = {"cell": cell, "spec": p, "none_tok_s": tb, "spec_tok_s": ts,
-                   "ratio": statistics.median(ts) / statistics.median(tb),
-                   "per_round_ratio": statistics.median(s / b for s, b in zip(ts, tb)),
-                   "acceptance": [r[0].get("spec_acceptance_rate") for r in runs],
-                   "mean_accepted": [r[0].get("spec_mean_accepted_length") for r in runs],
-                   "drafted": [r[0].get("spec_drafted_tokens") for r in runs],
-                   "latency_none_s": statistics.median(r[0]["end_to_end_latency_seconds"]["median"] for r in base),
-                   "latency_spec_s": statistics.median(r[0]["end_to_end_latency_seconds"]["median"] for r in runs),
-                   "identical": same if "_t0.0_" in cell else None}
-            rows.append(row)
-            acc = statistics.median(a or 0 for a in row["acceptance"])
-            mal = statistics.median(m or 0 for m in row["mean_accepted"])
-            name = "draft:" + Path(p[len("draft:"):]).name if p.startswith("draft:") else p
-            print(f"{cell:<14} {name:<16} none {statistics.median(tb):6.1f} spec {statistics.median(ts):6.1f}"
-                  f" x{row['ratio']:.2f} (per round x{row['per_round_ratio']:.2f})"
-                  f"  acc {acc:.2f} len {mal:.2f} drafted {statistics.median(d or 0 for d in row['drafted']):.0f}"
-                  f"  latency {row['latency_none_s']:.2f} -> {row['latency_spec_s']:.2f} s"
-                  f"  runs none {[round(x) for x in tb]} spec {[round(x) for x in ts]}"
-                  + ("" if row["identical"] is None else f"  identical={row['identical']}"), flush=True)
+    with tempfile.TemporaryDirectory(prefix="spec_ab_") as tmp:
+        for cell in args.cells.split(","):
+            rows += measure_cell(args, cell, tmp)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def measure_cell(args, cell, tmp):
+    """The cell's rows, one per proposer, each printed as it is done."""
+    rows = []
+    path = Path(args.workloads) / f"{cell}.jsonl"
+    n = int(cell.rsplit("_n", 1)[1])
+    rounds = args.rounds if n <= 4 else args.rounds_large
+    base, spec = [], {p: [] for p in args.spec}
+    for round_index in range(rounds):
+        if args.vary_seeds:
+            path = reseeded(Path(args.workloads) / f"{cell}.jsonl", round_index, tmp)
+        base.append(run(args.exe, args.model, path, None, args.threads, args.k))
+        for p in args.spec:
+            method, k = split_k(p, args.k)
+            spec[p].append(run(args.exe, args.model, path, method, args.threads, k))
+    tb = [r[0]["output_tokens_per_second"] for r in base]
+    for p, runs in spec.items():
+        ts = [r[0]["output_tokens_per_second"] for r in runs]
+        same = all(b[1] == s[1] for b, s in zip(base, runs))
+        row = {"cell": cell, "spec": p, "none_tok_s": tb, "spec_tok_s": ts,
+               "ratio": statistics.median(ts) / statistics.median(tb),
+               "per_round_ratio": statistics.median(s / b for s, b in zip(ts, tb)),
+               "acceptance": [r[0].get("spec_acceptance_rate") for r in runs],
+               "mean_accepted": [r[0].get("spec_mean_accepted_length") for r in runs],
+               "drafted": [r[0].get("spec_drafted_tokens") for r in runs],
+               "latency_none_s": statistics.median(r[0]["end_to_end_latency_seconds"]["median"] for r in base),
+               "latency_spec_s": statistics.median(r[0]["end_to_end_latency_seconds"]["median"] for r in runs),
+               "identical": same if "_t0.0_" in cell else None}
+        rows.append(row)
+        acc = statistics.median(a or 0 for a in row["acceptance"])
+        mal = statistics.median(m or 0 for m in row["mean_accepted"])
+        name = "draft:" + Path(p[len("draft:"):]).name if p.startswith("draft:") else p
+        print(f"{cell:<14} {name:<16} none {statistics.median(tb):6.1f} spec {statistics.median(ts):6.1f}"
+              f" x{row['ratio']:.2f} (per round x{row['per_round_ratio']:.2f})"
+              f"  acc {acc:.2f} len {mal:.2f} drafted {statistics.median(d or 0 for d in row['drafted']):.0f}"
+              f"  latency {row['latency_none_s']:.2f} -> {row['latency_spec_s']:.2f} s"
+              f"  runs none {[round(x) for x in tb]} spec {[round(x) for x in ts]}"
+              + ("" if row["identical"] is None else f"  identical={row['identical']}"), flush=True)
+    return rows
 
 
 if __name__ == "__main__":
