@@ -49,6 +49,18 @@ constexpr double kAcceptanceShrink = 2.0;
 // (AcceptanceStats::pooled_acceptance_rate): a few verifies cannot set it alone.
 constexpr double kPooledPriorDrafts = 8.0;
 
+// Tokens a request is expected to generate yet. Up to max_tokens when
+// nothing else can end it; otherwise as many as it has generated so far,
+// capped there: with nothing known of when it will stop, the estimate of a
+// length distribution without a scale. (Editing requests allowed 256 tokens
+// stop after about 60; counting on the 200 left let a draft model catch up
+// on 11 of 16 contexts near their ends, 0.3 s for nothing.)
+int64_t expected_remaining_tokens(const Request& r, const RequestParams& p) {
+  const int64_t left = r.max_tokens - r.num_output_tokens();
+  if (p.ignore_eos && p.stop.empty() && p.stop_token_ids.empty()) return left;
+  return std::min(left, std::max<int64_t>(1, r.num_output_tokens()));
+}
+
 // A model drafter processes its logits with the request's settings but draws
 // from a generator of its own (seeded from the request's seed, when it has
 // one), so drafting takes no uniforms from the stream verification uses.
@@ -311,30 +323,40 @@ void Engine::propose_drafts() {
   const double relative_cost = relative_speculation_cost(
       step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
   const double all_rate = spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
-  // A model drafter costs a pass per draft position, and its first drafts a
-  // catch-up pass over every prompt, so it waits for evidence: nothing is
-  // drafted before a plain decode step has been timed, and until the
-  // target's cost model can tell a step's fixed cost from its cost per token
-  // the fewest drafts that let it (probe_draft_length). (Drafting at the
-  // prior's k in the first two steps of 16 requests lost ~4% of a 128-token
-  // run before the measured costs turned speculation off.)
+  // A model drafter costs a pass per draft position, and a request's first
+  // drafts a catch-up pass over its context, so it waits for evidence:
+  // nothing is drafted before a plain decode step has been timed, and until
+  // the target's cost model can tell a step's fixed cost from its cost per
+  // token, only the drafts that let it (probe_draft_tokens), from the
+  // requests the draft has least to catch up on and up to k each. (Drafting
+  // at the prior's k in the first two steps of 16 requests lost ~4% of a
+  // 128-token run before the measured costs turned speculation off; one
+  // probe draft for each of 16 editing requests cost 6-7% of the run in
+  // catch-up.)
   const bool probing = config_.adaptive_speculation && speculator_->drafts_with_model() && !step_cost_.fit();
   if (probing && !step_cost_.mean_seconds()) return;
-  const int64_t probe_k = probe_draft_length(num_decoding);
+  if (probing)
+    std::stable_sort(decoding.begin(), decoding.end(), [&](const Request* a, const Request* b) {
+      return speculator_->catch_up_tokens(*a) < speculator_->catch_up_tokens(*b);
+    });
+  int64_t probe_left = probe_draft_tokens(num_decoding);
+  const std::optional<double> share = request_share_seconds(step_cost_, num_decoding);
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
+    if (probing && probe_left <= 0) break;
     Sequence& s = sequence_of(r->id);
     const double rate = s.spec_stats.shrunk_acceptance_rate(all_rate, kAcceptanceShrink);
     const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens)
                                               : s.spec_stats.next_k();
     int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)
                                              : config_.num_speculative_tokens;
-    // The probe is a measurement: fewer drafts than probe_k (the prior's k
+    // The probe is a measurement: fewer drafts than it needs (the prior's k
     // was 2 for one request, where 3 are needed) leave the cost model without
     // a fit, and the switch deciding on its prior alone.
-    if (probing) k = std::min<int64_t>(probe_k, config_.num_speculative_tokens);
+    if (probing) k = std::min<int64_t>(probe_left, config_.num_speculative_tokens);
     // Never draft past max_tokens or the context: the last token is sampled.
-    k = std::min(k, r->max_tokens - r->num_output_tokens() - 1);
+    const int64_t remaining = r->max_tokens - r->num_output_tokens();
+    k = std::min(k, remaining - 1);
     k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);
     if (config_.long_prefill_token_threshold > 0) k = std::min(k, config_.long_prefill_token_threshold - 1);
     k = std::min(k, budget);
@@ -342,8 +364,19 @@ void Engine::propose_drafts() {
       s.spec_stats.fade();  // so that a pessimistic estimate gets tested again
       continue;
     }
+    // A draft model that has yet to catch up on the request's context drafts
+    // for it only if what drafting saves over the rest of the request, at
+    // the acceptance expected of it, outweighs that catch-up.
+    if (config_.adaptive_speculation && !probing && relative_cost >= 0 && share) {
+      const std::optional<double> catch_up = speculator_->catch_up_seconds(*r);
+      if (catch_up && *catch_up > 0 &&
+          *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(k), relative_cost,
+                                               expected_remaining_tokens(*r, s.group->params), *share))
+        continue;
+    }
     jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists});
     budget -= k;
+    probe_left -= k;
   }
   const auto t0 = std::chrono::steady_clock::now();
   speculator_->propose(jobs, pool_);

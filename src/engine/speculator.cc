@@ -115,6 +115,18 @@ std::optional<double> Speculator::draft_pass_seconds(int64_t decoding) const {
   return draft_cost_.mean_seconds();
 }
 
+int64_t Speculator::catch_up_tokens(const Request& r) const {
+  return drafter_ ? drafter_->catch_up_tokens(r.id, r.tokens) : 0;
+}
+
+std::optional<double> Speculator::catch_up_seconds(const Request& r) const {
+  const int64_t tokens = catch_up_tokens(r);
+  if (tokens == 0) return 0.0;
+  const auto fit = draft_cost_.fit();
+  if (!fit) return std::nullopt;
+  return fit->per_token * static_cast<double>(tokens);
+}
+
 void Speculator::release(RequestId id) {
   if (drafter_) drafter_->release(id);
 }

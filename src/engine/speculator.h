@@ -67,6 +67,13 @@ class Speculator {
   // measured; 0 for n-gram drafting, which runs no model.
   std::optional<double> draft_pass_seconds(int64_t decoding) const;
 
+  // Tokens the draft must compute for the request before its first draft.
+  int64_t catch_up_tokens(const Request& r) const;
+  // Seconds the draft would spend catching up on the request's context
+  // before its first draft (0 when it has nothing to catch up on, as for
+  // prompt lookup and layerskip); none until a draft pass has been timed.
+  std::optional<double> catch_up_seconds(const Request& r) const;
+
   // The request has finished: the draft's KV of it is released.
   void release(RequestId id);
 

@@ -1,6 +1,7 @@
 #include "engine/step_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "spec/acceptance_stats.h"
 
@@ -8,9 +9,22 @@ namespace exactly {
 
 namespace {
 
-// Weighted variance of the observed step sizes (tokens²) below which the
-// slope is not identifiable.
+// Weighted variance of the observed step sizes (tokens²) from which the slope
+// is taken as identified whatever the noise: the probe's two steps, 3 tokens
+// apart, have no residual to judge the noise by.
 constexpr double kMinSizeVariance = 1.0;
+// Below it, the slope counts once its standard error, times the mean step
+// size, is at most this share of the mean step: the error it puts into the
+// relative cost of a draft. (A single request whose prompt lookup matches now
+// and then steps 1 or 2 tokens, a variance of 0.25 at most: never a fit, so
+// it drafted at an acceptance of 0.11 for a verify that costs 0.16 a draft.)
+constexpr double kMaxRelativeSlopeError = 0.1;
+// Effective number of steps the standard error needs before it is trusted.
+constexpr double kMinEffectiveSteps = 10.0;
+// Size variance below which nothing is fitted at all: one step in twenty a
+// token apart. (As the variance decays towards 0 in a run of one-size steps,
+// the slope is a difference of nearly equal sums, and rounding decides it.)
+constexpr double kMinSizeVarianceAtAll = 0.05;
 
 }  // namespace
 
@@ -21,6 +35,8 @@ void StepCostModel::observe(int64_t tokens, double seconds) {
   wt_ = decay * wt_ + weight_ * seconds;
   wnn_ = decay * wnn_ + weight_ * n * n;
   wnt_ = decay * wnt_ + weight_ * n * seconds;
+  wtt_ = decay * wtt_ + weight_ * seconds * seconds;
+  ww_ = decay * decay * ww_ + weight_ * weight_;
   if (const auto f = current_fit()) last_fit_ = f;
 }
 
@@ -30,8 +46,19 @@ std::optional<StepCostModel::Fit> StepCostModel::current_fit() const {
   if (w_ <= 0) return std::nullopt;
   const double mean_n = wn_ / w_, mean_t = wt_ / w_;
   const double var_n = wnn_ / w_ - mean_n * mean_n;
-  if (var_n < kMinSizeVariance) return std::nullopt;  // step sizes barely vary: the slope is not identifiable
-  const double per_token = std::max(0.0, (wnt_ / w_ - mean_n * mean_t) / var_n);
+  if (var_n < kMinSizeVarianceAtAll) return std::nullopt;
+  const double slope = (wnt_ / w_ - mean_n * mean_t) / var_n;
+  if (var_n < kMinSizeVariance) {
+    // Standard error of a weighted least-squares slope: residual variance
+    // over (effective steps x size variance), the residual corrected for the
+    // two fitted terms.
+    const double effective = w_ * w_ / ww_;
+    if (effective < kMinEffectiveSteps) return std::nullopt;
+    const double residual = std::max(0.0, wtt_ / w_ - mean_t * mean_t - slope * slope * var_n);
+    const double se = std::sqrt(residual / (effective - 2) / var_n);
+    if (se * std::max(1.0, mean_n) > kMaxRelativeSlopeError * mean_t) return std::nullopt;
+  }
+  const double per_token = std::max(0.0, slope);
   const double fixed = std::max(0.0, mean_t - per_token * mean_n);
   return Fit{fixed, per_token};
 }
@@ -50,17 +77,14 @@ double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, dou
 double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
                                  int64_t decoding, double prior_verify_cost) {
   if (const auto fit = target.fit()) return relative_verify_cost(*fit, decoding, draft_pass_seconds.value_or(0.0));
+  if (!draft_pass_seconds) return -1.0;                     // a draft model not timed yet
+  if (*draft_pass_seconds <= 0) return prior_verify_cost;  // prompt lookup: only verifying costs
   const std::optional<double> step = target.mean_seconds();
-  if (!draft_pass_seconds || *draft_pass_seconds <= 0 || !step || *step <= 0) return -1.0;
+  if (!step || *step <= 0) return -1.0;
   return prior_verify_cost + *draft_pass_seconds / *step;
 }
 
-int64_t probe_draft_length(int64_t decoding) {
-  // At least 3 tokens more than the plain step: with the two sizes about
-  // equally weighted, a variance of (3/2)² or more, past kMinSizeVariance.
-  const int64_t n = std::max<int64_t>(1, decoding);
-  return (3 + n - 1) / n;
-}
+int64_t probe_draft_tokens(int64_t decoding) { return std::max<int64_t>(3, decoding); }
 
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {
   int32_t best_k = 0;
@@ -73,6 +97,20 @@ int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int3
     }
   }
   return best_k;
+}
+
+std::optional<double> request_share_seconds(const StepCostModel& target, int64_t decoding) {
+  const double n = static_cast<double>(std::max<int64_t>(1, decoding));
+  if (const auto fit = target.fit()) return (fit->fixed + fit->per_token * n) / n;
+  if (const auto step = target.mean_seconds()) return *step / n;
+  return std::nullopt;
+}
+
+double drafting_savings_seconds(double acceptance_rate, int32_t k, double relative_cost, int64_t remaining,
+                                double share_seconds) {
+  if (k <= 0 || remaining <= 0) return 0.0;
+  const double cost_per_token = (1.0 + k * relative_cost) / expected_tokens_per_verify(acceptance_rate, k);
+  return std::max(0.0, static_cast<double>(remaining) * share_seconds * (1.0 - cost_per_token));
 }
 
 }  // namespace exactly

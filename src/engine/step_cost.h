@@ -20,8 +20,10 @@ class StepCostModel {
     double fixed;      // seconds per step whatever its size (weights streamed once)
     double per_token;  // seconds per additional token
   };
-  // None until the observed step sizes vary enough to separate the two terms;
-  // once they have, the fit of the last time they did. When speculation turns
+  // None until the observed step sizes vary enough to separate the two terms
+  // — by a few tokens, or by less (a single request drafting one token now
+  // and then) over enough steps that the slope's standard error is small
+  // against a step — and once they have, the fit of the last time they did. When speculation turns
   // itself off, steps become one size and the slope stops being identifiable:
   // forgetting it sent the decision back to its optimistic prior, which drafted
   // again, at a loss, until the slope was learned anew.
@@ -34,7 +36,8 @@ class StepCostModel {
  private:
   double weight_;
   std::optional<Fit> current_fit() const;
-  double w_ = 0, wn_ = 0, wt_ = 0, wnn_ = 0, wnt_ = 0;  // weighted sums of 1, n, t, n², n·t
+  // Weighted sums of 1, n, t, n², n·t, t², and of the squared weights.
+  double w_ = 0, wn_ = 0, wt_ = 0, wnn_ = 0, wnt_ = 0, wtt_ = 0, ww_ = 0;
   std::optional<Fit> last_fit_;
 };
 
@@ -48,20 +51,39 @@ double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, dou
 // The cost of one more draft position per request relative to a request's
 // share of a step, whatever is known: with a fit, relative_verify_cost; without
 // one (steady steps of one size), `prior_verify_cost` plus the measured draft
-// pass over the mean step. -1 when neither decides — nothing measured yet, or
-// a proposer that costs nothing to run (prompt lookup) with no fit: the
-// acceptance statistics' own prior then picks k.
+// pass over the mean step, or `prior_verify_cost` alone for a proposer that
+// costs nothing to run (prompt lookup). -1 while a draft model's pass or the
+// target's step is unmeasured: the acceptance statistics' own prior then
+// picks k. (Prompt lookup once took that path too, and since that prior's k
+// is never 0, it drafted on at any acceptance until a fit said otherwise.)
 double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
                                  int64_t decoding, double prior_verify_cost);
 
-// Drafts per request that make a verify step of `decoding` requests differ
-// enough in size from their plain steps for StepCostModel::fit() to separate
-// its two terms: the fewest that probe the cost of verifying.
-int64_t probe_draft_length(int64_t decoding);
+// Drafts in all that a probe adds to a plain step of `decoding` requests:
+// at least 3, the fewest that let StepCostModel::fit() separate its two terms
+// at once (with the plain step and the probe about equally weighted, sizes 3
+// tokens apart give a variance of (3/2)², past its threshold), and at least
+// one per request, so that the step grows by as much as its noise allows a
+// slope to be read from. The engine takes them from as few requests as it
+// can, since a draft model first catches up on the context of each request
+// that drafts.
+int64_t probe_draft_tokens(int64_t decoding);
 
 // Draft length in [0, k_max] that maximises expected tokens per unit of cost,
 // E(k) / (1 + k · relative_cost), where E(k) = 1 + a + ... + a^k; 0 means
 // speculation does not pay for this request in this step.
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max);
+
+// A request's share of a step in which `decoding` requests decode: the
+// fitted (or else the mean) step over their number; none before a step is timed.
+std::optional<double> request_share_seconds(const StepCostModel& target, int64_t decoding);
+
+// Seconds that drafting k tokens a step, at `acceptance_rate` and a draft's
+// `relative_cost`, saves a request with `remaining` tokens to generate whose
+// plain steps cost it `share_seconds` each: remaining · share · (1 − (1 +
+// k · relative_cost) / E(k)), at least 0. What a draft model's catch-up on
+// the request's context must stay under for drafting to pay.
+double drafting_savings_seconds(double acceptance_rate, int32_t k, double relative_cost, int64_t remaining,
+                                double share_seconds);
 
 }  // namespace exactly

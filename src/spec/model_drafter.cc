@@ -37,6 +37,14 @@ void ModelDrafter::release_others(std::span<const DraftRequest> requests) {
   }
 }
 
+int64_t ModelDrafter::catch_up_tokens(SeqId seq, std::span<const int32_t> tokens) const {
+  if (cache_ != Cache::kOwn) return 0;
+  const auto before_newest = static_cast<int64_t>(tokens.size()) - 1;
+  const auto it = held_.find(seq);
+  const int64_t known = it != held_.end() ? it->second.known : kv_manager_.find_cached_prefix(tokens).num_tokens;
+  return std::max<int64_t>(0, before_newest - known);
+}
+
 bool ModelDrafter::allocate(SeqId seq, int64_t computed, int64_t num_new) {
   std::vector<BlockCopy> copies;
   if (!kv_manager_.allocate(seq, computed, num_new, copies)) return false;

@@ -81,6 +81,12 @@ class ModelDrafter {
   // (kOwn; nothing to do for kTarget, whose sequences the scheduler owns).
   void release(SeqId seq);
 
+  // Tokens of the request's context before its newest that the draft must
+  // compute before it can draft for it (kOwn: those its sequence lacks, less
+  // what the draft's prefix cache holds for a request new to it; kTarget:
+  // none, the target's KV serves).
+  int64_t catch_up_tokens(SeqId seq, std::span<const int32_t> tokens) const;
+
   // The forward passes of the last propose(), for the step-cost model; their
   // seconds add up to all of propose()'s time, each pass taking its share.
   const std::vector<DraftPass>& last_passes() const { return passes_; }

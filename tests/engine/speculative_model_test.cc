@@ -69,27 +69,36 @@ TEST_F(SpeculativeModel, TheTargetAsItsOwnDraftHasEveryGreedyDraftAccepted) {
   }
 }
 
-TEST_F(SpeculativeModel, AnAdaptiveModelDrafterWaitsForAPlainStepThenProbesWithOneDraftEach) {
-  // 16 requests of 4 tokens. The prompt step gives each its first token; the
-  // first decode step runs plain, since no decode step has been timed yet;
-  // the next verifies one draft per request (the probe: a step of 32 tokens
-  // against the plain one's 16), which the target drafting for itself always
-  // passes, giving the last two tokens. Drafting at the acceptance prior's k
-  // from the first decode step on drafted 32.
+TEST_F(SpeculativeModel, AnAdaptiveModelDrafterWaitsForAPlainStepThenProbesFromTheCheapestRequests) {
+  // 16 requests: 4 short prompts that may generate 6 tokens and 12 longer
+  // ones that may generate 4, the short ones at ids 0, 4, 8 and 12. The
+  // target drafts for itself from a cache of its own, so every greedy draft
+  // is accepted, and a request's first drafts cost a catch-up on its context.
+  // The prompt step gives each its first token; the first decode step runs
+  // plain, since no decode step has been timed yet; the next verifies
+  // probe_draft_tokens(16) = 16 drafts, taken from the contexts the draft has
+  // least to catch up on first, as many as each may draft: 3 from each short
+  // prompt (6 - 2 - 1), then 1 from each of 4 longer ones (4 - 2 - 1), 8
+  // verifies in all. Every request then has at most one token left, which is
+  // sampled, not drafted. Taken in id order, the same 16 drafts come from 10
+  // requests; drafting at the acceptance prior's k from the first decode step
+  // on drafted 32; one probe draft for each request had all 16 catch up.
   std::vector<RequestParams> reqs;
-  for (int i = 0; i < 16; ++i) reqs.push_back(greedy("Count to " + std::to_string(i + 3) + ".", 4));
+  for (int i = 0; i < 16; ++i)
+    reqs.push_back(i % 4 == 0 ? greedy("Hi.", 6) : greedy("Count to " + std::to_string(i + 3) + " slowly, please.", 4));
   const auto plain = run_engine(*model_, reqs, {});
-  EngineConfig adaptive = speculating("layerskip:30", 3);
+  EngineConfig adaptive = speculating("draft:" + test_model_path(), 3);
   adaptive.adaptive_speculation = true;
   EngineStats stats;
   EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
-  EXPECT_EQ(stats.spec_drafted_tokens, 16);
-  EXPECT_EQ(stats.spec_accepted_tokens, 16);
+  EXPECT_EQ(stats.spec_verifies, 8);
+  EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_tokens(16));
+  EXPECT_EQ(stats.spec_accepted_tokens, probe_draft_tokens(16));
 }
 
 TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFit) {
   // One request of 6 tokens: the prompt step gives the first, a plain decode
-  // step the second, and the probe verifies probe_draft_length(1) = 3 drafts,
+  // step the second, and the probe verifies probe_draft_tokens(1) = 3 drafts,
   // which the target drafting for itself passes, giving the last four. The
   // acceptance prior's k is 2 here: capping the probe by it drafted 2, a step
   // of 3 tokens against the plain one's 1, too little for the cost model to
@@ -100,8 +109,8 @@ TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFi
   adaptive.adaptive_speculation = true;
   EngineStats stats;
   EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
-  EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_length(1));
-  EXPECT_EQ(stats.spec_accepted_tokens, probe_draft_length(1));
+  EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_tokens(1));
+  EXPECT_EQ(stats.spec_accepted_tokens, probe_draft_tokens(1));
 }
 
 TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch) {

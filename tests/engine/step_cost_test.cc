@@ -57,13 +57,16 @@ TEST(StepCostModel, DraftLengthFollowsCostAndAcceptance) {
 
 // A draft model's pass counts even while the steps are all of one size (no
 // fit): then it is weighed against the mean step. Prompt lookup, which costs
-// nothing to run, leaves the choice to the acceptance prior.
+// nothing to run, is weighed by the prior cost of verifying, which lets it
+// stop: at an acceptance of 0.05 no draft pays.
 TEST(StepCostModel, SpeculationCostWithAndWithoutAFit) {
   StepCostModel steady;
   EXPECT_EQ(relative_speculation_cost(steady, 0.004, 1, 0.1), -1.0);  // nothing measured yet
+  EXPECT_EQ(relative_speculation_cost(steady, 0.0, 1, 0.1), 0.1);
   for (int i = 0; i < 100; ++i) steady.observe(2, 0.008);
   EXPECT_NEAR(relative_speculation_cost(steady, 0.004, 1, 0.1), 0.1 + 0.5, 1e-12);
-  EXPECT_EQ(relative_speculation_cost(steady, 0.0, 1, 0.1), -1.0);
+  EXPECT_EQ(relative_speculation_cost(steady, 0.0, 1, 0.1), 0.1);
+  EXPECT_EQ(draft_length_for_cost(0.05, relative_speculation_cost(steady, 0.0, 1, 0.1), 5), 0);
   EXPECT_EQ(relative_speculation_cost(steady, std::nullopt, 1, 0.1), -1.0);
   EXPECT_EQ(draft_length_for_cost(0.05, relative_speculation_cost(steady, 0.004, 1, 0.1), 5), 0);
 
@@ -75,24 +78,80 @@ TEST(StepCostModel, SpeculationCostWithAndWithoutAFit) {
   EXPECT_NEAR(relative_speculation_cost(varied, 0.003, 1, 0.1), (0.0015 + 0.003) / 0.0075, 1e-9);
 }
 
-// One plain step of n tokens then one verify with probe_draft_length(n)
-// drafts per request is enough for a fit, for every batch size; one draft
-// fewer per request is not (the probe is the fewest).
+// Deterministic noise in [-amplitude, amplitude] for step i.
+double noise(int i, double amplitude) { return amplitude * (static_cast<double>((i * 7919) % 101) / 50.0 - 1.0); }
+
+// One request that drafts one token in a quarter of its steps: sizes 1 and 2,
+// a size variance of 0.19. With step times as noisy as a busy machine's
+// (+-3 ms on 16 ms), the slope is still well enough determined to be used.
+TEST(StepCostModel, FitsSizesOneTokenApartOverManySteps) {
+  StepCostModel m;
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = i % 4 == 0 ? 2 : 1;
+    m.observe(n, 0.013 + 0.003 * static_cast<double>(n) + noise(i, 0.003));
+  }
+  const auto fit = m.fit();
+  ASSERT_TRUE(fit.has_value());
+  EXPECT_NEAR(fit->per_token, 0.003, 0.0015);
+}
+
+// 64 requests of which one drafts now and then: sizes 64 and 65, where the
+// same relative noise (+-10 ms on 100 ms) swamps a slope of 1 ms a token.
+// No fit: a slope from it would decide every request's drafting at random.
+TEST(StepCostModel, NoFitFromNoisyStepsOneTokenApart) {
+  StepCostModel m;
+  for (int i = 0; i < 400; ++i) {
+    const int64_t n = i % 4 == 0 ? 65 : 64;
+    m.observe(n, 0.036 + 0.001 * static_cast<double>(n) + noise(i, 0.010));
+  }
+  EXPECT_FALSE(m.fit().has_value());
+}
+
+// One plain step of n tokens then one verify with probe_draft_tokens(n)
+// drafts in all is enough for a fit, for every batch size; two drafts fewer
+// are not (two steps leave no residual to judge a smaller lever by).
 TEST(StepCostModel, OneProbeAfterOnePlainStepGivesAFit) {
   for (int64_t n = 1; n <= 64; ++n) {
-    const int64_t k = probe_draft_length(n);
+    const int64_t drafts = probe_draft_tokens(n);
     StepCostModel m;
     m.observe(n, 0.01 + 0.001 * static_cast<double>(n));
-    m.observe(n * (1 + k), 0.01 + 0.001 * static_cast<double>(n * (1 + k)));
+    m.observe(n + drafts, 0.01 + 0.001 * static_cast<double>(n + drafts));
     ASSERT_TRUE(m.fit().has_value()) << n;
     EXPECT_NEAR(m.fit()->per_token, 0.001, 1e-9) << n;
-    if (k > 1) {
-      StepCostModel fewer;
-      fewer.observe(n, 0.01);
-      fewer.observe(n * k, 0.01 + 0.001 * static_cast<double>(n * (k - 1)));
-      EXPECT_FALSE(fewer.fit().has_value()) << n;
-    }
+    StepCostModel fewer;
+    fewer.observe(n, 0.01 + 0.001 * static_cast<double>(n));
+    fewer.observe(n + 1, 0.01 + 0.001 * static_cast<double>(n + 1));
+    EXPECT_FALSE(fewer.fit().has_value()) << n;
   }
+}
+
+// A request's share of a step: the fit at this batch size over the batch,
+// or before a fit the mean step over it; nothing before a step is timed.
+TEST(StepCostModel, RequestShareOfAStep) {
+  StepCostModel m;
+  EXPECT_FALSE(request_share_seconds(m, 4).has_value());
+  for (int i = 0; i < 50; ++i) m.observe(4, 0.02);
+  EXPECT_NEAR(*request_share_seconds(m, 4), 0.005, 1e-12);
+  StepCostModel varied;
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 1 + (i * 7) % 40;
+    varied.observe(n, 0.006 + 0.0015 * static_cast<double>(n));
+  }
+  EXPECT_NEAR(*request_share_seconds(varied, 4), (0.006 + 0.006) / 4, 1e-9);
+}
+
+// What drafting saves a request: every remaining token's share of a step,
+// less the cost of verifying (and drafting) per token gained. At acceptance
+// 0.5, k = 2, relative cost 0.25: E = 1.75 tokens for 1.5 units, a saving of
+// 1 - 1.5 / 1.75 = 1/7 of each token's time. Nothing is saved where drafting
+// does not pay, or with nothing left to generate.
+TEST(StepCostModel, DraftingSavingsOverTheRestOfARequest) {
+  EXPECT_NEAR(drafting_savings_seconds(0.5, 2, 0.25, 140, 0.01), 140 * 0.01 / 7.0, 1e-12);
+  EXPECT_EQ(drafting_savings_seconds(0.1, 1, 0.25, 140, 0.01), 0.0);
+  EXPECT_EQ(drafting_savings_seconds(0.9, 3, 0.1, 0, 0.01), 0.0);
+  EXPECT_EQ(drafting_savings_seconds(0.9, 0, 0.1, 100, 0.01), 0.0);
+  // Certain acceptance and free verifying: k + 1 tokens a step, k/(k+1) saved.
+  EXPECT_NEAR(drafting_savings_seconds(1.0, 3, 0.0, 100, 0.01), 100 * 0.01 * 0.75, 1e-12);
 }
 
 }  // namespace
