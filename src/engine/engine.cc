@@ -323,17 +323,19 @@ void Engine::propose_drafts() {
   const double relative_cost = relative_speculation_cost(
       step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
   const double all_rate = spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
-  // A model drafter costs a pass per draft position, and a request's first
-  // drafts a catch-up pass over its context, so it waits for evidence:
-  // nothing is drafted before a plain decode step has been timed, and until
-  // the target's cost model can tell a step's fixed cost from its cost per
+  // Speculation waits for evidence of what verifying costs: nothing is
+  // drafted before a plain decode step has been timed, and until the
+  // target's cost model can tell a step's fixed cost from its cost per
   // token, only the drafts that let it (probe_draft_tokens), from the
-  // requests the draft has least to catch up on and up to k each. (Drafting
-  // at the prior's k in the first two steps of 16 requests lost ~4% of a
-  // 128-token run before the measured costs turned speculation off; one
-  // probe draft for each of 16 editing requests cost 6-7% of the run in
-  // catch-up.)
-  const bool probing = config_.adaptive_speculation && speculator_->drafts_with_model() && !step_cost_.fit();
+  // requests a draft model has least to catch up on and up to k each (a
+  // model drafter's first drafts for a request cost a catch-up pass over its
+  // context). (Drafting at the prior's k in the first two steps of 16
+  // requests lost ~4% of a 128-token run before the measured costs turned
+  // speculation off; one probe draft for each of 16 editing requests cost
+  // 6-7% of the run in catch-up; prompt lookup, which drafted at the prior's
+  // cost, drafted 5 tokens for each of 64 requests, where verifying costs
+  // nearly as much as a plain step.)
+  const bool probing = config_.adaptive_speculation && !step_cost_.fit();
   if (probing && !step_cost_.mean_seconds()) return;
   if (probing)
     std::stable_sort(decoding.begin(), decoding.end(), [&](const Request* a, const Request* b) {
