@@ -6,7 +6,9 @@ proposer its median output tokens/s against none's, their ratio, the median
 of the per-round ratios, the acceptance rate, mean accepted length, median
 request latency and, at temperature 0, whether the outputs are identical.
 Taking turns keeps slow phases of a shared machine out of the ratio; one
-run without speculation per round serves every proposer of that round.
+run without speculation per round serves every proposer of that round. Odd
+rounds run the arms in reverse order (plain last), so that a machine
+slowing down or speeding up within a round favours no arm.
 
     bench/spec_ab.py --workloads DIR --spec draft:D.gguf [--spec ngram@5 ...] [--cells chat_t0.0_n1,edit_t0.8_n4] [--rounds 5] [--rounds-large 3]
 
@@ -82,10 +84,13 @@ def measure_cell(args, cell, tmp):
     for round_index in range(rounds):
         if args.vary_seeds:
             path = reseeded(Path(args.workloads) / f"{cell}.jsonl", round_index, tmp)
-        base.append(run(args.exe, args.model, path, None, args.threads, args.k))
-        for p in args.spec:
-            method, k = split_k(p, args.k)
-            spec[p].append(run(args.exe, args.model, path, method, args.threads, k))
+        arms = [None] + args.spec
+        for p in arms if round_index % 2 == 0 else arms[::-1]:
+            if p is None:
+                base.append(run(args.exe, args.model, path, None, args.threads, args.k))
+            else:
+                method, k = split_k(p, args.k)
+                spec[p].append(run(args.exe, args.model, path, method, args.threads, k))
     tb = [r[0]["output_tokens_per_second"] for r in base]
     for p, runs in spec.items():
         ts = [r[0]["output_tokens_per_second"] for r in runs]
