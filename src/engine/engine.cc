@@ -316,12 +316,7 @@ void Engine::propose_drafts() {
     if (pending == 1) decoding.push_back(r);
   }
   std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
-  // How much one more draft costs relative to a request's share of the step
-  // — verifying it and, for a draft model, drafting it — from measured times;
-  // until they say, the acceptance statistics' own prior decides.
   const auto num_decoding = static_cast<int64_t>(decoding.size());
-  const double relative_cost = relative_speculation_cost(
-      step_cost_, speculator_->draft_pass_seconds(num_decoding), num_decoding, AdaptiveKConfig{}.verify_cost_per_token);
   const double all_rate = spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
   // Speculation waits for evidence of what verifying costs: nothing is
   // drafted before a plain decode step has been timed, and until the
@@ -335,27 +330,34 @@ void Engine::propose_drafts() {
   // 6-7% of the run in catch-up; prompt lookup, which drafted at the prior's
   // cost, drafted 5 tokens for each of 64 requests, where verifying costs
   // nearly as much as a plain step.)
-  const bool probing = config_.adaptive_speculation && !step_cost_.fit();
+  const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
+  const bool probing = config_.adaptive_speculation && !fit;
   if (probing && !step_cost_.mean_seconds()) return;
-  if (probing)
-    std::stable_sort(decoding.begin(), decoding.end(), [&](const Request* a, const Request* b) {
-      return speculator_->catch_up_tokens(*a) < speculator_->catch_up_tokens(*b);
-    });
-  int64_t probe_left = probe_draft_tokens(num_decoding);
+  if (probing) {
+    std::vector<std::pair<int64_t, Request*>> by_catch_up;
+    for (Request* r : decoding) by_catch_up.push_back({speculator_->catch_up_tokens(*r), r});
+    std::stable_sort(by_catch_up.begin(), by_catch_up.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < decoding.size(); ++i) decoding[i] = by_catch_up[i].second;
+  }
+  // Once measured: how much one more draft costs relative to a request's
+  // share of the step, verifying it and, for a draft model, drafting it.
+  const double relative_cost =
+      fit ? relative_verify_cost(*fit, num_decoding, speculator_->draft_pass_seconds(num_decoding).value_or(0.0)) : 0;
   const std::optional<double> share = request_share_seconds(step_cost_, num_decoding);
+  int64_t probe_left = probe_draft_tokens(num_decoding);
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
     if (probing && probe_left <= 0) break;
     Sequence& s = sequence_of(r->id);
     const double rate = s.spec_stats.shrunk_acceptance_rate(all_rate, kAcceptanceShrink);
-    const int32_t wanted = relative_cost >= 0 ? draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens)
-                                              : s.spec_stats.next_k();
-    int64_t k = config_.adaptive_speculation ? std::min<int64_t>(wanted, config_.num_speculative_tokens)
-                                             : config_.num_speculative_tokens;
+    int64_t k = config_.num_speculative_tokens;
     // The probe is a measurement: fewer drafts than it needs (the prior's k
     // was 2 for one request, where 3 are needed) leave the cost model without
-    // a fit, and the switch deciding on its prior alone.
-    if (probing) k = std::min<int64_t>(probe_left, config_.num_speculative_tokens);
+    // a fit. Prompt lookup may find fewer than asked; the probe then goes on
+    // next step.
+    if (probing) k = std::min(probe_left, k);
+    else if (config_.adaptive_speculation) k = draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens);
     // Never draft past max_tokens or the context: the last token is sampled.
     const int64_t remaining = r->max_tokens - r->num_output_tokens();
     k = std::min(k, remaining - 1);
@@ -369,7 +371,7 @@ void Engine::propose_drafts() {
     // A draft model that has yet to catch up on the request's context drafts
     // for it only if what drafting saves over the rest of the request, at
     // the acceptance expected of it, outweighs that catch-up.
-    if (config_.adaptive_speculation && !probing && relative_cost >= 0 && share) {
+    if (config_.adaptive_speculation && !probing && share) {
       const std::optional<double> catch_up = speculator_->catch_up_seconds(*r);
       if (catch_up && *catch_up > 0 &&
           *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(k), relative_cost,

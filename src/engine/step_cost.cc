@@ -74,16 +74,6 @@ double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, dou
   return total > 0 ? (b + draft_pass_seconds) / total : 1.0;
 }
 
-double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
-                                 int64_t decoding, double prior_verify_cost) {
-  if (const auto fit = target.fit()) return relative_verify_cost(*fit, decoding, draft_pass_seconds.value_or(0.0));
-  if (!draft_pass_seconds) return -1.0;                     // a draft model not timed yet
-  if (*draft_pass_seconds <= 0) return prior_verify_cost;  // prompt lookup: only verifying costs
-  const std::optional<double> step = target.mean_seconds();
-  if (!step || *step <= 0) return -1.0;
-  return prior_verify_cost + *draft_pass_seconds / *step;
-}
-
 int64_t probe_draft_tokens(int64_t decoding) { return std::max<int64_t>(3, decoding); }
 
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {

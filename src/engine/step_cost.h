@@ -48,17 +48,6 @@ class StepCostModel {
 // them (one pass of a draft model; 0 for prompt lookup).
 double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, double draft_pass_seconds = 0.0);
 
-// The cost of one more draft position per request relative to a request's
-// share of a step, whatever is known: with a fit, relative_verify_cost; without
-// one (steady steps of one size), `prior_verify_cost` plus the measured draft
-// pass over the mean step, or `prior_verify_cost` alone for a proposer that
-// costs nothing to run (prompt lookup). -1 while a draft model's pass or the
-// target's step is unmeasured: the acceptance statistics' own prior then
-// picks k. (Prompt lookup once took that path too, and since that prior's k
-// is never 0, it drafted on at any acceptance until a fit said otherwise.)
-double relative_speculation_cost(const StepCostModel& target, std::optional<double> draft_pass_seconds,
-                                 int64_t decoding, double prior_verify_cost);
-
 // Drafts in all that a probe adds to a plain step of `decoding` requests:
 // at least 3, the fewest that let StepCostModel::fit() separate its two terms
 // at once (with the plain step and the probe about equally weighted, sizes 3

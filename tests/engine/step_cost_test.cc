@@ -48,34 +48,13 @@ TEST(StepCostModel, DraftLengthFollowsCostAndAcceptance) {
   const double alone = relative_verify_cost(fit, 1);   // 0.2
   const double crowded = relative_verify_cost(fit, 64);  // ~0.94
   EXPECT_NEAR(alone, 0.0015 / 0.0075, 1e-12);
+  // A draft model's pass over the batch counts with the verify's token.
+  EXPECT_NEAR(relative_verify_cost(fit, 1, 0.003), (0.0015 + 0.003) / 0.0075, 1e-12);
   EXPECT_GT(draft_length_for_cost(0.8, alone, 5), 0);
   EXPECT_EQ(draft_length_for_cost(0.8, crowded, 5), 0);
   EXPECT_EQ(draft_length_for_cost(0.1, alone, 5), 0);
   // Free verification and certain acceptance: draft as much as allowed.
   EXPECT_EQ(draft_length_for_cost(1.0, 0.0, 5), 5);
-}
-
-// A draft model's pass counts even while the steps are all of one size (no
-// fit): then it is weighed against the mean step. Prompt lookup, which costs
-// nothing to run, is weighed by the prior cost of verifying, which lets it
-// stop: at an acceptance of 0.05 no draft pays.
-TEST(StepCostModel, SpeculationCostWithAndWithoutAFit) {
-  StepCostModel steady;
-  EXPECT_EQ(relative_speculation_cost(steady, 0.004, 1, 0.1), -1.0);  // nothing measured yet
-  EXPECT_EQ(relative_speculation_cost(steady, 0.0, 1, 0.1), 0.1);
-  for (int i = 0; i < 100; ++i) steady.observe(2, 0.008);
-  EXPECT_NEAR(relative_speculation_cost(steady, 0.004, 1, 0.1), 0.1 + 0.5, 1e-12);
-  EXPECT_EQ(relative_speculation_cost(steady, 0.0, 1, 0.1), 0.1);
-  EXPECT_EQ(draft_length_for_cost(0.05, relative_speculation_cost(steady, 0.0, 1, 0.1), 5), 0);
-  EXPECT_EQ(relative_speculation_cost(steady, std::nullopt, 1, 0.1), -1.0);
-  EXPECT_EQ(draft_length_for_cost(0.05, relative_speculation_cost(steady, 0.004, 1, 0.1), 5), 0);
-
-  StepCostModel varied;
-  for (int i = 0; i < 200; ++i) {
-    const int64_t n = 1 + (i * 7) % 40;
-    varied.observe(n, 0.006 + 0.0015 * static_cast<double>(n));
-  }
-  EXPECT_NEAR(relative_speculation_cost(varied, 0.003, 1, 0.1), (0.0015 + 0.003) / 0.0075, 1e-9);
 }
 
 // Deterministic noise in [-amplitude, amplitude] for step i.
