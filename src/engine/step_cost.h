@@ -23,10 +23,11 @@ class StepCostModel {
   // None until the observed step sizes vary enough to separate the two terms
   // — by a few tokens, or by less (a single request drafting one token now
   // and then) over enough steps that the slope's standard error is small
-  // against a step — and once they have, the fit of the last time they did. When speculation turns
-  // itself off, steps become one size and the slope stops being identifiable:
-  // forgetting it sent the decision back to its optimistic prior, which drafted
-  // again, at a loss, until the slope was learned anew.
+  // against a step — and once they have, the fit of the last time they did.
+  // When speculation turns itself off, steps become one size and the slope
+  // stops being identifiable: forgetting it sent the decision back to its
+  // optimistic prior, which drafted again, at a loss, until the slope was
+  // learned anew.
   std::optional<Fit> fit() const;
   // Weighted mean seconds per step; none before the first. What a step costs
   // when the sizes do not vary enough for fit(), as a draft pass that feeds
