@@ -344,7 +344,7 @@ void Engine::propose_drafts() {
   // share of the step, verifying it and, for a draft model, drafting it.
   const double relative_cost =
       fit ? relative_verify_cost(*fit, num_decoding, speculator_->draft_pass_seconds(num_decoding).value_or(0.0)) : 0;
-  const std::optional<double> share = request_share_seconds(step_cost_, num_decoding);
+  const double share = fit ? request_share_seconds(*fit, num_decoding) : 0;
   int64_t probe_left = probe_draft_tokens(num_decoding);
   std::vector<DraftJob> jobs;
   for (Request* r : decoding) {
@@ -371,11 +371,11 @@ void Engine::propose_drafts() {
     // A draft model that has yet to catch up on the request's context drafts
     // for it only if what drafting saves over the rest of the request, at
     // the acceptance expected of it, outweighs that catch-up.
-    if (config_.adaptive_speculation && !probing && share) {
+    if (config_.adaptive_speculation && !probing) {
       const std::optional<double> catch_up = speculator_->catch_up_seconds(*r);
       if (catch_up && *catch_up > 0 &&
           *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(k), relative_cost,
-                                               expected_remaining_tokens(*r, s.group->params), *share))
+                                               expected_remaining_tokens(*r, s.group->params), share))
         continue;
     }
     jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists});

@@ -89,11 +89,9 @@ int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int3
   return best_k;
 }
 
-std::optional<double> request_share_seconds(const StepCostModel& target, int64_t decoding) {
+double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding) {
   const double n = static_cast<double>(std::max<int64_t>(1, decoding));
-  if (const auto fit = target.fit()) return (fit->fixed + fit->per_token * n) / n;
-  if (const auto step = target.mean_seconds()) return *step / n;
-  return std::nullopt;
+  return (fit.fixed + fit.per_token * n) / n;
 }
 
 double drafting_savings_seconds(double acceptance_rate, int32_t k, double relative_cost, int64_t remaining,

@@ -65,8 +65,8 @@ int64_t probe_draft_tokens(int64_t decoding);
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max);
 
 // A request's share of a step in which `decoding` requests decode: the
-// fitted (or else the mean) step over their number; none before a step is timed.
-std::optional<double> request_share_seconds(const StepCostModel& target, int64_t decoding);
+// fitted step over their number.
+double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding);
 
 // Seconds that drafting k tokens a step, at `acceptance_rate` and a draft's
 // `relative_cost`, saves a request with `remaining` tokens to generate whose

@@ -104,19 +104,15 @@ TEST(StepCostModel, OneProbeAfterOnePlainStepGivesAFit) {
   }
 }
 
-// A request's share of a step: the fit at this batch size over the batch,
-// or before a fit the mean step over it; nothing before a step is timed.
+// A request's share of a step: the fitted step at this batch size over the batch.
 TEST(StepCostModel, RequestShareOfAStep) {
-  StepCostModel m;
-  EXPECT_FALSE(request_share_seconds(m, 4).has_value());
-  for (int i = 0; i < 50; ++i) m.observe(4, 0.02);
-  EXPECT_NEAR(*request_share_seconds(m, 4), 0.005, 1e-12);
   StepCostModel varied;
   for (int i = 0; i < 200; ++i) {
     const int64_t n = 1 + (i * 7) % 40;
     varied.observe(n, 0.006 + 0.0015 * static_cast<double>(n));
   }
-  EXPECT_NEAR(*request_share_seconds(varied, 4), (0.006 + 0.006) / 4, 1e-9);
+  EXPECT_NEAR(request_share_seconds(*varied.fit(), 4), (0.006 + 0.006) / 4, 1e-9);
+  EXPECT_NEAR(request_share_seconds(*varied.fit(), 1), 0.0075, 1e-9);
 }
 
 // What drafting saves a request: every remaining token's share of a step,
