@@ -10,6 +10,7 @@ checked to be identical with and without speculation at temperature 0).
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -19,13 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(exe, model, path, spec, threads, k):
+def run(exe, model, path, spec, threads, k, cpus=None):
+    """One `exactly batch` run: its --stats and its sorted output texts. With
+    cpus (a set of CPU numbers) the process runs pinned to them."""
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     with tempfile.TemporaryDirectory() as tmp:
         out, stats = Path(tmp) / "out.jsonl", Path(tmp) / "stats.json"
         cmd = [exe, "batch", "-m", model, "-i", str(path), "-o", str(out), "--stats", str(stats), "-t", str(threads)]
         if spec:
             cmd += ["--spec", spec, "--num-speculative-tokens", str(k)]
-        subprocess.run(cmd, check=True, capture_output=True)
+        subprocess.run(cmd, check=True, capture_output=True, preexec_fn=pin)
         texts = [json.loads(line).get("text", json.loads(line).get("choices", [{}])[0].get("text"))
                  for line in out.read_text().splitlines()]
         return json.loads(stats.read_text()), sorted(t or "" for t in texts)

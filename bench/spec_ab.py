@@ -10,7 +10,7 @@ run without speculation per round serves every proposer of that round. Odd
 rounds run the arms in reverse order (plain last), so that a machine
 slowing down or speeding up within a round favours no arm.
 
-    bench/spec_ab.py --workloads DIR --spec draft:D.gguf [--spec ngram@5 ...] [--cells chat_t0.0_n1,edit_t0.8_n4] [--rounds 5] [--rounds-large 3]
+    bench/spec_ab.py --workloads DIR --spec draft:D.gguf [--spec ngram@5 ...] [--cells chat_t0.0_n1,edit_t0.8_n4] [--rounds 5] [--rounds-large 3] [--cpus 0,1/2,3]
 
 A proposer written METHOD@K drafts at most K tokens per step; without @K, at
 most --k.
@@ -20,12 +20,19 @@ distribution (drafting moves the draws), so one seed per request compares
 texts of different lengths. --vary-seeds gives every request a new seed in
 each round, the same for all arms of that round: over the rounds both arms
 sample the same distribution of texts.
+
+--cpus A/B/... measures several cells at once on a machine with cores to
+spare: one worker per CPU set (A, B, ... each a comma-separated list of CPU
+numbers), each taking the next cell, the largest first, and running its
+processes pinned to its set. Both arms of a cell run in the same worker, so
+they share whatever the neighbouring workers cost them.
 """
 import argparse
 import json
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,17 +71,52 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--vary-seeds", action="store_true", help="new seeds each round (see above)")
+    ap.add_argument("--cpus", help="CPU sets for parallel workers, e.g. 0,1/2,3 (see above)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    rows = []
+    cells = args.cells.split(",")
     with tempfile.TemporaryDirectory(prefix="spec_ab_") as tmp:
-        for cell in args.cells.split(","):
-            rows += measure_cell(args, cell, tmp)
+        if args.cpus:
+            rows = measure_in_parallel(args, cells, tmp)
+        else:
+            rows = [row for cell in cells for row in measure_cell(args, cell, tmp)]
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
-def measure_cell(args, cell, tmp):
+def measure_in_parallel(args, cells, tmp):
+    """Rows of every cell, measured by one worker per CPU set, the cells with
+    the most requests first; returned in the order the cells were given."""
+    cpu_sets = [{int(c) for c in group.split(",")} for group in args.cpus.split("/")]
+    queue = sorted(cells, key=lambda cell: -int(cell.rsplit("_n", 1)[1]))
+    done, lock, errors = {}, threading.Lock(), []
+
+    def worker(cpus):
+        while True:
+            with lock:
+                if not queue or errors:
+                    return
+                cell = queue.pop(0)
+            try:
+                rows = measure_cell(args, cell, tmp, cpus)
+            except Exception as e:  # noqa: BLE001 - reported after the join
+                with lock:
+                    errors.append(f"{cell}: {e}")
+                return
+            with lock:
+                done[cell] = rows
+
+    threads = [threading.Thread(target=worker, args=(cpus,)) for cpus in cpu_sets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise SystemExit("spec_ab: " + "; ".join(errors))
+    return [row for cell in cells for row in done[cell]]
+
+
+def measure_cell(args, cell, tmp, cpus=None):
     """The cell's rows, one per proposer, each printed as it is done."""
     rows = []
     path = Path(args.workloads) / f"{cell}.jsonl"
@@ -87,10 +129,10 @@ def measure_cell(args, cell, tmp):
         arms = [None] + args.spec
         for p in arms if round_index % 2 == 0 else arms[::-1]:
             if p is None:
-                base.append(run(args.exe, args.model, path, None, args.threads, args.k))
+                base.append(run(args.exe, args.model, path, None, args.threads, args.k, cpus))
             else:
                 method, k = split_k(p, args.k)
-                spec[p].append(run(args.exe, args.model, path, method, args.threads, k))
+                spec[p].append(run(args.exe, args.model, path, method, args.threads, k, cpus))
     tb = [r[0]["output_tokens_per_second"] for r in base]
     for p, runs in spec.items():
         ts = [r[0]["output_tokens_per_second"] for r in runs]

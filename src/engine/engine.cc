@@ -186,17 +186,21 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
   speculator_ = std::make_unique<Speculator>(spec_, model_, draft_model_.get(), *kv_storage_, kv_manager_, config_,
                                              split_kv_memory(model_, draft_model_.get(), config_).draft);
-  // A verify's vocabulary-sized buffers (the logits of 1 + k rows and, when
-  // sampling, a distribution per row), faulted in now. Touched first inside
-  // the first verify, those fresh pages cost this machine 35-80 ms in half
-  // the runs, and the step-cost model took that for the price of verifying
-  // (BENCHMARKS.md §4).
+  // Speculation's vocabulary-sized buffers, faulted in now: the logits of
+  // 1 + k rows for every running request, a distribution per verified row
+  // when sampling, and a model drafter's logits and draft distributions.
+  // Touched first inside a step, those fresh pages cost this machine 35-80 ms
+  // in the first verify of one request, and 0.7-0.9 s in a probe of 64
+  // sampled drafts, which the step-cost model took for the price of
+  // speculating (BENCHMARKS.md §4).
   if (speculator_->enabled()) {
     const auto vocab = static_cast<size_t>(model_.config().vocab_size);
     const auto rows = static_cast<size_t>(config_.num_speculative_tokens) + 1;
-    logits_.assign(rows * vocab, 0.0f);
+    const auto requests = static_cast<size_t>(config_.max_num_seqs);
+    reserve_faulted_in(logits_, requests * rows * vocab);
     verify_dists_.resize(rows);
     for (std::vector<TokenProb>& d : verify_dists_) reserve_faulted_in(d, vocab);
+    speculator_->fault_in(requests, config_.num_speculative_tokens);
   }
 }
 
@@ -298,6 +302,7 @@ void Engine::end_sequence(Sequence& s, FinishReason reason) {
   g.touched = true;
   ++g.num_done;
   speculator_->release(s.id);
+  speculator_->recycle(s.draft_dists);
 }
 
 // Drafts for requests that are decoding (everything but their newest token
@@ -598,7 +603,7 @@ std::vector<RequestOutput> Engine::step() {
               },
               s.sampler);
         }
-        s.draft_dists.clear();
+        speculator_->recycle(s.draft_dists);
         s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
         spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
         ++stats_.spec_verifies;

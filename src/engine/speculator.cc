@@ -74,9 +74,19 @@ void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
   std::vector<Drafts> drafts = drafter_->propose(requests, pool);
   for (size_t i = 0; i < jobs.size(); ++i) {
     jobs[i].request->draft_tokens = std::move(drafts[i].tokens);
+    drafter_->recycle(*jobs[i].dists);
     *jobs[i].dists = std::move(drafts[i].dists);
   }
   for (const DraftPass& p : drafter_->last_passes()) draft_cost_.observe(p.tokens, p.seconds);
+}
+
+void Speculator::fault_in(size_t max_requests, int32_t max_k) {
+  if (drafter_) drafter_->fault_in(max_requests, max_k);
+}
+
+void Speculator::recycle(std::vector<std::vector<TokenProb>>& dists) {
+  if (drafter_) drafter_->recycle(dists);
+  dists.clear();
 }
 
 VerifyOutcome Speculator::verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> draft_dists,

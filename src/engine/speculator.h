@@ -77,6 +77,14 @@ class Speculator {
   // The request has finished: the draft's KV of it is released.
   void release(RequestId id);
 
+  // A model drafter's memory for up to `max_requests` requests drafting
+  // `max_k` tokens each, faulted in now (ModelDrafter::fault_in).
+  void fault_in(size_t max_requests, int32_t max_k);
+
+  // Draft distributions that are done with (verified, or replaced): a model
+  // drafter draws into their storage again. Leaves `dists` empty.
+  void recycle(std::vector<std::vector<TokenProb>>& dists);
+
   // The draft model's own cache (draft:PATH only).
   const KVCacheManager* draft_kv_manager() const { return draft_kv_manager_.get(); }
 

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/check.h"
+#include "core/faulted_in.h"
 #include "spec/distribution_view.h"
 
 namespace exactly {
@@ -16,6 +17,12 @@ ModelDrafter::ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheMana
   EXACTLY_CHECK(num_layers >= 1 && num_layers <= model.config().n_layers, "%d layers of %d", num_layers,
                 model.config().n_layers);
   EXACTLY_CHECK(max_pass_tokens >= 1);
+}
+
+void ModelDrafter::fault_in(size_t max_requests, int32_t max_k) {
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
+  if (logits_.capacity() < max_requests * vocab) reserve_faulted_in(logits_, max_requests * vocab);
+  q_pool_.fill(max_requests * static_cast<size_t>(std::max(0, max_k)), vocab);
 }
 
 void ModelDrafter::release(SeqId seq) {
@@ -126,7 +133,8 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
 void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   std::span<const float> logits(logits_.data() + logits_row * vocab, vocab);
-  std::vector<TokenProb> q = r.sampler->distribution(logits, w.context, r.num_prompt);
+  std::vector<TokenProb> q = q_pool_.take();
+  r.sampler->distribution_into(logits, w.context, r.num_prompt, q);
   const int32_t x = r.sampler->params().greedy()
                         ? q.front().id
                         : draw_from(DistributionView::sparse(std::span<const TokenProb>(q)), r.sampler->rng().uniform());

@@ -41,6 +41,7 @@
 #include "model/kv_storage.h"
 #include "model/llama.h"
 #include "sample/sampler.h"
+#include "spec/distribution_pool.h"
 
 namespace exactly {
 
@@ -87,6 +88,17 @@ class ModelDrafter {
   // none, the target's KV serves).
   int64_t catch_up_tokens(SeqId seq, std::span<const int32_t> tokens) const;
 
+  // Writes, now, the memory that a propose() for up to `max_requests`
+  // requests drafting up to `max_k` tokens each draws into: the logits of
+  // one row per request and a vocabulary-sized distribution per draft. Left
+  // to the first such propose(), each fresh page is a fault inside a timed
+  // step (DistributionPool).
+  void fault_in(size_t max_requests, int32_t max_k);
+
+  // The distributions of drafts that have been verified: their storage
+  // serves later draws (DistributionPool). Leaves `dists` empty.
+  void recycle(std::vector<std::vector<TokenProb>>& dists) { q_pool_.give_back(dists); }
+
   // The forward passes of the last propose(), for the step-cost model; their
   // seconds add up to all of propose()'s time, each pass taking its share.
   const std::vector<DraftPass>& last_passes() const { return passes_; }
@@ -131,6 +143,7 @@ class ModelDrafter {
   ForwardBatch batch_;
   std::vector<float> logits_;  // [n_rows_with_logits, vocab]
   std::vector<DraftPass> passes_;
+  DistributionPool q_pool_;
 };
 
 }  // namespace exactly
