@@ -41,13 +41,6 @@ struct Engine::Group {
 
 namespace {
 
-// Drafts per verify of pseudo-evidence at the lifetime rate of every
-// request's drafts that a request's own recent rate is shrunk towards
-// (AcceptanceStats::shrunk_acceptance_rate).
-constexpr double kAcceptanceShrink = 2.0;
-// Drafts of pseudo-evidence at the configured prior rate in that lifetime rate
-// (AcceptanceStats::pooled_acceptance_rate): a few verifies cannot set it alone.
-constexpr double kPooledPriorDrafts = 8.0;
 
 // Tokens a request is expected to generate yet. Up to max_tokens when
 // nothing else can end it; otherwise as many as it has generated so far,

@@ -49,6 +49,14 @@ class StepCostModel {
 // them (one pass of a draft model; 0 for prompt lookup).
 double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, double draft_pass_seconds = 0.0);
 
+// Drafts per verify of pseudo-evidence at the lifetime rate of every
+// request's drafts that a request's own recent rate is shrunk towards
+// (AcceptanceStats::shrunk_acceptance_rate).
+constexpr double kAcceptanceShrink = 2.0;
+// Drafts of pseudo-evidence at the configured prior rate in that lifetime rate
+// (AcceptanceStats::pooled_acceptance_rate): a few verifies cannot set it alone.
+constexpr double kPooledPriorDrafts = 8.0;
+
 // Drafts in all that a probe adds to a plain step of `decoding` requests:
 // at least 3, the fewest that let StepCostModel::fit() separate its two terms
 // at once (with the plain step and the probe about equally weighted, sizes 3

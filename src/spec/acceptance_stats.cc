@@ -15,23 +15,7 @@ double expected_tokens_per_verify(double a, int32_t k) {
   return total;
 }
 
-int32_t best_draft_length(double acceptance_rate, const AdaptiveKConfig& config) {
-  EXACTLY_CHECK(config.k_max >= 1, "k_max %d", config.k_max);
-  const double per_token_cost = config.verify_cost_per_token + config.draft_cost_per_token;
-  int32_t best_k = 1;
-  double best_value = -1;
-  for (int32_t k = 1; k <= config.k_max; ++k) {
-    const double value = expected_tokens_per_verify(acceptance_rate, k) / (1.0 + k * per_token_cost);
-    if (value > best_value) {
-      best_value = value;
-      best_k = k;
-    }
-  }
-  return best_k;
-}
-
-AcceptanceStats::AcceptanceStats(const AdaptiveKConfig& config) : config_(config) {
-  EXACTLY_CHECK(config.k_max >= 1, "k_max %d", config.k_max);
+AcceptanceStats::AcceptanceStats(const AcceptanceStatsConfig& config) : config_(config) {
   EXACTLY_CHECK(config.ema_weight > 0 && config.ema_weight <= 1, "ema_weight %g", config.ema_weight);
   EXACTLY_CHECK(config.prior_rate >= 0 && config.prior_rate <= 1, "prior_rate %g", config.prior_rate);
 }
@@ -87,7 +71,5 @@ void AcceptanceStats::fade() {
   ema_accepted_ *= 1 - config_.ema_weight;
   ema_examined_ *= 1 - config_.ema_weight;
 }
-
-int32_t AcceptanceStats::next_k() const { return best_draft_length(recent_acceptance_rate(), config_); }
 
 }  // namespace exactly

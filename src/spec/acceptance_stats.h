@@ -1,12 +1,10 @@
-// Per-request record of how speculation is paying off, and the rule that picks
-// the next draft length from it.
+// Per-request record of how speculation is paying off.
 //
-// Adaptive k. Model each draft as accepted independently with rate a. A verify
-// of k drafts then emits E(k) = 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a)
-// tokens (Leviathan et al. 2023) and costs, in units of one plain decode step,
-// C(k) = 1 + k * (verify_cost_per_token + draft_cost_per_token). The next k is
-// the one in [1, k_max] that maximises E(k) / C(k) (the smallest on ties), so
-// low acceptance shrinks k towards 1 and high acceptance grows it to k_max.
+// Model each draft as accepted independently with rate a. A verify of k
+// drafts then emits E(k) = 1 + a + ... + a^k = (1 - a^(k+1)) / (1 - a) tokens
+// (Leviathan et al. 2023). The engine weighs E(k) against the measured cost
+// of drafting and verifying k tokens (engine/step_cost.h,
+// draft_length_for_cost); this record supplies a.
 //
 // a is estimated from exponential moving averages of two counts per verify:
 // drafts accepted and drafts *examined* (accepted + the one rejected, if any).
@@ -19,10 +17,7 @@
 
 namespace exactly {
 
-struct AdaptiveKConfig {
-  int32_t k_max = 8;
-  double verify_cost_per_token = 0.1;  // extra cost of one more token in the verify pass, per decode step
-  double draft_cost_per_token = 0.0;   // cost of drafting one token, per decode step (~0 for n-gram lookup)
+struct AcceptanceStatsConfig {
   double ema_weight = 0.2;             // weight of the newest verify in the moving averages, in (0, 1]
   double prior_rate = 0.5;             // acceptance rate assumed before the first verify
 };
@@ -30,12 +25,9 @@ struct AdaptiveKConfig {
 // Expected tokens emitted by one verify of k drafts at acceptance rate a.
 double expected_tokens_per_verify(double acceptance_rate, int32_t k);
 
-// argmax over k in [1, config.k_max] of expected tokens per unit cost.
-int32_t best_draft_length(double acceptance_rate, const AdaptiveKConfig& config);
-
 class AcceptanceStats {
  public:
-  explicit AcceptanceStats(const AdaptiveKConfig& config = {});
+  explicit AcceptanceStats(const AcceptanceStatsConfig& config = {});
 
   // One verify: `num_drafted` drafts were checked and the first `num_accepted` kept.
   void record(int32_t num_drafted, int32_t num_accepted);
@@ -47,7 +39,7 @@ class AcceptanceStats {
   double acceptance_rate() const;
   // Accepted drafts per verify (0 before any verify); tokens per verify is one more.
   double mean_accepted_length() const;
-  // The recent per-draft acceptance rate that drives next_k().
+  // The recent per-draft acceptance rate (the prior before any verify).
   double recent_acceptance_rate() const;
   // The recent rate shrunk towards `prior` as if `weight` more drafts per
   // verify had been examined at that rate (the prior alone before any
@@ -70,11 +62,9 @@ class AcceptanceStats {
   // a run of rejections pushed below what pays would otherwise never be
   // revised: the request would not draft again.
   void fade();
-  // Draft length for the next step.
-  int32_t next_k() const;
 
  private:
-  AdaptiveKConfig config_;
+  AcceptanceStatsConfig config_;
   int64_t verifies_ = 0;
   int64_t drafted_ = 0;
   int64_t accepted_ = 0;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "spec/acceptance_stats.h"
+
 namespace exactly {
 namespace {
 
@@ -55,6 +57,56 @@ TEST(StepCostModel, DraftLengthFollowsCostAndAcceptance) {
   EXPECT_EQ(draft_length_for_cost(0.1, alone, 5), 0);
   // Free verification and certain acceptance: draft as much as allowed.
   EXPECT_EQ(draft_length_for_cost(1.0, 0.0, 5), 5);
+}
+
+// k maximises tokens per unit of cost, E(k) / (1 + k c), and is 0 where no k
+// beats a plain step's one token for one unit.
+TEST(StepCostModel, DraftLengthMaximisesTokensPerCost) {
+  // a = 0.5, c = 0.1: 1.5/1.1 = 1.364, 1.75/1.2 = 1.458, 1.875/1.3 = 1.442.
+  EXPECT_EQ(draft_length_for_cost(0.5, 0.1, 8), 2);
+  // a = 0.9: still rising at k = 8 (6.13/1.8 = 3.40 > 5.70/1.7 = 3.35).
+  EXPECT_EQ(draft_length_for_cost(0.9, 0.1, 8), 8);
+  EXPECT_EQ(draft_length_for_cost(1.0, 0.1, 8), 8);
+  // a = 0.05: one draft gives 1.05 tokens for 1.1 units, less than a plain step.
+  EXPECT_EQ(draft_length_for_cost(0.05, 0.1, 8), 0);
+  // A draft model costing 0.3 of a step per token (0.4 in all) at a = 0.9:
+  // 1.357, 1.506, 1.563, 1.575, 1.562 for k = 1..5.
+  EXPECT_EQ(draft_length_for_cost(0.9, 0.4, 8), 4);
+  // Monotone in the acceptance rate.
+  int32_t previous = 0;
+  for (int i = 0; i <= 100; ++i) {
+    const int32_t k = draft_length_for_cost(i / 100.0, 0.1, 8);
+    EXPECT_GE(k, previous) << i;
+    previous = k;
+  }
+}
+
+// The engine's rule (Engine::propose_drafts) for a request drafting alone: its
+// recent acceptance shrunk towards the pooled rate of all drafts, then
+// draft_length_for_cost. Drafts that pass grow k to the cap; drafts that fail
+// never grow it and, once the pooled rate has fallen too, stop drafting;
+// drafts that pass again bring it back to the cap.
+TEST(StepCostModel, DraftLengthShrinksOnFailuresAndGrowsOnSuccesses) {
+  const double cost = 0.3;
+  const int32_t k_max = 6;
+  AcceptanceStats stats;
+  auto next_k = [&] {
+    const double pooled = stats.pooled_acceptance_rate(kPooledPriorDrafts);
+    return draft_length_for_cost(stats.shrunk_acceptance_rate(pooled, kAcceptanceShrink), cost, k_max);
+  };
+  EXPECT_EQ(next_k(), draft_length_for_cost(AcceptanceStatsConfig{}.prior_rate, cost, k_max));
+  for (int i = 0; i < 30; ++i) stats.record(next_k(), next_k());
+  EXPECT_EQ(next_k(), k_max);
+  int32_t previous = next_k();
+  for (int steps = 0; next_k() > 0; ++steps) {
+    stats.record(next_k(), 0);
+    EXPECT_LE(next_k(), previous) << "k grew on a failure";
+    previous = next_k();
+    ASSERT_LT(steps, 2000) << "k never reached 0 on failures alone";
+  }
+  stats.record(1, 1);  // what a request that stopped drafting learns when it drafts again
+  for (int i = 0; i < 200 && next_k() < k_max; ++i) stats.record(std::max(1, next_k()), std::max(1, next_k()));
+  EXPECT_EQ(next_k(), k_max);
 }
 
 // Deterministic noise in [-amplitude, amplitude] for step i.

@@ -39,31 +39,6 @@ TEST(AcceptanceStats, ExpectedTokensPerVerifyMatchesEnumeration) {
   }
 }
 
-TEST(AcceptanceStats, BestDraftLengthFollowsTheCostModel) {
-  AdaptiveKConfig c;
-  c.k_max = 8;
-  c.verify_cost_per_token = 0.1;
-  // a = 0.5: tokens per cost 1.5/1.1 = 1.364, 1.75/1.2 = 1.458, 1.875/1.3 = 1.442.
-  EXPECT_EQ(best_draft_length(0.5, c), 2);
-  // a = 0.9: still rising at k = 8 (6.13/1.8 = 3.40 > 5.70/1.7 = 3.35).
-  EXPECT_EQ(best_draft_length(0.9, c), 8);
-  EXPECT_EQ(best_draft_length(1.0, c), 8);
-  EXPECT_EQ(best_draft_length(0.05, c), 1);
-  // A drafting cost pushes k down: with a draft model costing 0.3 of a step per
-  // token (0.4 per token in all) at a = 0.9, tokens per cost are 1.357, 1.506,
-  // 1.563, 1.575, 1.562 for k = 1..5: k = 4.
-  c.draft_cost_per_token = 0.3;
-  EXPECT_EQ(best_draft_length(0.9, c), 4);
-  // Monotone in the acceptance rate.
-  c.draft_cost_per_token = 0;
-  int32_t previous = 1;
-  for (int i = 0; i <= 100; ++i) {
-    const int32_t best = best_draft_length(i / 100.0, c);
-    EXPECT_GE(best, previous) << i;
-    previous = best;
-  }
-}
-
 TEST(AcceptanceStats, RecentRateCountsOnlyExaminedDrafts) {
   AcceptanceStats stats;
   for (int i = 0; i < 50; ++i) stats.record(4, 2);  // 2 accepted, 1 rejected, 1 never tested
@@ -87,7 +62,7 @@ TEST(AcceptanceStats, ShrunkRateWeighsOneVerifyAgainstThePrior) {
 
 TEST(AcceptanceStats, LifetimeRateCountsOnlyExaminedDrafts) {
   AcceptanceStats stats;
-  EXPECT_DOUBLE_EQ(stats.lifetime_acceptance_rate(), AdaptiveKConfig{}.prior_rate);
+  EXPECT_DOUBLE_EQ(stats.lifetime_acceptance_rate(), AcceptanceStatsConfig{}.prior_rate);
   stats.record(4, 2);  // 3 examined
   stats.record(2, 2);  // 2 examined
   stats.record(3, 0);  // 1 examined
@@ -101,7 +76,7 @@ TEST(AcceptanceStats, OneRejectedProbeDoesNotDecideThePooledRate) {
   // were both rejected it must still allow drafting (the plain lifetime rate
   // is 0 there), and with evidence it must follow the lifetime rate.
   AcceptanceStats stats;
-  const double prior = AdaptiveKConfig{}.prior_rate;
+  const double prior = AcceptanceStatsConfig{}.prior_rate;
   EXPECT_DOUBLE_EQ(stats.pooled_acceptance_rate(8.0), prior);
   stats.record(2, 0);  // 1 examined
   EXPECT_DOUBLE_EQ(stats.lifetime_acceptance_rate(), 0.0);
@@ -132,24 +107,6 @@ TEST(AcceptanceStats, FadingReturnsTheShrunkRateToThePrior) {
   EXPECT_TRUE(std::isfinite(stats.recent_acceptance_rate()));
   stats.record(1, 1);  // fresh evidence counts at once
   EXPECT_GT(stats.shrunk_acceptance_rate(0.6, 2.0), 0.6);
-}
-
-TEST(AcceptanceStats, NextKShrinksWhenDraftsFailAndGrowsWhenTheyPass) {
-  AdaptiveKConfig c;
-  c.k_max = 6;
-  AcceptanceStats stats(c);
-  EXPECT_EQ(stats.next_k(), best_draft_length(c.prior_rate, c));
-  for (int i = 0; i < 30; ++i) stats.record(stats.next_k(), stats.next_k());
-  EXPECT_EQ(stats.next_k(), 6);
-  int32_t previous = stats.next_k();
-  for (int i = 0; i < 30; ++i) {
-    stats.record(stats.next_k(), 0);
-    EXPECT_LE(stats.next_k(), previous);  // never grows on failures
-    previous = stats.next_k();
-  }
-  EXPECT_EQ(stats.next_k(), 1);
-  for (int i = 0; i < 30; ++i) stats.record(stats.next_k(), stats.next_k());
-  EXPECT_EQ(stats.next_k(), 6);
 }
 
 }  // namespace
