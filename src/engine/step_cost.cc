@@ -78,7 +78,7 @@ int64_t probe_draft_tokens(int64_t decoding) { return std::max<int64_t>(3, decod
 
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {
   int32_t best_k = 0;
-  double best = 1.0;  // k = 0: one token for one unit of cost
+  double best = 0;
   for (int32_t k = 1; k <= k_max; ++k) {
     const double value = expected_tokens_per_verify(acceptance_rate, k) / (1.0 + k * relative_cost);
     if (value > best) {
@@ -86,7 +86,8 @@ int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int3
       best_k = k;
     }
   }
-  return best_k;
+  // k = 0: one token for one unit of cost.
+  return best > 1.0 + kDraftingMargin ? best_k : 0;
 }
 
 double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding) {

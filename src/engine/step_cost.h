@@ -67,9 +67,18 @@ constexpr double kPooledPriorDrafts = 8.0;
 // that drafts.
 int64_t probe_draft_tokens(int64_t decoding);
 
+// How much more than a plain step's one token per unit of cost drafting must
+// promise. The fit is used once its slope's standard error is within 0.1 of
+// a step per token (StepCostModel::fit), so at k = 1 the cost 1 + c may be
+// off by that much, and a's estimate is noisier still: a draft predicted to
+// gain a few percent gains nothing, or loses, as often as not. (Seen: 16 chat
+// requests drafting k = 1 near a predicted 1.0 ran at x0.84-0.89.)
+constexpr double kDraftingMargin = 0.05;
+
 // Draft length in [0, k_max] that maximises expected tokens per unit of cost,
-// E(k) / (1 + k · relative_cost), where E(k) = 1 + a + ... + a^k; 0 means
-// speculation does not pay for this request in this step.
+// E(k) / (1 + k · relative_cost), where E(k) = 1 + a + ... + a^k, if that
+// beats a plain step by kDraftingMargin; 0 means speculation does not pay
+// for this request in this step.
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max);
 
 // A request's share of a step in which `decoding` requests decode: the

@@ -72,6 +72,10 @@ TEST(StepCostModel, DraftLengthMaximisesTokensPerCost) {
   // A draft model costing 0.3 of a step per token (0.4 in all) at a = 0.9:
   // 1.357, 1.506, 1.563, 1.575, 1.562 for k = 1..5.
   EXPECT_EQ(draft_length_for_cost(0.9, 0.4, 8), 4);
+  // A predicted gain within the margin is not worth drafting for: a = 0.12 at
+  // c = 0.07 gives 1.12/1.07 = 1.047 for k = 1 (and less for more).
+  EXPECT_EQ(draft_length_for_cost(0.12, 0.07, 8), 0);
+  EXPECT_EQ(draft_length_for_cost(0.13, 0.07, 8), 1);  // 1.13/1.07 = 1.056
   // Monotone in the acceptance rate.
   int32_t previous = 0;
   for (int i = 0; i <= 100; ++i) {
