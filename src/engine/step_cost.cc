@@ -98,7 +98,10 @@ double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding) {
 double drafting_savings_seconds(double acceptance_rate, int32_t k, double relative_cost, int64_t remaining,
                                 double share_seconds) {
   if (k <= 0 || remaining <= 0) return 0.0;
-  const double cost_per_token = (1.0 + k * relative_cost) / expected_tokens_per_verify(acceptance_rate, k);
+  // Priced as draft_length_for_cost prices it: a gain within the margin is
+  // not counted on.
+  const double cost_per_token =
+      (1.0 + k * relative_cost) * (1.0 + kDraftingMargin) / expected_tokens_per_verify(acceptance_rate, k);
   return std::max(0.0, static_cast<double>(remaining) * share_seconds * (1.0 - cost_per_token));
 }
 

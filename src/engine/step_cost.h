@@ -87,9 +87,10 @@ double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding);
 
 // Seconds that drafting k tokens a step, at `acceptance_rate` and a draft's
 // `relative_cost`, saves a request with `remaining` tokens to generate whose
-// plain steps cost it `share_seconds` each: remaining · share · (1 − (1 +
-// k · relative_cost) / E(k)), at least 0. What a draft model's catch-up on
-// the request's context must stay under for drafting to pay.
+// plain steps cost it `share_seconds` each, beyond kDraftingMargin:
+// remaining · share · (1 − (1 + k · relative_cost) (1 + margin) / E(k)), at
+// least 0. What a draft model's catch-up on the request's context must stay
+// under for drafting to pay.
 double drafting_savings_seconds(double acceptance_rate, int32_t k, double relative_cost, int64_t remaining,
                                 double share_seconds);
 

@@ -172,17 +172,22 @@ TEST(StepCostModel, RequestShareOfAStep) {
 }
 
 // What drafting saves a request: every remaining token's share of a step,
-// less the cost of verifying (and drafting) per token gained. At acceptance
-// 0.5, k = 2, relative cost 0.25: E = 1.75 tokens for 1.5 units, a saving of
-// 1 - 1.5 / 1.75 = 1/7 of each token's time. Nothing is saved where drafting
-// does not pay, or with nothing left to generate.
+// less the cost of verifying (and drafting) per token gained, priced with
+// kDraftingMargin as draft_length_for_cost prices it. At acceptance 0.5,
+// k = 2, relative cost 0.25: E = 1.75 tokens for 1.5 units, 1.575 with the
+// margin, a saving of 1 - 1.575 / 1.75 = 0.1 of each token's time. Nothing is
+// saved where drafting does not pay, or with nothing left to generate.
 TEST(StepCostModel, DraftingSavingsOverTheRestOfARequest) {
-  EXPECT_NEAR(drafting_savings_seconds(0.5, 2, 0.25, 140, 0.01), 140 * 0.01 / 7.0, 1e-12);
+  ASSERT_DOUBLE_EQ(kDraftingMargin, 0.05);  // the figures below assume it
+  EXPECT_NEAR(drafting_savings_seconds(0.5, 2, 0.25, 140, 0.01), 140 * 0.01 * 0.1, 1e-12);
   EXPECT_EQ(drafting_savings_seconds(0.1, 1, 0.25, 140, 0.01), 0.0);
+  // Within the margin: 1.3 tokens for 1.25 units is 1.04 < 1.05.
+  EXPECT_EQ(drafting_savings_seconds(0.3, 1, 0.25, 140, 0.01), 0.0);
   EXPECT_EQ(drafting_savings_seconds(0.9, 3, 0.1, 0, 0.01), 0.0);
   EXPECT_EQ(drafting_savings_seconds(0.9, 0, 0.1, 100, 0.01), 0.0);
-  // Certain acceptance and free verifying: k + 1 tokens a step, k/(k+1) saved.
-  EXPECT_NEAR(drafting_savings_seconds(1.0, 3, 0.0, 100, 0.01), 100 * 0.01 * 0.75, 1e-12);
+  // Certain acceptance and free verifying: k + 1 tokens a step, all but
+  // 1.05 / (k + 1) of each token's time saved.
+  EXPECT_NEAR(drafting_savings_seconds(1.0, 3, 0.0, 100, 0.01), 100 * 0.01 * (1 - 1.05 / 4), 1e-12);
 }
 
 }  // namespace
