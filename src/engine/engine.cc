@@ -182,21 +182,24 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
   speculator_ = std::make_unique<Speculator>(spec_, model_, draft_model_.get(), *kv_storage_, kv_manager_, config_,
                                              split_kv_memory(model_, draft_model_.get(), config_).draft);
-  // Speculation's vocabulary-sized buffers, faulted in now: the logits of
-  // 1 + k rows for every running request, a distribution per verified row
-  // when sampling, and a model drafter's logits and draft distributions.
-  // Touched first inside a step, those fresh pages cost this machine 35-80 ms
-  // in the first verify of one request, and 0.7-0.9 s in a probe of 64
-  // sampled drafts, which the step-cost model took for the price of
-  // speculating (BENCHMARKS.md §4).
+  // The vocabulary-sized buffers of the probe, speculation's first step,
+  // faulted in now: the logits of every running request plus the probe's
+  // drafts, a distribution per verified row of one request when sampling,
+  // and a model drafter's logits and draft distributions. Touched first
+  // inside a step, those fresh pages cost this machine 35-80 ms in the first
+  // verify of one request, and 0.7-0.9 s in a probe of 64 sampled drafts,
+  // which the step-cost model took for the price of speculating
+  // (BENCHMARKS.md §4). Steps that draft more than the probe reuse what it
+  // used and fault in only their growth, once.
   if (speculator_->enabled()) {
     const auto vocab = static_cast<size_t>(model_.config().vocab_size);
     const auto rows = static_cast<size_t>(config_.num_speculative_tokens) + 1;
     const auto requests = static_cast<size_t>(config_.max_num_seqs);
-    reserve_faulted_in(logits_, requests * rows * vocab);
+    const auto probe = static_cast<size_t>(probe_draft_tokens(config_.max_num_seqs));
+    reserve_faulted_in(logits_, (requests + probe) * vocab);
     verify_dists_.resize(rows);
     for (std::vector<TokenProb>& d : verify_dists_) reserve_faulted_in(d, vocab);
-    speculator_->fault_in(requests, config_.num_speculative_tokens);
+    speculator_->fault_in(requests, probe);
   }
 }
 

@@ -80,8 +80,8 @@ void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
   for (const DraftPass& p : drafter_->last_passes()) draft_cost_.observe(p.tokens, p.seconds);
 }
 
-void Speculator::fault_in(size_t max_requests, int32_t max_k) {
-  if (drafter_) drafter_->fault_in(max_requests, max_k);
+void Speculator::fault_in(size_t max_requests, size_t max_drafts) {
+  if (drafter_) drafter_->fault_in(max_requests, max_drafts);
 }
 
 void Speculator::recycle(std::vector<std::vector<TokenProb>>& dists) {

@@ -77,9 +77,9 @@ class Speculator {
   // The request has finished: the draft's KV of it is released.
   void release(RequestId id);
 
-  // A model drafter's memory for up to `max_requests` requests drafting
-  // `max_k` tokens each, faulted in now (ModelDrafter::fault_in).
-  void fault_in(size_t max_requests, int32_t max_k);
+  // A model drafter's memory for `max_drafts` drafts for up to
+  // `max_requests` requests, faulted in now (ModelDrafter::fault_in).
+  void fault_in(size_t max_requests, size_t max_drafts);
 
   // Draft distributions that are done with (verified, or replaced): a model
   // drafter draws into their storage again. Leaves `dists` empty.

@@ -19,10 +19,10 @@ ModelDrafter::ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheMana
   EXACTLY_CHECK(max_pass_tokens >= 1);
 }
 
-void ModelDrafter::fault_in(size_t max_requests, int32_t max_k) {
+void ModelDrafter::fault_in(size_t max_requests, size_t max_drafts) {
   const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   if (logits_.capacity() < max_requests * vocab) reserve_faulted_in(logits_, max_requests * vocab);
-  q_pool_.fill(max_requests * static_cast<size_t>(std::max(0, max_k)), vocab);
+  q_pool_.fill(max_drafts, vocab);
 }
 
 void ModelDrafter::release(SeqId seq) {

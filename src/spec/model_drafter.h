@@ -88,12 +88,12 @@ class ModelDrafter {
   // none, the target's KV serves).
   int64_t catch_up_tokens(SeqId seq, std::span<const int32_t> tokens) const;
 
-  // Writes, now, the memory that a propose() for up to `max_requests`
-  // requests drafting up to `max_k` tokens each draws into: the logits of
-  // one row per request and a vocabulary-sized distribution per draft. Left
-  // to the first such propose(), each fresh page is a fault inside a timed
-  // step (DistributionPool).
-  void fault_in(size_t max_requests, int32_t max_k);
+  // Writes, now, the memory that a propose() of up to `max_drafts` drafts
+  // for up to `max_requests` requests draws into: the logits of one row per
+  // request and a vocabulary-sized distribution per draft. Left to the first
+  // such propose(), each fresh page is a fault inside a timed step
+  // (DistributionPool).
+  void fault_in(size_t max_requests, size_t max_drafts);
 
   // The distributions of drafts that have been verified: their storage
   // serves later draws (DistributionPool). Leaves `dists` empty.
