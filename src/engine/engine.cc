@@ -81,6 +81,7 @@ struct Engine::Sequence {
   StreamingDetokenizer detok;
   StopStringMatcher stops;
   AcceptanceStats spec_stats;
+  bool lookup_drafts = false;  // the pending drafts are a probe's lookups, not the proposer's
   bool done = false;
 };
 
@@ -325,15 +326,19 @@ void Engine::propose_drafts() {
   // Speculation waits for evidence of what verifying costs: nothing is
   // drafted before a plain decode step has been timed, and until the
   // target's cost model can tell a step's fixed cost from its cost per
-  // token, only the drafts that let it (probe_draft_tokens), from the
-  // requests a draft model has least to catch up on and up to k each (a
-  // model drafter's first drafts for a request cost a catch-up pass over its
-  // context). (Drafting at the prior's k in the first two steps of 16
-  // requests lost ~4% of a 128-token run before the measured costs turned
-  // speculation off; one probe draft for each of 16 editing requests cost
-  // 6-7% of the run in catch-up; prompt lookup, which drafted at the prior's
-  // cost, drafted 5 tokens for each of 64 requests, where verifying costs
-  // nearly as much as a plain step.)
+  // token, only the drafts that let it (probe_draft_tokens), up to k from
+  // each request. A model drafter makes those of one request, the one it has
+  // least to catch up on (its first drafts for a request cost a pass over
+  // the request's context), which also times its passes and tries its
+  // acceptance; the other requests' are lookups that cost nothing to make
+  // and inform no acceptance estimate. (Drafting at the prior's k in the
+  // first two steps of 16 requests lost ~4% of a 128-token run before the
+  // measured costs turned speculation off; one probe draft for each of 16
+  // editing requests cost 6-7% of the run in catch-up, and with the draft
+  // making the probe's 4 drafts for 4 editing requests, its catch-up on two
+  // prompts put the run at x0.94; prompt lookup, which drafted at the
+  // prior's cost, drafted 5 tokens for each of 64 requests, where verifying
+  // costs nearly as much as a plain step.)
   const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
   const bool probing = config_.adaptive_speculation && !fit;
   if (probing && !step_cost_.mean_seconds()) return;
@@ -382,13 +387,16 @@ void Engine::propose_drafts() {
                                                remaining_tokens_to_count_on(*r, s.group->params), share))
         continue;
     }
-    jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists});
+    const bool lookup = probing && speculator_->drafts_with_model() && !jobs.empty();
+    jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists, lookup});
+    s.lookup_drafts = lookup;
     budget -= k;
     probe_left -= k;
   }
   const auto t0 = std::chrono::steady_clock::now();
   speculator_->propose(jobs, pool_);
   stats_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.spec_draft_pass_tokens = speculator_->draft_tokens_computed();
 }
 
 namespace {
@@ -603,8 +611,11 @@ std::vector<RequestOutput> Engine::step() {
               s.sampler);
         }
         speculator_->recycle(s.draft_dists);
-        s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
-        spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+        if (!s.lookup_drafts) {
+          s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+          spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+        }
+        s.lookup_drafts = false;
         ++stats_.spec_verifies;
         stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());
         stats_.spec_accepted_tokens += v.num_accepted;

@@ -40,6 +40,7 @@ struct EngineStats {
   int64_t spec_accepted_tokens = 0;   // of those, accepted
   int64_t spec_verifies = 0;          // verify passes (requests with drafts, per step)
   double spec_draft_seconds = 0;      // spent drafting (a draft model's passes; n-gram lookups)
+  int64_t spec_draft_pass_tokens = 0;  // tokens a model drafter's passes computed, its catch-ups included
   // Steps in which every scheduled request decoded one token (no prompt
   // work): their time and tokens give the pure generation throughput, as
   // llama-batched-bench reports it.

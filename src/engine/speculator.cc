@@ -58,26 +58,33 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
 Speculator::~Speculator() = default;
 
 void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
-  if (ngram_) {
-    for (const DraftJob& j : jobs) {
-      j.request->draft_tokens = ngram_->propose(j.request->tokens, j.k);
-      j.dists->clear();
+  std::vector<const DraftJob*> model_jobs;
+  for (const DraftJob& j : jobs) {
+    if (!j.lookup && !ngram_ && drafter_) {
+      model_jobs.push_back(&j);
+      continue;
     }
-    return;
+    std::vector<int32_t> drafts = (j.lookup ? lookup_ : *ngram_).propose(j.request->tokens, j.k);
+    if (j.lookup) drafts.resize(static_cast<size_t>(j.k), j.request->tokens.back());
+    j.request->draft_tokens = std::move(drafts);
+    recycle(*j.dists);  // one-hot: verified without distributions
   }
-  if (!drafter_ || jobs.empty()) return;
+  if (model_jobs.empty()) return;
   std::vector<DraftRequest> requests;
-  requests.reserve(jobs.size());
-  for (const DraftJob& j : jobs)
-    requests.push_back({j.request->id, j.request->tokens, static_cast<size_t>(j.request->num_prompt_tokens), j.k,
-                        j.drafter});
+  requests.reserve(model_jobs.size());
+  for (const DraftJob* j : model_jobs)
+    requests.push_back({j->request->id, j->request->tokens, static_cast<size_t>(j->request->num_prompt_tokens), j->k,
+                        j->drafter});
   std::vector<Drafts> drafts = drafter_->propose(requests, pool);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].request->draft_tokens = std::move(drafts[i].tokens);
-    drafter_->recycle(*jobs[i].dists);
-    *jobs[i].dists = std::move(drafts[i].dists);
+  for (size_t i = 0; i < model_jobs.size(); ++i) {
+    model_jobs[i]->request->draft_tokens = std::move(drafts[i].tokens);
+    drafter_->recycle(*model_jobs[i]->dists);
+    *model_jobs[i]->dists = std::move(drafts[i].dists);
   }
-  for (const DraftPass& p : drafter_->last_passes()) draft_cost_.observe(p.tokens, p.seconds);
+  for (const DraftPass& p : drafter_->last_passes()) {
+    draft_cost_.observe(p.tokens, p.seconds);
+    draft_tokens_computed_ += p.tokens;
+  }
 }
 
 void Speculator::fault_in(size_t max_requests, size_t max_drafts) {

@@ -33,6 +33,10 @@ struct DraftJob {
   int32_t k;         // most drafts wanted, >= 1
   Sampler* drafter;  // the request's sampling settings, with a generator of its own for drawing drafts
   std::vector<std::vector<TokenProb>>* dists;  // gets the draft distributions q (model drafts only)
+  // Exactly k drafts that cost nothing to make, whatever the proposer:
+  // prompt lookup's, then the newest token repeated. A probe's filler: it
+  // measures what verifying costs without a draft model's catch-up.
+  bool lookup = false;
 };
 
 class Speculator {
@@ -49,7 +53,7 @@ class Speculator {
   bool drafts_with_model() const { return drafter_ != nullptr; }
 
   // Fills each job's request->draft_tokens (and *dists for model drafts); a
-  // job may get fewer than k drafts, or none.
+  // job may get fewer than k drafts, or none (a lookup job gets k).
   void propose(std::span<const DraftJob> jobs, ThreadPool& pool);
 
   // Emitted tokens for one request's verify: the target distributions p
@@ -88,13 +92,19 @@ class Speculator {
   // The draft model's own cache (draft:PATH only).
   const KVCacheManager* draft_kv_manager() const { return draft_kv_manager_.get(); }
 
+  // Tokens the drafter's forward passes have computed so far: its drafts'
+  // positions and every catch-up on a request's context.
+  int64_t draft_tokens_computed() const { return draft_tokens_computed_; }
+
  private:
   SpecMethod method_;
   std::unique_ptr<NgramProposer> ngram_;
+  NgramProposer lookup_;  // lookup jobs' drafts
   std::unique_ptr<KVPool> draft_kv_storage_;
   std::unique_ptr<KVCacheManager> draft_kv_manager_;
   std::unique_ptr<ModelDrafter> drafter_;
   StepCostModel draft_cost_;  // of the drafter's passes
+  int64_t draft_tokens_computed_ = 0;
   RejectionSampler rejection_sampler_;
   int32_t vocab_size_;
   std::vector<std::vector<double>> dense_q_;  // [k, vocab] scratch: large draft distributions indexed by id
