@@ -143,6 +143,10 @@ def measure_cell(args, cell, tmp, cpus=None):
                "acceptance": [r[0].get("spec_acceptance_rate") for r in runs],
                "mean_accepted": [r[0].get("spec_mean_accepted_length") for r in runs],
                "drafted": [r[0].get("spec_drafted_tokens") for r in runs],
+               "draft_seconds": [r[0].get("spec_draft_seconds") for r in runs],
+               "draft_pass_tokens": [r[0].get("spec_draft_pass_tokens") for r in runs],
+               "elapsed_none_s": [r[0].get("elapsed_seconds") for r in base],
+               "elapsed_spec_s": [r[0].get("elapsed_seconds") for r in runs],
                "latency_none_s": statistics.median(r[0]["end_to_end_latency_seconds"]["median"] for r in base),
                "latency_spec_s": statistics.median(r[0]["end_to_end_latency_seconds"]["median"] for r in runs),
                "identical": same if "_t0.0_" in cell else None}

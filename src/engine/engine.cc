@@ -327,11 +327,13 @@ void Engine::propose_drafts() {
   // drafted before a plain decode step has been timed, and until the
   // target's cost model can tell a step's fixed cost from its cost per
   // token, only the drafts that let it (probe_draft_tokens), up to k from
-  // each request. A model drafter makes those of one request, the one it has
-  // least to catch up on (its first drafts for a request cost a pass over
-  // the request's context), which also times its passes and tries its
-  // acceptance; the other requests' are lookups that cost nothing to make
-  // and inform no acceptance estimate. (Drafting at the prior's k in the
+  // each request. Layer skipping makes those of one request, which times its
+  // passes and tries its acceptance; the other requests' drafts, and all of
+  // a draft model's, are lookups that cost nothing to make and inform no
+  // acceptance estimate. A draft model's first drafts for a request cost a
+  // pass over the request's context, so it drafts only once the catch-up
+  // gate below finds that worth it, with its costs estimated from the
+  // target's until its passes are timed. (Drafting at the prior's k in the
   // first two steps of 16 requests lost ~4% of a 128-token run before the
   // measured costs turned speculation off; one probe draft for each of 16
   // editing requests cost 6-7% of the run in catch-up, and with the draft
@@ -352,7 +354,8 @@ void Engine::propose_drafts() {
   // Once measured: how much one more draft costs relative to a request's
   // share of the step, verifying it and, for a draft model, drafting it.
   const double relative_cost =
-      fit ? relative_verify_cost(*fit, num_decoding, speculator_->draft_pass_seconds(num_decoding).value_or(0.0)) : 0;
+      fit ? relative_verify_cost(*fit, num_decoding, speculator_->draft_pass_seconds(num_decoding, fit).value_or(0.0))
+          : 0;
   const double share = fit ? request_share_seconds(*fit, num_decoding) : 0;
   int64_t probe_left = probe_draft_tokens(num_decoding);
   std::vector<DraftJob> jobs;
@@ -381,13 +384,13 @@ void Engine::propose_drafts() {
     // for it only if what drafting saves over the rest of the request, at
     // the acceptance expected of it, outweighs that catch-up.
     if (config_.adaptive_speculation && !probing) {
-      const std::optional<double> catch_up = speculator_->catch_up_seconds(*r);
+      const std::optional<double> catch_up = speculator_->catch_up_seconds(*r, fit);
       if (catch_up && *catch_up > 0 &&
           *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(k), relative_cost,
                                                remaining_tokens_to_count_on(*r, s.group->params), share))
         continue;
     }
-    const bool lookup = probing && speculator_->drafts_with_model() && !jobs.empty();
+    const bool lookup = probing && speculator_->drafts_with_model() && (speculator_->catches_up() || !jobs.empty());
     jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists, lookup});
     s.lookup_drafts = lookup;
     budget -= k;

@@ -50,6 +50,8 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
       drafter_ = std::make_unique<ModelDrafter>(*draft->model, draft->config().n_layers, *draft_kv_storage_,
                                                 *draft_kv_manager_, ModelDrafter::Cache::kOwn,
                                                 config.max_num_batched_tokens);
+      weight_fraction_ =
+          static_cast<double>(draft->model->weight_bytes()) / static_cast<double>(target.model->weight_bytes());
       break;
     }
   }
@@ -126,22 +128,28 @@ VerifyOutcome Speculator::verify(std::span<const int32_t> drafts, std::span<cons
   return rejection_sampler_.verify(drafts, q, p, target_sampler.rng());
 }
 
-std::optional<double> Speculator::draft_pass_seconds(int64_t decoding) const {
+std::optional<double> Speculator::draft_pass_seconds(int64_t decoding,
+                                                     const std::optional<StepCostModel::Fit>& target) const {
   if (!drafter_) return 0.0;
   if (const auto fit = draft_cost_.fit()) return fit->fixed + fit->per_token * static_cast<double>(decoding);
-  return draft_cost_.mean_seconds();
+  if (const auto mean = draft_cost_.mean_seconds()) return mean;
+  if (target && weight_fraction_ > 0)
+    return weight_fraction_ * (target->fixed + target->per_token * static_cast<double>(decoding));
+  return std::nullopt;
 }
 
 int64_t Speculator::catch_up_tokens(const Request& r) const {
   return drafter_ ? drafter_->catch_up_tokens(r.id, r.tokens) : 0;
 }
 
-std::optional<double> Speculator::catch_up_seconds(const Request& r) const {
+std::optional<double> Speculator::catch_up_seconds(const Request& r,
+                                                   const std::optional<StepCostModel::Fit>& target) const {
   const int64_t tokens = catch_up_tokens(r);
   if (tokens == 0) return 0.0;
-  const auto fit = draft_cost_.fit();
-  if (!fit) return std::nullopt;
-  return fit->per_token * static_cast<double>(tokens);
+  if (const auto fit = draft_cost_.fit()) return fit->per_token * static_cast<double>(tokens);
+  if (!draft_cost_.mean_seconds() && target && weight_fraction_ > 0)
+    return weight_fraction_ * target->per_token * static_cast<double>(tokens);
+  return std::nullopt;
 }
 
 void Speculator::release(RequestId id) {

@@ -51,6 +51,9 @@ class Speculator {
   bool enabled() const { return method_.kind != SpecMethod::Kind::kNone; }
   // Drafts come from a model's forward passes (draft:PATH, layerskip:L), not a lookup.
   bool drafts_with_model() const { return drafter_ != nullptr; }
+  // The drafter computes a request's context before its first drafts for it
+  // (a draft model with its own cache).
+  bool catches_up() const { return drafter_ && drafter_->cache() == ModelDrafter::Cache::kOwn; }
 
   // Fills each job's request->draft_tokens (and *dists for model drafts); a
   // job may get fewer than k drafts, or none (a lookup job gets k).
@@ -67,16 +70,25 @@ class Speculator {
   VerifyOutcome verify(std::span<const int32_t> drafts, std::span<const std::vector<TokenProb>> draft_dists,
                        const TargetAt& target_at, Sampler& target_sampler);
 
-  // Seconds one draft position costs (one pass over `decoding` requests), once
-  // measured; 0 for n-gram drafting, which runs no model.
-  std::optional<double> draft_pass_seconds(int64_t decoding) const;
+  // Seconds one draft position costs (one pass over `decoding` requests):
+  // measured once the drafter's passes are timed; before that, for a draft
+  // model, the target's fitted step (`target`) scaled by the share of the
+  // target's weight bytes the draft reads (weight_fraction()). 0 for n-gram
+  // drafting, which runs no model.
+  std::optional<double> draft_pass_seconds(int64_t decoding, const std::optional<StepCostModel::Fit>& target) const;
 
   // Tokens the draft must compute for the request before its first draft.
   int64_t catch_up_tokens(const Request& r) const;
   // Seconds the draft would spend catching up on the request's context
   // before its first draft (0 when it has nothing to catch up on, as for
-  // prompt lookup and layerskip); none until a draft pass has been timed.
-  std::optional<double> catch_up_seconds(const Request& r) const;
+  // prompt lookup and layerskip): the drafter's fitted cost per token; before
+  // any of its passes, the target's cost per token (`target`) scaled by
+  // weight_fraction(); none in between.
+  std::optional<double> catch_up_seconds(const Request& r, const std::optional<StepCostModel::Fit>& target) const;
+
+  // A draft model's weight bytes over the target's (what a pass reads, the
+  // embedding lookup aside); 0 without one.
+  double weight_fraction() const { return weight_fraction_; }
 
   // The request has finished: the draft's KV of it is released.
   void release(RequestId id);
@@ -105,6 +117,7 @@ class Speculator {
   std::unique_ptr<ModelDrafter> drafter_;
   StepCostModel draft_cost_;  // of the drafter's passes
   int64_t draft_tokens_computed_ = 0;
+  double weight_fraction_ = 0;
   RejectionSampler rejection_sampler_;
   int32_t vocab_size_;
   std::vector<std::vector<double>> dense_q_;  // [k, vocab] scratch: large draft distributions indexed by id

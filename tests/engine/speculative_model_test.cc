@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "engine/spec_method.h"
+#include "engine/speculator.h"
+#include "kvcache/kv_cache_manager.h"
 #include "loader/gguf_writer.h"
 #include "loader/layer_export.h"
 #include "real_model_test.h"
@@ -69,23 +72,20 @@ TEST_F(SpeculativeModel, TheTargetAsItsOwnDraftHasEveryGreedyDraftAccepted) {
   }
 }
 
-TEST_F(SpeculativeModel, AnAdaptiveModelDrafterWaitsForAPlainStepThenProbesWithOneCatchUp) {
+TEST_F(SpeculativeModel, AnAdaptiveDraftModelWaitsForAPlainStepThenProbesWithLookupsAlone) {
   // 16 requests: 4 short prompts that may generate 6 tokens and 12 longer
   // ones that may generate 4, the short ones at ids 0, 4, 8 and 12. The
-  // target drafts for itself from a cache of its own, so every greedy draft
-  // it makes is accepted, and a request's first drafts cost a catch-up on its
-  // context. The prompt step gives each its first token; the first decode
-  // step runs plain, since no decode step has been timed yet; the next
-  // verifies probe_draft_tokens(16) = 16 drafts, as many from each request
-  // as it may draft, the contexts the draft has least to catch up on first:
-  // the draft makes the 3 of the first short prompt (6 - 2 - 1), and the
-  // rest are prompt lookups, 3 from each other short prompt, then 1 from
-  // each of 4 longer ones (4 - 2 - 1), 8 verifies in all. Every request then
-  // has at most one token left, which is sampled, not drafted. So the
-  // draft's passes computed the first short prompt's context (its prompt and
-  // 2 tokens) and its 2 later drafts' positions, nothing else. (With the
-  // draft making all 16, it caught up on 8 contexts; with one probe draft
-  // for each request, on all 16.)
+  // target drafts for itself from a cache of its own, so a request's first
+  // drafts cost a catch-up on its context. The prompt step gives each its
+  // first token; the first decode step runs plain, since no decode step has
+  // been timed yet; the next verifies probe_draft_tokens(16) = 16 drafts, as
+  // many from each request as it may draft, the contexts the draft has least
+  // to catch up on first: 3 from each short prompt (6 - 2 - 1), then 1 from
+  // each of 4 longer ones (4 - 2 - 1), 8 verifies in all. All of them are
+  // prompt lookups, so the draft computes nothing. Every request then has at
+  // most one token left, which is sampled, not drafted. (With the draft
+  // making all 16 drafts, its passes computed 136 tokens, catching up on 8
+  // contexts; making one request's 3, 15.)
   std::vector<RequestParams> reqs;
   for (int i = 0; i < 16; ++i)
     reqs.push_back(i % 4 == 0 ? greedy("Hi.", 6) : greedy("Count to " + std::to_string(i + 3) + " slowly, please.", 4));
@@ -96,8 +96,53 @@ TEST_F(SpeculativeModel, AnAdaptiveModelDrafterWaitsForAPlainStepThenProbesWithO
   EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
   EXPECT_EQ(stats.spec_verifies, 8);
   EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_tokens(16));
+  EXPECT_EQ(stats.spec_draft_pass_tokens, 0);
+}
+
+TEST_F(SpeculativeModel, LayerSkippingProbesWithOneRequestsDraftsAndLookups) {
+  // 16 requests drafting with the target's 30 layers over its own cache,
+  // which has nothing to catch up on, so they go in id order. Request 0 may
+  // generate 6 tokens, the others 4. The prompt step and a plain decode step
+  // give each two; the probe's probe_draft_tokens(16) = 16 drafts are 3 from
+  // request 0 (6 - 2 - 1), made by the model in 3 passes of one token (its
+  // newest, then 2 drafts) and all accepted, and 1 lookup from each of
+  // requests 1 to 13 (4 - 2 - 1): 14 verifies. Every request then has at
+  // most one token left, which is sampled, not drafted.
+  std::vector<RequestParams> reqs;
+  for (int i = 0; i < 16; ++i)
+    reqs.push_back(i == 0 ? greedy("Hi.", 6) : greedy("Count to " + std::to_string(i + 3) + " slowly, please.", 4));
+  const auto plain = run_engine(*model_, reqs, {});
+  EngineConfig adaptive = speculating("layerskip:30", 3);
+  adaptive.adaptive_speculation = true;
+  EngineStats stats;
+  EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
+  EXPECT_EQ(stats.spec_verifies, 14);
+  EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_tokens(16));
   EXPECT_GE(stats.spec_accepted_tokens, 3);
-  EXPECT_EQ(stats.spec_draft_pass_tokens, static_cast<int64_t>(reqs[0].prompt.size()) + 2 + 2);
+  EXPECT_EQ(stats.spec_draft_pass_tokens, 3);
+}
+
+TEST_F(SpeculativeModel, ADraftModelsCostsAreTheTargetsScaledByItsWeightShareUntilItsPassesAreTimed) {
+  // The 8-layer export reads its 8 layers and the target's head: a share of
+  // the target's weight bytes between 8/30 and 1.
+  LoadedModel draft = load_model(exported_path(), false);
+  EngineConfig config;
+  config.spec_method = "draft:" + exported_path();
+  std::unique_ptr<KVPool> kv = model_->model->make_kv_pool(8, config.block_size);
+  KVCacheManager kv_manager(8, config.block_size, true);
+  Speculator sp(parse_spec_method(config.spec_method), *model_, &draft, *kv, kv_manager, config, int64_t{1} << 24);
+  const double share = static_cast<double>(draft.model->weight_bytes()) / static_cast<double>(model_->model->weight_bytes());
+  EXPECT_DOUBLE_EQ(sp.weight_fraction(), share);
+  EXPECT_GT(share, 8.0 / 30.0);
+  EXPECT_LT(share, 1.0);
+  const StepCostModel::Fit target{0.012, 0.002};
+  EXPECT_FALSE(sp.draft_pass_seconds(4, std::nullopt));
+  EXPECT_DOUBLE_EQ(*sp.draft_pass_seconds(4, target), share * (0.012 + 4 * 0.002));
+  Request r = make_request(1, model_->tokenizer->encode("<|im_start|>user\nHi.<|im_end|>\n", true), 8);
+  const auto before_newest = static_cast<double>(r.tokens.size() - 1);
+  EXPECT_EQ(sp.catch_up_tokens(r), static_cast<int64_t>(before_newest));
+  EXPECT_DOUBLE_EQ(*sp.catch_up_seconds(r, target), share * 0.002 * before_newest);
+  EXPECT_FALSE(sp.catch_up_seconds(r, std::nullopt));
 }
 
 TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFit) {
