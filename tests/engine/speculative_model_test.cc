@@ -50,6 +50,25 @@ class SpeculativeModel : public RealModelTest {
     return {greedy("What is a prime number?", 16), greedy("Name three rivers in Europe.", 12),
             greedy("Write a haiku about rain.", 16), greedy("How do bees make honey?", 10)};
   }
+  // 16 greedy requests, those whose id `is_short` picks with a short prompt
+  // that may generate 6 tokens, the others with a longer one that may
+  // generate 4.
+  template <typename Pick>
+  static std::vector<RequestParams> short_and_long(Pick is_short) {
+    std::vector<RequestParams> reqs;
+    for (int i = 0; i < 16; ++i)
+      reqs.push_back(is_short(i) ? greedy("Hi.", 6) : greedy("Count to " + std::to_string(i + 3) + " slowly, please.", 4));
+    return reqs;
+  }
+  // `reqs` greedy with the adaptive `method` at k = 3: the same tokens as
+  // without speculation, and the run's statistics.
+  static EngineStats adaptive_run(const std::vector<RequestParams>& reqs, const std::string& method) {
+    EngineConfig adaptive = speculating(method, 3);
+    adaptive.adaptive_speculation = true;
+    EngineStats stats;
+    EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), run_engine(*model_, reqs, {}));
+    return stats;
+  }
   static EngineConfig speculating(const std::string& method, int32_t k) {
     EngineConfig c;
     c.spec_method = method;
@@ -86,14 +105,8 @@ TEST_F(SpeculativeModel, AnAdaptiveDraftModelWaitsForAPlainStepThenProbesWithLoo
   // most one token left, which is sampled, not drafted. (With the draft
   // making all 16 drafts, its passes computed 136 tokens, catching up on 8
   // contexts; making one request's 3, 15.)
-  std::vector<RequestParams> reqs;
-  for (int i = 0; i < 16; ++i)
-    reqs.push_back(i % 4 == 0 ? greedy("Hi.", 6) : greedy("Count to " + std::to_string(i + 3) + " slowly, please.", 4));
-  const auto plain = run_engine(*model_, reqs, {});
-  EngineConfig adaptive = speculating("draft:" + test_model_path(), 3);
-  adaptive.adaptive_speculation = true;
-  EngineStats stats;
-  EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
+  const EngineStats stats =
+      adaptive_run(short_and_long([](int i) { return i % 4 == 0; }), "draft:" + test_model_path());
   EXPECT_EQ(stats.spec_verifies, 8);
   EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_tokens(16));
   EXPECT_EQ(stats.spec_draft_pass_tokens, 0);
@@ -108,14 +121,7 @@ TEST_F(SpeculativeModel, LayerSkippingProbesWithOneRequestsDraftsAndLookups) {
   // newest, then 2 drafts) and all accepted, and 1 lookup from each of
   // requests 1 to 13 (4 - 2 - 1): 14 verifies. Every request then has at
   // most one token left, which is sampled, not drafted.
-  std::vector<RequestParams> reqs;
-  for (int i = 0; i < 16; ++i)
-    reqs.push_back(i == 0 ? greedy("Hi.", 6) : greedy("Count to " + std::to_string(i + 3) + " slowly, please.", 4));
-  const auto plain = run_engine(*model_, reqs, {});
-  EngineConfig adaptive = speculating("layerskip:30", 3);
-  adaptive.adaptive_speculation = true;
-  EngineStats stats;
-  EXPECT_EQ(run_engine(*model_, reqs, adaptive, &stats), plain);
+  const EngineStats stats = adaptive_run(short_and_long([](int i) { return i == 0; }), "layerskip:30");
   EXPECT_EQ(stats.spec_verifies, 14);
   EXPECT_EQ(stats.spec_drafted_tokens, probe_draft_tokens(16));
   EXPECT_GE(stats.spec_accepted_tokens, 3);
