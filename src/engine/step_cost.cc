@@ -9,15 +9,21 @@ namespace exactly {
 
 namespace {
 
-// Weighted variance of the observed step sizes (tokens²) from which the slope
-// is taken as identified whatever the noise: the probe's two steps, 3 tokens
-// apart, have no residual to judge the noise by.
+// Weighted variance of the observed step sizes (tokens²) from which, over
+// fewer than kMinEffectiveSteps steps, the slope is taken as identified
+// whatever the noise: the probe's two steps, 3 tokens apart, have no
+// residual to judge the noise by.
 constexpr double kMinSizeVariance = 1.0;
-// Below it, the slope counts once its standard error, times the mean step
-// size, is at most this share of the mean step: the error it puts into the
-// relative cost of a draft. (A single request whose prompt lookup matches now
-// and then steps 1 or 2 tokens, a variance of 0.25 at most: never a fit, so
-// it drafted at an acceptance of 0.11 for a verify that costs 0.16 a draft.)
+// Below it, and from kMinEffectiveSteps steps on at any size variance, the
+// slope counts once its standard error, times the mean step size, is at most
+// this share of the mean step: the error it puts into the relative cost of a
+// draft. (A single request whose prompt lookup matches now and then steps 1
+// or 2 tokens, a variance of 0.25 at most: never a fit, so it drafted at an
+// acceptance of 0.11 for a verify that costs 0.16 a draft. 64 requests
+// finishing one by one after the probe step sizes 64 down to 61, a variance
+// past 1 once the probe's weight had faded: taken whatever the noise, the
+// slope of 300 ms steps a token or three apart fell to 0, verifying looked
+// free, and a draft model caught up on 2,048 tokens of context.)
 constexpr double kMaxRelativeSlopeError = 0.1;
 // Effective number of steps the standard error needs before it is trusted.
 constexpr double kMinEffectiveSteps = 10.0;
@@ -48,11 +54,11 @@ std::optional<StepCostModel::Fit> StepCostModel::current_fit() const {
   const double var_n = wnn_ / w_ - mean_n * mean_n;
   if (var_n < kMinSizeVarianceAtAll) return std::nullopt;
   const double slope = (wnt_ / w_ - mean_n * mean_t) / var_n;
-  if (var_n < kMinSizeVariance) {
+  const double effective = w_ * w_ / ww_;
+  if (var_n < kMinSizeVariance || effective >= kMinEffectiveSteps) {
     // Standard error of a weighted least-squares slope: residual variance
     // over (effective steps x size variance), the residual corrected for the
     // two fitted terms.
-    const double effective = w_ * w_ / ww_;
     if (effective < kMinEffectiveSteps) return std::nullopt;
     const double residual = std::max(0.0, wtt_ / w_ - mean_t * mean_t - slope * slope * var_n);
     const double se = std::sqrt(residual / (effective - 2) / var_n);
