@@ -214,6 +214,8 @@ void run(BatchOptions& o) {
        s.spec_verifies > 0 ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_verifies) : 0.0},
       {"spec_draft_seconds", s.spec_draft_seconds},
       {"spec_draft_pass_tokens", s.spec_draft_pass_tokens},
+      {"spec_probe_drafted_tokens", s.spec_probe_drafted_tokens},
+      {"spec_probe_accepted_tokens", s.spec_probe_accepted_tokens},
       {"decode_only_tokens_per_second",
        s.decode_only_seconds > 0 ? static_cast<double>(s.decode_only_tokens) / s.decode_only_seconds : 0.0},
       {"preemptions", s.preemptions},

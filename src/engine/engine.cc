@@ -332,8 +332,10 @@ void Engine::propose_drafts() {
   // a draft model's, are lookups that cost nothing to make and inform no
   // acceptance estimate. A draft model's first drafts for a request cost a
   // pass over the request's context, so it drafts only once the catch-up
-  // gate below finds that worth it, with its costs estimated from the
-  // target's until its passes are timed. (Drafting at the prior's k in the
+  // gate below finds that worth it at the pooled acceptance (the prior's
+  // until some request's drafts are verified), with its costs estimated from
+  // the target's until its passes give a fit: a draft that would pay only at
+  // an acceptance well above the prior's is not tried. (Drafting at the prior's k in the
   // first two steps of 16 requests lost ~4% of a 128-token run before the
   // measured costs turned speculation off; one probe draft for each of 16
   // editing requests cost 6-7% of the run in catch-up, and with the draft
@@ -344,13 +346,6 @@ void Engine::propose_drafts() {
   const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
   const bool probing = config_.adaptive_speculation && !fit;
   if (probing && !step_cost_.mean_seconds()) return;
-  if (probing) {
-    std::vector<std::pair<int64_t, Request*>> by_catch_up;
-    for (Request* r : decoding) by_catch_up.push_back({speculator_->catch_up_tokens(*r), r});
-    std::stable_sort(by_catch_up.begin(), by_catch_up.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (size_t i = 0; i < decoding.size(); ++i) decoding[i] = by_catch_up[i].second;
-  }
   // Once measured: how much one more draft costs relative to a request's
   // share of the step, verifying it and, for a draft model, drafting it.
   const double relative_cost =
@@ -614,14 +609,18 @@ std::vector<RequestOutput> Engine::step() {
               s.sampler);
         }
         speculator_->recycle(s.draft_dists);
-        if (!s.lookup_drafts) {
+        if (s.lookup_drafts) {  // the probe's filler: says nothing of the proposer
+          ++stats_.spec_probe_verifies;
+          stats_.spec_probe_drafted_tokens += static_cast<int64_t>(drafts.size());
+          stats_.spec_probe_accepted_tokens += v.num_accepted;
+        } else {
           s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
           spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+          ++stats_.spec_verifies;
+          stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());
+          stats_.spec_accepted_tokens += v.num_accepted;
         }
         s.lookup_drafts = false;
-        ++stats_.spec_verifies;
-        stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());
-        stats_.spec_accepted_tokens += v.num_accepted;
         d.tokens = v.tokens;
         for (size_t i = 0; i < v.tokens.size(); ++i) d.rows.push_back(row + i);
       }

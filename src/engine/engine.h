@@ -36,9 +36,13 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t peak_running = 0;
   double forward_seconds = 0;
-  int64_t spec_drafted_tokens = 0;    // drafts proposed and verified
+  int64_t spec_drafted_tokens = 0;    // the proposer's drafts, verified
   int64_t spec_accepted_tokens = 0;   // of those, accepted
-  int64_t spec_verifies = 0;          // verify passes (requests with drafts, per step)
+  int64_t spec_verifies = 0;          // their verify passes (requests with drafts, per step)
+  // The probe's prompt lookups where the proposer is a model (Engine::propose_drafts).
+  int64_t spec_probe_verifies = 0;
+  int64_t spec_probe_drafted_tokens = 0;
+  int64_t spec_probe_accepted_tokens = 0;
   double spec_draft_seconds = 0;      // spent drafting (a draft model's passes; n-gram lookups)
   int64_t spec_draft_pass_tokens = 0;  // tokens a model drafter's passes computed, its catch-ups included
   // Steps in which every scheduled request decoded one token (no prompt

@@ -132,10 +132,11 @@ std::optional<double> Speculator::draft_pass_seconds(int64_t decoding,
                                                      const std::optional<StepCostModel::Fit>& target) const {
   if (!drafter_) return 0.0;
   if (const auto fit = draft_cost_.fit()) return fit->fixed + fit->per_token * static_cast<double>(decoding);
-  if (const auto mean = draft_cost_.mean_seconds()) return mean;
+  // A draft model's first pass for a request computes its context too: the
+  // mean of such passes is no price for one more position.
   if (target && weight_fraction_ > 0)
     return weight_fraction_ * (target->fixed + target->per_token * static_cast<double>(decoding));
-  return std::nullopt;
+  return draft_cost_.mean_seconds();
 }
 
 int64_t Speculator::catch_up_tokens(const Request& r) const {
@@ -147,8 +148,7 @@ std::optional<double> Speculator::catch_up_seconds(const Request& r,
   const int64_t tokens = catch_up_tokens(r);
   if (tokens == 0) return 0.0;
   if (const auto fit = draft_cost_.fit()) return fit->per_token * static_cast<double>(tokens);
-  if (!draft_cost_.mean_seconds() && target && weight_fraction_ > 0)
-    return weight_fraction_ * target->per_token * static_cast<double>(tokens);
+  if (target && weight_fraction_ > 0) return weight_fraction_ * target->per_token * static_cast<double>(tokens);
   return std::nullopt;
 }
 

@@ -71,19 +71,19 @@ class Speculator {
                        const TargetAt& target_at, Sampler& target_sampler);
 
   // Seconds one draft position costs (one pass over `decoding` requests):
-  // measured once the drafter's passes are timed; before that, for a draft
+  // the fit of the drafter's timed passes; until they give one, for a draft
   // model, the target's fitted step (`target`) scaled by the share of the
-  // target's weight bytes the draft reads (weight_fraction()). 0 for n-gram
-  // drafting, which runs no model.
+  // target's weight bytes the draft reads (weight_fraction()), and for layer
+  // skipping the passes' mean. 0 for n-gram drafting, which runs no model.
   std::optional<double> draft_pass_seconds(int64_t decoding, const std::optional<StepCostModel::Fit>& target) const;
 
   // Tokens the draft must compute for the request before its first draft.
   int64_t catch_up_tokens(const Request& r) const;
   // Seconds the draft would spend catching up on the request's context
   // before its first draft (0 when it has nothing to catch up on, as for
-  // prompt lookup and layerskip): the drafter's fitted cost per token; before
-  // any of its passes, the target's cost per token (`target`) scaled by
-  // weight_fraction(); none in between.
+  // prompt lookup and layerskip): the drafter's fitted cost per token; until
+  // its passes give a fit, the target's cost per token (`target`) scaled by
+  // weight_fraction().
   std::optional<double> catch_up_seconds(const Request& r, const std::optional<StepCostModel::Fit>& target) const;
 
   // A draft model's weight bytes over the target's (what a pass reads, the

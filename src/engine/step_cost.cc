@@ -9,15 +9,14 @@ namespace exactly {
 
 namespace {
 
-// Weighted variance of the observed step sizes (tokens²) from which, over
-// fewer than kMinEffectiveSteps steps, the slope is taken as identified
-// whatever the noise: the probe's two steps, 3 tokens apart, have no
-// residual to judge the noise by.
+// Weighted variance of the observed step sizes (tokens²) from which a first
+// slope is taken as identified whatever the noise: the probe's two steps, 3
+// tokens apart, have no residual to judge the noise by.
 constexpr double kMinSizeVariance = 1.0;
-// Below it, and from kMinEffectiveSteps steps on at any size variance, the
-// slope counts once its standard error, times the mean step size, is at most
-// this share of the mean step: the error it puts into the relative cost of a
-// draft. (A single request whose prompt lookup matches now and then steps 1
+// Below it, and for a slope that would replace an earlier one at any size
+// variance, the slope counts once its standard error, times the mean step
+// size, is at most this share of the mean step: the error it puts into the
+// relative cost of a draft. (A single request whose prompt lookup matches now and then steps 1
 // or 2 tokens, a variance of 0.25 at most: never a fit, so it drafted at an
 // acceptance of 0.11 for a verify that costs 0.16 a draft. 64 requests
 // finishing one by one after the probe step sizes 64 down to 61, a variance
@@ -43,19 +42,19 @@ void StepCostModel::observe(int64_t tokens, double seconds) {
   wnt_ = decay * wnt_ + weight_ * n * seconds;
   wtt_ = decay * wtt_ + weight_ * seconds * seconds;
   ww_ = decay * decay * ww_ + weight_ * weight_;
-  if (const auto f = current_fit()) last_fit_ = f;
+  if (const auto f = current_fit(last_fit_.has_value())) last_fit_ = f;
 }
 
 std::optional<StepCostModel::Fit> StepCostModel::fit() const { return last_fit_; }
 
-std::optional<StepCostModel::Fit> StepCostModel::current_fit() const {
+std::optional<StepCostModel::Fit> StepCostModel::current_fit(bool replacing) const {
   if (w_ <= 0) return std::nullopt;
   const double mean_n = wn_ / w_, mean_t = wt_ / w_;
   const double var_n = wnn_ / w_ - mean_n * mean_n;
   if (var_n < kMinSizeVarianceAtAll) return std::nullopt;
   const double slope = (wnt_ / w_ - mean_n * mean_t) / var_n;
   const double effective = w_ * w_ / ww_;
-  if (var_n < kMinSizeVariance || effective >= kMinEffectiveSteps) {
+  if (var_n < kMinSizeVariance || replacing) {
     // Standard error of a weighted least-squares slope: residual variance
     // over (effective steps x size variance), the residual corrected for the
     // two fitted terms.

@@ -21,9 +21,12 @@ class StepCostModel {
     double per_token;  // seconds per additional token
   };
   // None until the observed step sizes vary enough to separate the two terms
-  // — by a few tokens, or by less (a single request drafting one token now
-  // and then) over enough steps that the slope's standard error is small
-  // against a step — and once they have, the fit of the last time they did.
+  // — by a few tokens (the probe), or by less (a single request drafting one
+  // token now and then) over enough steps that the slope's standard error is
+  // small against a step — and once they have, the fit of the last time they
+  // did. A fit replaces an earlier one only once its standard error is small,
+  // whatever the spread of sizes: steps a few tokens apart whose noise hides
+  // the slope are no evidence against the probe's.
   // When speculation turns itself off, steps become one size and the slope
   // stops being identifiable: forgetting it sent the decision back to its
   // optimistic prior, which drafted again, at a loss, until the slope was
@@ -36,7 +39,9 @@ class StepCostModel {
 
  private:
   double weight_;
-  std::optional<Fit> current_fit() const;
+  // The fit the sums give now, if they identify one; `replacing` an earlier
+  // fit, only with a small standard error.
+  std::optional<Fit> current_fit(bool replacing) const;
   // Weighted sums of 1, n, t, n², n·t, t², and of the squared weights.
   double w_ = 0, wn_ = 0, wt_ = 0, wnn_ = 0, wnt_ = 0, wtt_ = 0, ww_ = 0;
   std::optional<Fit> last_fit_;
@@ -62,9 +67,9 @@ constexpr double kPooledPriorDrafts = 8.0;
 // at once (with the plain step and the probe about equally weighted, sizes 3
 // tokens apart give a variance of (3/2)², past its threshold), and at least
 // one per request, so that the step grows by as much as its noise allows a
-// slope to be read from. The engine takes them from as few requests as it
-// can, since a draft model first catches up on the context of each request
-// that drafts.
+// slope to be read from. The engine takes up to k from each request; they are
+// prompt lookups, which cost nothing to make (layer skipping makes one
+// request's).
 int64_t probe_draft_tokens(int64_t decoding);
 
 // How much more than a plain step's one token per unit of cost drafting must

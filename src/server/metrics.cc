@@ -65,6 +65,9 @@ std::string MetricsSnapshot::prometheus_text() const {
          d(engine.spec_drafted_tokens));
   metric(out, "counter", "exactly_spec_decode_num_accepted_tokens_total", "Speculative draft tokens accepted.",
          d(engine.spec_accepted_tokens));
+  metric(out, "counter", "exactly_spec_decode_num_probe_draft_tokens_total",
+         "Prompt lookups verified to measure the verify cost of a model proposer (not counted above).",
+         d(engine.spec_probe_drafted_tokens));
   metric(out, "gauge", "exactly_spec_decode_acceptance_rate", "Accepted over drafted tokens.",
          engine.spec_drafted_tokens > 0 ? d(engine.spec_accepted_tokens) / d(engine.spec_drafted_tokens) : 0.0);
   metric(out, "gauge", "exactly_spec_decode_mean_accepted_length", "Accepted drafts per verify.",

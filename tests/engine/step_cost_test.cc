@@ -193,6 +193,18 @@ TEST(StepCostModel, StepsAFewTokensApartAfterTheProbeKeepItsSlope) {
   }
 }
 
+// A probe that comes late, after twenty plain steps of 16 (+-2 ms on 60 ms):
+// the first fit needs no standard error, as the probe right after one plain
+// step does not.
+TEST(StepCostModel, ALateProbeStillGivesAFit) {
+  StepCostModel m;
+  for (int i = 0; i < 20; ++i) m.observe(16, 0.012 + 0.003 * 16 + noise(i, 0.002));
+  EXPECT_FALSE(m.fit().has_value());
+  m.observe(32, 0.012 + 0.003 * 32);
+  ASSERT_TRUE(m.fit().has_value());
+  EXPECT_NEAR(m.fit()->per_token, 0.003, 0.0005);
+}
+
 // A request's share of a step: the fitted step at this batch size over the batch.
 TEST(StepCostModel, RequestShareOfAStep) {
   StepCostModel varied;
