@@ -335,14 +335,14 @@ void Engine::propose_drafts() {
   // gate below finds that worth it at the pooled acceptance (the prior's
   // until some request's drafts are verified), with its costs estimated from
   // the target's until its passes give a fit: a draft that would pay only at
-  // an acceptance well above the prior's is not tried. (Drafting at the prior's k in the
-  // first two steps of 16 requests lost ~4% of a 128-token run before the
-  // measured costs turned speculation off; one probe draft for each of 16
-  // editing requests cost 6-7% of the run in catch-up, and with the draft
-  // making the probe's 4 drafts for 4 editing requests, its catch-up on two
-  // prompts put the run at x0.94; prompt lookup, which drafted at the
-  // prior's cost, drafted 5 tokens for each of 64 requests, where verifying
-  // costs nearly as much as a plain step.)
+  // an acceptance well above the prior's is not tried. (Drafting at the
+  // prior's k in the first two steps of 16 requests lost ~4% of a 128-token
+  // run before the measured costs turned speculation off; one probe draft
+  // for each of 16 editing requests cost 6-7% of the run in catch-up, and
+  // with the draft making the probe's 4 drafts for 4 editing requests, its
+  // catch-up on two prompts put the run at x0.94; prompt lookup, which
+  // drafted at the prior's cost, drafted 5 tokens for each of 64 requests,
+  // where verifying costs nearly as much as a plain step.)
   const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
   const bool probing = config_.adaptive_speculation && !fit;
   if (probing && !step_cost_.mean_seconds()) return;
