@@ -186,7 +186,8 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   // The vocabulary-sized buffers of the probe, speculation's first step,
   // faulted in now: the logits of every running request plus the probe's
   // drafts, a distribution per verified row of one request when sampling,
-  // and a model drafter's logits and draft distributions. Touched first
+  // and a model drafter's logits and the distributions of one request's k
+  // drafts (the probe's lookups draw none). Touched first
   // inside a step, those fresh pages cost this machine 35-80 ms in the first
   // verify of one request, and 0.7-0.9 s in a probe of 64 sampled drafts,
   // which the step-cost model took for the price of speculating
@@ -200,7 +201,7 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
     reserve_faulted_in(logits_, (requests + probe) * vocab);
     verify_dists_.resize(rows);
     for (std::vector<TokenProb>& d : verify_dists_) reserve_faulted_in(d, vocab);
-    speculator_->fault_in(requests, probe);
+    speculator_->fault_in(requests, static_cast<size_t>(config_.num_speculative_tokens));
   }
 }
 

@@ -23,7 +23,6 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
     case SpecMethod::Kind::kNone:
       break;
     case SpecMethod::Kind::kNgram:
-      ngram_ = std::make_unique<NgramProposer>();
       break;
     case SpecMethod::Kind::kLayerSkip: {
       const int32_t n_layers = target.config().n_layers;
@@ -62,11 +61,11 @@ Speculator::~Speculator() = default;
 void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
   std::vector<const DraftJob*> model_jobs;
   for (const DraftJob& j : jobs) {
-    if (!j.lookup && !ngram_ && drafter_) {
+    if (!j.lookup && drafter_) {
       model_jobs.push_back(&j);
       continue;
     }
-    std::vector<int32_t> drafts = (j.lookup ? lookup_ : *ngram_).propose(j.request->tokens, j.k);
+    std::vector<int32_t> drafts = lookup_.propose(j.request->tokens, j.k);
     if (j.lookup) drafts.resize(static_cast<size_t>(j.k), j.request->tokens.back());
     j.request->draft_tokens = std::move(drafts);
     recycle(*j.dists);  // one-hot: verified without distributions

@@ -110,8 +110,7 @@ class Speculator {
 
  private:
   SpecMethod method_;
-  std::unique_ptr<NgramProposer> ngram_;
-  NgramProposer lookup_;  // lookup jobs' drafts
+  NgramProposer lookup_;  // prompt lookup's drafts, and lookup jobs'
   std::unique_ptr<KVPool> draft_kv_storage_;
   std::unique_ptr<KVCacheManager> draft_kv_manager_;
   std::unique_ptr<ModelDrafter> drafter_;

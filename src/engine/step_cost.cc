@@ -16,13 +16,14 @@ constexpr double kMinSizeVariance = 1.0;
 // Below it, and for a slope that would replace an earlier one at any size
 // variance, the slope counts once its standard error, times the mean step
 // size, is at most this share of the mean step: the error it puts into the
-// relative cost of a draft. (A single request whose prompt lookup matches now and then steps 1
-// or 2 tokens, a variance of 0.25 at most: never a fit, so it drafted at an
-// acceptance of 0.11 for a verify that costs 0.16 a draft. 64 requests
-// finishing one by one after the probe step sizes 64 down to 61, a variance
-// past 1 once the probe's weight had faded: taken whatever the noise, the
-// slope of 300 ms steps a token or three apart fell to 0, verifying looked
-// free, and a draft model caught up on 2,048 tokens of context.)
+// relative cost of a draft. (A single request whose prompt lookup matches
+// now and then steps 1 or 2 tokens, a variance of 0.25 at most: never a fit,
+// so it drafted at an acceptance of 0.11 for a verify that costs 0.16 a
+// draft. 64 requests finishing one by one after the probe step sizes 64 down
+// to 61, a variance past 1 once the probe's weight had faded: taken whatever
+// the noise, the slope of 300 ms steps a token or three apart fell to 0,
+// verifying looked free, and a draft model caught up on 2,048 tokens of
+// context.)
 constexpr double kMaxRelativeSlopeError = 0.1;
 // Effective number of steps the standard error needs before it is trusted.
 constexpr double kMinEffectiveSteps = 10.0;
