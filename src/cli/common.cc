@@ -92,6 +92,8 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd.add_flag("--no-adaptive-speculation{false}", c.adaptive_speculation,
                "always draft --num-speculative-tokens tokens, whatever acceptance and step costs say");
+  cmd.add_flag("--no-confident-draft-runs{false}", c.confident_draft_runs,
+               "a draft model drafts as many tokens as the acceptance rate gives, not on while it is confident");
   cmd.add_option_function<std::string>(
          "--draft-kv-cache-memory",
          [&c](const std::string& text) {

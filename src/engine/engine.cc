@@ -78,6 +78,7 @@ struct Engine::Sequence {
   Sampler sampler;
   Sampler drafter;  // draws model drafts
   std::vector<std::vector<TokenProb>> draft_dists;  // [num_drafts] q of each pending model draft
+  std::vector<double> draft_confidence;             // [num_drafts] the draft model's confidence in each
   StreamingDetokenizer detok;
   StopStringMatcher stops;
   AcceptanceStats spec_stats;
@@ -323,7 +324,12 @@ void Engine::propose_drafts() {
   }
   std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
   const auto num_decoding = static_cast<int64_t>(decoding.size());
-  const double all_rate = spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
+  // A draft model that has to catch up decides by a rate that a few
+  // rejections cannot push below the prior (pooled_rate_to_decide_by): its
+  // catch-up grows while it waits, so an estimate it stopped on is never
+  // tested again. The other proposers come back by fading alone.
+  const double all_rate = speculator_->catches_up() ? spec_all_.pooled_rate_to_decide_by(kPooledPriorDrafts)
+                                                    : spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
   // Speculation waits for evidence of what verifying costs: nothing is
   // drafted before a plain decode step has been timed, and until the
   // target's cost model can tell a step's fixed cost from its cost per
@@ -366,6 +372,12 @@ void Engine::propose_drafts() {
     // next step.
     if (probing) k = std::min(probe_left, k);
     else if (config_.adaptive_speculation) k = draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens);
+    // The catch-up gate prices the length the rate gives; a confident run
+    // may go further, an unsure draft ends it sooner.
+    const int64_t k_by_rate = k;
+    const bool confident_run = config_.adaptive_speculation && config_.confident_draft_runs && !probing && k > 0 &&
+                               speculator_->catches_up();
+    if (confident_run) k = config_.num_speculative_tokens;
     // Never draft past max_tokens or the context: the last token is sampled.
     const int64_t remaining = r->max_tokens - r->num_output_tokens();
     k = std::min(k, remaining - 1);
@@ -382,12 +394,20 @@ void Engine::propose_drafts() {
     if (config_.adaptive_speculation && !probing) {
       const std::optional<double> catch_up = speculator_->catch_up_seconds(*r, fit);
       if (catch_up && *catch_up > 0 &&
-          *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(k), relative_cost,
-                                               remaining_tokens_to_count_on(*r, s.group->params), share))
+          *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(std::min(k, k_by_rate)), relative_cost,
+                                               remaining_tokens_to_count_on(*r, s.group->params), share)) {
+        s.spec_stats.fade();  // as above: the estimate that stops it is tested again in time
         continue;
+      }
     }
     const bool lookup = probing && speculator_->drafts_with_model() && (speculator_->catches_up() || !jobs.empty());
-    jobs.push_back({r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists, lookup});
+    DraftJob job{r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists, lookup};
+    job.confidence = &s.draft_confidence;
+    if (confident_run) {
+      job.continue_above = draft_continuation_threshold(rate, relative_cost, config_.num_speculative_tokens);
+      job.confidence_scale = draft_confidence_.scale();
+    }
+    jobs.push_back(job);
     s.lookup_drafts = lookup;
     budget -= k;
     probe_left -= k;
@@ -616,6 +636,7 @@ std::vector<RequestOutput> Engine::step() {
           stats_.spec_probe_accepted_tokens += v.num_accepted;
         } else {
           s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
+          if (s.draft_confidence.size() == drafts.size()) draft_confidence_.record(s.draft_confidence, v.num_accepted);
           spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
           ++stats_.spec_verifies;
           stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());

@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "sched/scheduler.h"
 #include "spec/acceptance_stats.h"
+#include "spec/draft_confidence.h"
 
 namespace exactly {
 
@@ -108,6 +109,7 @@ class Engine {
   std::unique_ptr<Speculator> speculator_;
   StepCostModel step_cost_;     // decode and verify steps only
   AcceptanceStats spec_all_;    // every request's verifies: its lifetime rate is the prior each request's is shrunk towards
+  DraftConfidence draft_confidence_;  // how a draft model's confidences map to acceptance, over every verify
   std::vector<std::vector<TokenProb>> verify_dists_;  // [k + 1] a sampled verify's target distributions, reused
   bool step_has_prefill_ = false;  // the packed batch holds a prompt chunk
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;

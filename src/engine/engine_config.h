@@ -31,6 +31,11 @@ struct EngineConfig {
   // false: every decoding request drafts num_speculative_tokens tokens each
   // step, whatever acceptance and step costs say (tests, fixed-k benchmarks).
   bool adaptive_speculation = true;
+  // With adaptive speculation, a draft model's drafts for a request go on to
+  // num_speculative_tokens while it is confident of them and end at the
+  // first it is unsure of (draft_continuation_threshold); false: their
+  // number is the one the acceptance rate gives (draft_length_for_cost).
+  bool confident_draft_runs = true;
   // Bytes for the KV cache of a draft:PATH model, on top of kv_cache_memory.
   // 0: the two share kv_cache_memory in proportion to their bytes per token,
   // so that both caches hold the same number of tokens — the draft then never

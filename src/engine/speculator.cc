@@ -69,18 +69,20 @@ void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
     if (j.lookup) drafts.resize(static_cast<size_t>(j.k), j.request->tokens.back());
     j.request->draft_tokens = std::move(drafts);
     recycle(*j.dists);  // one-hot: verified without distributions
+    if (j.confidence) j.confidence->clear();
   }
   if (model_jobs.empty()) return;
   std::vector<DraftRequest> requests;
   requests.reserve(model_jobs.size());
   for (const DraftJob* j : model_jobs)
     requests.push_back({j->request->id, j->request->tokens, static_cast<size_t>(j->request->num_prompt_tokens), j->k,
-                        j->drafter});
+                        j->drafter, j->continue_above, j->confidence_scale});
   std::vector<Drafts> drafts = drafter_->propose(requests, pool);
   for (size_t i = 0; i < model_jobs.size(); ++i) {
     model_jobs[i]->request->draft_tokens = std::move(drafts[i].tokens);
     drafter_->recycle(*model_jobs[i]->dists);
     *model_jobs[i]->dists = std::move(drafts[i].dists);
+    if (model_jobs[i]->confidence) *model_jobs[i]->confidence = std::move(drafts[i].confidence);
   }
   for (const DraftPass& p : drafter_->last_passes()) {
     draft_cost_.observe(p.tokens, p.seconds);

@@ -37,6 +37,11 @@ struct DraftJob {
   // prompt lookup's, then the newest token repeated. A probe's filler: it
   // measures what verifying costs without a draft model's catch-up.
   bool lookup = false;
+  // Model drafts only: a run of drafts ends early once unsure
+  // (DraftRequest::continue_above); `confidence` gets each draft's.
+  double continue_above = 0;
+  double confidence_scale = 1;
+  std::vector<double>* confidence = nullptr;
 };
 
 class Speculator {

@@ -82,18 +82,34 @@ double relative_verify_cost(const StepCostModel::Fit& fit, int64_t decoding, dou
 
 int64_t probe_draft_tokens(int64_t decoding) { return std::max<int64_t>(3, decoding); }
 
-int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {
-  int32_t best_k = 0;
-  double best = 0;
+namespace {
+
+struct BestLength {
+  int32_t k = 0;
+  double tokens_per_cost = 0;
+};
+
+BestLength best_draft_length(double acceptance_rate, double relative_cost, int32_t k_max) {
+  BestLength best;
   for (int32_t k = 1; k <= k_max; ++k) {
     const double value = expected_tokens_per_verify(acceptance_rate, k) / (1.0 + k * relative_cost);
-    if (value > best) {
-      best = value;
-      best_k = k;
-    }
+    if (value > best.tokens_per_cost) best = {k, value};
   }
+  return best;
+}
+
+}  // namespace
+
+int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max) {
+  const BestLength best = best_draft_length(acceptance_rate, relative_cost, k_max);
   // k = 0: one token for one unit of cost.
-  return best > 1.0 + kDraftingMargin ? best_k : 0;
+  return best.tokens_per_cost > 1.0 + kDraftingMargin ? best.k : 0;
+}
+
+double draft_continuation_threshold(double acceptance_rate, double relative_cost, int32_t k_max) {
+  if (acceptance_rate <= 0) return 1.0;  // nothing is accepted: no further draft pays
+  const double best = std::max(1.0, best_draft_length(acceptance_rate, relative_cost, k_max).tokens_per_cost);
+  return relative_cost * best / acceptance_rate;
 }
 
 double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding) {

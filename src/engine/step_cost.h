@@ -86,6 +86,17 @@ constexpr double kDraftingMargin = 0.05;
 // for this request in this step.
 int32_t draft_length_for_cost(double acceptance_rate, double relative_cost, int32_t k_max);
 
+// The least estimated probability that every draft so far is accepted at
+// which a draft model should make one more (DraftRequest::continue_above).
+// The next draft, accepted with probability `acceptance_rate` once the
+// earlier ones are, adds P x a tokens for `relative_cost`; that raises the
+// tokens a step's cost buys when it beats the best ratio drafting at a fixed
+// length offers, V = max over k <= k_max of E(k) / (1 + k c): P >= c V / a.
+// With no estimate per draft (P = a^j) this is the rule that makes
+// draft_length_for_cost's k; with one, a confident run goes further and an
+// unsure draft ends it.
+double draft_continuation_threshold(double acceptance_rate, double relative_cost, int32_t k_max);
+
 // A request's share of a step in which `decoding` requests decode: the
 // fitted step over their number.
 double request_share_seconds(const StepCostModel::Fit& fit, int64_t decoding);

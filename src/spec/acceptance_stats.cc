@@ -1,5 +1,8 @@
 #include "spec/acceptance_stats.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/check.h"
 
 namespace exactly {
@@ -64,6 +67,12 @@ double AcceptanceStats::lifetime_acceptance_rate() const {
 double AcceptanceStats::pooled_acceptance_rate(double weight) const {
   EXACTLY_CHECK(weight > 0, "weight %g", weight);
   return (static_cast<double>(accepted_) + weight * config_.prior_rate) / (static_cast<double>(examined_) + weight);
+}
+
+double AcceptanceStats::pooled_rate_to_decide_by(double weight) const {
+  const double rate = pooled_acceptance_rate(weight);
+  const double error = std::sqrt(rate * (1 - rate) / (static_cast<double>(examined_) + weight));
+  return std::max(rate, std::min(config_.prior_rate, rate + error));
 }
 
 void AcceptanceStats::fade() {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -130,6 +132,26 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
   passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
 }
 
+namespace {
+
+// Probability of token x under the softmax of `logits` at temperature 1;
+// tokens outside the draft's head have logit -inf and weigh nothing.
+double unit_softmax_probability(std::span<const float> logits, int32_t x) {
+  const float top = logits[static_cast<size_t>(x)];
+  double sum = 0;
+  for (const float l : logits)
+    if (l != -std::numeric_limits<float>::infinity()) sum += std::exp(static_cast<double>(l - top));
+  return sum > 0 ? 1.0 / sum : 1.0;
+}
+
+double probability_of(std::span<const TokenProb> q, int32_t x) {
+  for (const TokenProb& e : q)
+    if (e.id == x) return e.p;
+  return 0.0;
+}
+
+}  // namespace
+
 void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   std::span<const float> logits(logits_.data() + logits_row * vocab, vocab);
@@ -138,9 +160,15 @@ void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Draft
   const int32_t x = r.sampler->params().greedy()
                         ? q.front().id
                         : draw_from(DistributionView::sparse(std::span<const TokenProb>(q)), r.sampler->rng().uniform());
+  const bool greedy = r.sampler->params().greedy();
+  const double confidence = greedy ? unit_softmax_probability(logits, x) : probability_of(q, x);
   w.context.push_back(x);
   out.tokens.push_back(x);
   out.dists.push_back(std::move(q));
+  out.confidence.push_back(confidence);
+  w.all_accepted *= std::min(1.0, r.confidence_scale * confidence);
+  if (r.continue_above > 0 && w.all_accepted < r.continue_above)
+    w.k = std::min(w.k, static_cast<int32_t>(out.tokens.size()));
 }
 
 std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests, ThreadPool& pool) {
@@ -182,6 +210,7 @@ std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests
       }
       if (rows.back().wants_logits) drawing.push_back(i);
     }
+    if (rows.empty()) break;  // every run of drafts has ended
     forward(rows, pool);
     for (size_t row = 0; row < drawing.size(); ++row) {
       Work& w = work[drawing[row]];

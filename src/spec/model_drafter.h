@@ -51,11 +51,23 @@ struct DraftRequest {
   size_t num_prompt;                // leading prompt tokens (penalties treat the output apart)
   int32_t k;                        // drafts wanted, >= 1
   Sampler* sampler;                 // processes logits as the target does; its Rng draws the drafts
+  // After each draft but the k-th, another is made only while the product of
+  // the drafts' estimated acceptance probabilities, each min(1,
+  // confidence_scale x its confidence), stays at least `continue_above`: a
+  // confident run of drafts goes on to k, an unsure draft ends it. 0: always
+  // k drafts. The drafts' number depends on the draft's values and draws
+  // alone, so verification stays exact.
+  double continue_above = 0;
+  double confidence_scale = 1;
 };
 
 struct Drafts {
   std::vector<int32_t> tokens;                // [0 or k]: none when the request cannot draft this step
   std::vector<std::vector<TokenProb>> dists;  // [tokens.size()] the processed q each draft was drawn from
+  // [tokens.size()] each draft's probability under the distribution it was
+  // drawn from; for a greedy request, under the draft's unprocessed softmax
+  // (q itself is one-hot there).
+  std::vector<double> confidence;
 };
 
 struct DraftPass {
@@ -115,7 +127,8 @@ class ModelDrafter {
     size_t request;                // index into the requests of propose()
     int64_t first = 0;             // position of the first token fed in the first pass
     int64_t feed = 0;              // tokens fed in the first pass
-    int32_t k = 0;                 // drafts to make (0: catching up only)
+    int32_t k = 0;                 // drafts to make (0: catching up only); lowered when a run of drafts ends
+    double all_accepted = 1;       // estimated probability that the target accepts every draft so far
     std::vector<int32_t> context;  // [n + drafts so far] what the penalties look at
   };
   // A sequence's tokens in one pass.

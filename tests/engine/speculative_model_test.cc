@@ -16,6 +16,8 @@
 #include "loader/gguf_writer.h"
 #include "loader/layer_export.h"
 #include "real_model_test.h"
+#include "sample/sampler.h"
+#include "spec/model_drafter.h"
 #include "run_engine.h"
 
 namespace exactly {
@@ -152,6 +154,45 @@ TEST_F(SpeculativeModel, ADraftModelsCostsAreTheTargetsScaledByItsWeightShareUnt
   EXPECT_EQ(sp.catch_up_tokens(r), static_cast<int64_t>(before_newest));
   EXPECT_DOUBLE_EQ(*sp.catch_up_seconds(r, target), share * 0.002 * before_newest);
   EXPECT_FALSE(sp.catch_up_seconds(r, std::nullopt));
+}
+
+// A draft model's run of drafts goes on while the product of its
+// confidences stays at DraftRequest::continue_above or more. The 8-layer
+// export drafts 5 tokens greedily with no threshold; with one between the
+// product of its first two confidences and its first, the same drafter makes
+// the same first two drafts and stops.
+TEST_F(SpeculativeModel, ADraftModelsRunOfDraftsEndsAtTheFirstDraftItIsUnsureOf) {
+  LoadedModel draft = load_model(exported_path(), false);
+  const std::vector<int32_t> tokens =
+      model_->tokenizer->encode("<|im_start|>user\nName three rivers in Europe.<|im_end|>\n<|im_start|>assistant\n", true);
+  SamplingParams sp;
+  sp.temperature = 0.0f;
+  ThreadPool pool(1);
+  const auto drafts_with = [&](double continue_above) {
+    std::unique_ptr<KVPool> kv = draft.model->make_kv_pool(16, 16);
+    KVCacheManager kv_manager(16, 16, true);
+    ModelDrafter drafter(*draft.model, draft.model->config().n_layers, *kv, kv_manager, ModelDrafter::Cache::kOwn,
+                         4096);
+    Sampler sampler(sp);
+    const DraftRequest r{1, tokens, tokens.size(), 5, &sampler, continue_above, 1.0};
+    return drafter.propose(std::span<const DraftRequest>(&r, 1), pool).front();
+  };
+  const Drafts all = drafts_with(0.0);
+  ASSERT_EQ(all.tokens.size(), 5u);
+  ASSERT_EQ(all.confidence.size(), 5u);
+  for (const double c : all.confidence) {
+    EXPECT_GT(c, 0.0);
+    EXPECT_LE(c, 1.0);
+  }
+  const double first = all.confidence[0], both = all.confidence[0] * all.confidence[1];
+  ASSERT_LT(both, first);
+  const Drafts run = drafts_with((first + both) / 2);
+  ASSERT_EQ(run.tokens.size(), 2u);
+  EXPECT_EQ(run.tokens[0], all.tokens[0]);
+  EXPECT_EQ(run.tokens[1], all.tokens[1]);
+  EXPECT_EQ(run.confidence[1], all.confidence[1]);
+  EXPECT_EQ(run.dists.size(), 2u);
+  EXPECT_EQ(drafts_with(first * 1.0001).tokens.size(), 1u);  // unsure of the first: no second
 }
 
 TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFit) {

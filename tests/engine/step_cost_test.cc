@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -233,6 +234,52 @@ TEST(StepCostModel, DraftingSavingsOverTheRestOfARequest) {
   // Certain acceptance and free verifying: k + 1 tokens a step, all but
   // 1.05 / (k + 1) of each token's time saved.
   EXPECT_NEAR(drafting_savings_seconds(1.0, 3, 0.0, 100, 0.01), 100 * 0.01 * (1 - 1.05 / 4), 1e-12);
+}
+
+// With no estimate per draft, each further draft's chance that all so far
+// are accepted is a^j: the continuation threshold then stops a run at the
+// length draft_length_for_cost gives, wherever that drafts at all.
+TEST(StepCostModel, TheContinuationThresholdAtTheRateAloneGivesTheRatesDraftLength) {
+  int checked = 0;
+  for (int ai = 1; ai < 100; ++ai) {
+    for (int ci = 1; ci <= 100; ++ci) {
+      for (int32_t k_max : {1, 3, 5, 8}) {
+        const double a = ai / 100.0, c = ci / 100.0;
+        const int32_t k = draft_length_for_cost(a, c, k_max);
+        if (k == 0) continue;
+        const double threshold = draft_continuation_threshold(a, c, k_max);
+        int32_t drafts = 1;  // the first is drafted whenever k > 0
+        double all_accepted = a;
+        while (drafts < k_max && all_accepted >= threshold) {
+          ++drafts;
+          all_accepted *= a;
+        }
+        // Ties between two lengths' ratios can go either way.
+        const double tie = std::abs(expected_tokens_per_verify(a, drafts) / (1 + drafts * c) -
+                                    expected_tokens_per_verify(a, k) / (1 + k * c));
+        if (tie > 1e-9) {
+          EXPECT_EQ(drafts, k) << "a " << a << " c " << c << " k_max " << k_max;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+}
+
+// A confident run goes on where the rate alone would stop, an unsure draft
+// ends it sooner: at a = 0.55 and c = 0.26 the rate drafts 1 (1.55 / 1.26 =
+// 1.230 against 1.8525 / 1.52 = 1.219) and the threshold is c x 1.230 / a =
+// 0.58, so a draft estimated at 0.9 is followed by another, one estimated at
+// 0.5 is not.
+TEST(StepCostModel, TheContinuationThresholdWeighsEachDraftsEstimate) {
+  EXPECT_EQ(draft_length_for_cost(0.55, 0.26, 5), 1);
+  const double threshold = draft_continuation_threshold(0.55, 0.26, 5);
+  EXPECT_NEAR(threshold, 0.26 * (1.55 / 1.26) / 0.55, 1e-12);
+  EXPECT_GT(0.9, threshold);
+  EXPECT_GT(0.9 * 0.9 * 0.9, threshold);
+  EXPECT_LT(0.5, threshold);
+  EXPECT_DOUBLE_EQ(draft_continuation_threshold(0.0, 0.24, 5), 1.0);  // nothing accepted: never one more
 }
 
 }  // namespace

@@ -109,5 +109,24 @@ TEST(AcceptanceStats, FadingReturnsTheShrunkRateToThePrior) {
   EXPECT_GT(stats.shrunk_acceptance_rate(0.6, 2.0), 0.6);
 }
 
+// The rate drafting is decided by stays at the prior while a few rejections
+// cannot rule it out (a request whose first two drafts were rejected drafts
+// again), and follows the pooled rate once evidence has shrunk its error.
+TEST(AcceptanceStats, FewRejectionsDoNotPushTheRateToDecideByBelowThePrior) {
+  AcceptanceStats stats;
+  const double prior = AcceptanceStatsConfig{}.prior_rate;
+  EXPECT_DOUBLE_EQ(stats.pooled_rate_to_decide_by(8.0), prior);
+  stats.record(1, 0);
+  stats.record(1, 0);  // pooled 4/10 = 0.40, standard error sqrt(0.24/10) = 0.155
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), 0.4, 1e-12);
+  EXPECT_DOUBLE_EQ(stats.pooled_rate_to_decide_by(8.0), prior);
+  for (int i = 0; i < 38; ++i) stats.record(1, 0);  // pooled 4/48 = 0.083, error 0.04
+  EXPECT_NEAR(stats.pooled_rate_to_decide_by(8.0), 4.0 / 48.0 + std::sqrt((4.0 / 48.0) * (44.0 / 48.0) / 48.0), 1e-12);
+  EXPECT_LT(stats.pooled_rate_to_decide_by(8.0), 0.15);
+  for (int i = 0; i < 200; ++i) stats.record(2, 2);  // well above the prior: the pooled rate itself
+  EXPECT_DOUBLE_EQ(stats.pooled_rate_to_decide_by(8.0), stats.pooled_acceptance_rate(8.0));
+  EXPECT_GT(stats.pooled_rate_to_decide_by(8.0), 0.8);
+}
+
 }  // namespace
 }  // namespace exactly
