@@ -401,7 +401,12 @@ void Engine::propose_drafts() {
       }
     }
     const bool lookup = probing && speculator_->drafts_with_model() && (speculator_->catches_up() || !jobs.empty());
-    DraftJob job{r, static_cast<int32_t>(k), &s.drafter, &s.draft_dists, lookup};
+    DraftJob job;
+    job.request = r;
+    job.k = static_cast<int32_t>(k);
+    job.drafter = &s.drafter;
+    job.dists = &s.draft_dists;
+    job.lookup = lookup;
     job.confidence = &s.draft_confidence;
     if (confident_run) {
       job.continue_above = draft_continuation_threshold(rate, relative_cost, config_.num_speculative_tokens);

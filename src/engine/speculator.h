@@ -39,7 +39,7 @@ struct DraftJob {
   bool lookup = false;
   // Model drafts only: a run of drafts ends early once unsure
   // (DraftRequest::continue_above); `confidence` gets each draft's.
-  double continue_above = 0;
+  std::optional<double> continue_above;
   double confidence_scale = 1;
   std::vector<double>* confidence = nullptr;
 };

@@ -157,18 +157,20 @@ void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Draft
   std::span<const float> logits(logits_.data() + logits_row * vocab, vocab);
   std::vector<TokenProb> q = q_pool_.take();
   r.sampler->distribution_into(logits, w.context, r.num_prompt, q);
-  const int32_t x = r.sampler->params().greedy()
-                        ? q.front().id
-                        : draw_from(DistributionView::sparse(std::span<const TokenProb>(q)), r.sampler->rng().uniform());
   const bool greedy = r.sampler->params().greedy();
-  const double confidence = greedy ? unit_softmax_probability(logits, x) : probability_of(q, x);
+  const int32_t x = greedy ? q.front().id
+                           : draw_from(DistributionView::sparse(std::span<const TokenProb>(q)), r.sampler->rng().uniform());
+  // A run's confidence is worth its cost (a pass over the vocabulary for a
+  // greedy draft) only where it decides the run's length.
+  if (r.continue_above) {
+    const double confidence = greedy ? unit_softmax_probability(logits, x) : probability_of(q, x);
+    out.confidence.push_back(confidence);
+    w.all_accepted *= std::min(1.0, r.confidence_scale * confidence);
+    if (w.all_accepted < *r.continue_above) w.k = std::min(w.k, static_cast<int32_t>(out.tokens.size() + 1));
+  }
   w.context.push_back(x);
   out.tokens.push_back(x);
   out.dists.push_back(std::move(q));
-  out.confidence.push_back(confidence);
-  w.all_accepted *= std::min(1.0, r.confidence_scale * confidence);
-  if (r.continue_above > 0 && w.all_accepted < r.continue_above)
-    w.k = std::min(w.k, static_cast<int32_t>(out.tokens.size()));
 }
 
 std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests, ThreadPool& pool) {

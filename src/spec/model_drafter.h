@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -54,10 +55,10 @@ struct DraftRequest {
   // After each draft but the k-th, another is made only while the product of
   // the drafts' estimated acceptance probabilities, each min(1,
   // confidence_scale x its confidence), stays at least `continue_above`: a
-  // confident run of drafts goes on to k, an unsure draft ends it. 0: always
-  // k drafts. The drafts' number depends on the draft's values and draws
-  // alone, so verification stays exact.
-  double continue_above = 0;
+  // confident run of drafts goes on to k, an unsure draft ends it. None:
+  // always k drafts, and no confidences computed. The drafts' number depends
+  // on the draft's values and draws alone, so verification stays exact.
+  std::optional<double> continue_above;
   double confidence_scale = 1;
 };
 
@@ -66,7 +67,7 @@ struct Drafts {
   std::vector<std::vector<TokenProb>> dists;  // [tokens.size()] the processed q each draft was drawn from
   // [tokens.size()] each draft's probability under the distribution it was
   // drawn from; for a greedy request, under the draft's unprocessed softmax
-  // (q itself is one-hot there).
+  // (q itself is one-hot there). Empty without DraftRequest::continue_above.
   std::vector<double> confidence;
 };
 
