@@ -12,6 +12,7 @@
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
 //   attention_lab prefill-b64 [VERSION]    the prefill shapes through 64-key blocks
 //   attention_lab prefill-probe            where v46 / v45's consumers wait for K and V
+//   attention_lab prefill-trace [VERSION]  CTA 0's two consumer warpgroups step by step (v71, v72)
 //   attention_lab prefill-same             versions that must agree bit for bit (clusters, item order)
 //   attention_lab prefill-ab A B           versions A and B in turns over the 512-16k sweep (prefill64-ab: d 64)
 // Without VERSION every version runs. NOTES.md beside this file records each
@@ -20,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +29,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -46,6 +49,25 @@ using namespace exactly::kernels::cuda;
 using bf16 = __nv_bfloat16;
 
 
+// Standard normal bf16 values, drawn in chunks on every host thread (the
+// benchmark shapes hold 10^8 of them): chunk i from its own generator, so the
+// values depend on the seed alone, not on the thread count.
+static void fill_normal(std::vector<bf16>& x, uint32_t seed) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  const size_t chunks = (x.size() + kChunk - 1) / kChunk;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t c; (c = next.fetch_add(1)) < chunks;) {
+      std::mt19937 rng(seed * 1000003u + static_cast<uint32_t>(c));
+      std::normal_distribution<float> normal;
+      for (size_t i = c * kChunk; i < std::min(x.size(), (c + 1) * kChunk); ++i) x[i] = __float2bfloat16(normal(rng));
+    }
+  };
+  std::vector<std::thread> threads(std::max(1u, std::thread::hardware_concurrency()));
+  for (auto& t : threads) t = std::thread(work);
+  for (auto& t : threads) t.join();
+}
+
 // ---- problem: a paged batch with a shuffled block table -------------------
 struct Problem {
   int n_seqs, q_len, ctx, n_heads, n_kv, d = 128, block_size = 16;
@@ -62,7 +84,6 @@ struct Problem {
       : n_seqs(seqs), q_len(qlen), ctx(context), n_heads(heads), n_kv(kv), d(head_dim), block_size(block),
         causal(is_causal) {
     std::mt19937 rng(seed);
-    std::normal_distribution<float> normal;
     max_blocks = (ctx + block_size - 1) / block_size;
     const int64_t num_blocks = int64_t{n_seqs} * max_blocks;
     std::vector<int32_t> perm(num_blocks);
@@ -71,9 +92,9 @@ struct Problem {
     tables = perm;
     const int64_t kv_elems = num_blocks * block_size * n_kv * d;
     k.resize(kv_elems), v.resize(kv_elems), q.resize(int64_t{n_seqs} * q_len * n_heads * d);
-    for (auto& x : k) x = __float2bfloat16(normal(rng));
-    for (auto& x : v) x = __float2bfloat16(normal(rng));
-    for (auto& x : q) x = __float2bfloat16(normal(rng));
+    fill_normal(k, seed * 3 + 0);
+    fill_normal(v, seed * 3 + 1);
+    fill_normal(q, seed * 3 + 2);
     for (int s = 0; s <= n_seqs; ++s) query_start.push_back(s * q_len);
     seq_lens.assign(n_seqs, ctx);
     auto up = [](auto& host, auto** dev) {
@@ -413,6 +434,32 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared | kSm90SerialTurns, 1, 16, true, true, true>},
     {"v60 v53 with the scores reading Q from shared memory (no Q registers)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared, 2, 16, true, true, true>},
+    {"v62 v54 with the producer's waits asleep until their phase completes (try_wait's suspend-time hint)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps, 1, 16, true, true, true>},
+    {"v63 v62 with the consumers' waits asleep too",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps | kSm90ConsumerSleeps, 1, 16, true,
+                     true, true>},
+    {"v64 v54 with FlashAttention-3's register split (24 a producer thread, 240 a consumer)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Regs240, 1, 16, true, true, true>},
+    {"v67 v54 with O's rescale and P's packing inside the softmax, both products waited for before it",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FusedRescale, 1, 16, true, true, true>},
+    {"v68 v53 with v67's softmax",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FusedRescale, 2, 16, true, true, true>},
+    {"v69 v55 with the hand-over after the row sums (the turn covers the exponentials)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns | kSm90TurnsAfterSums, 1, 16, true, true,
+                     true>},
+    {"v70 v67 with v69's turns",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FusedRescale | kSm90SoftmaxTurns | kSm90TurnsAfterSums,
+                     1, 16, true, true, true>},
+    {"v71 v54 traced: the first warp of each consumer warpgroup of CTA 0 stamps its steps",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace, 1, 16, true, true, true>},
+    {"v72 v71 with the second consumer warpgroup started 1500 cycles late",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace | kSm90OffsetStart, 1, 16, true, true, true>},
+    {"v65 v53 with the producer's waits asleep",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps, 2, 16, true, true, true>},
+    {"v66 v53 with every wait asleep",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps | kSm90ConsumerSleeps, 2, 16, true,
+                     true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -434,6 +481,13 @@ static const std::vector<Version> kPrefill64Versions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
     {"d64 v11 v10 with the last round's items split over their keys without a mask (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true>},
+    {"d64 v12 v11 with the producer's waits asleep",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90ProducerSleeps, 1, 16, false, true, true>},
+    {"d64 v14 v11 with v67's softmax",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90FusedRescale, 1, 16, false, true, true>},
+    {"d64 v13 v11 with every wait asleep",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90ProducerSleeps | kSm90ConsumerSleeps, 1, 16, false,
+                     true, true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -530,6 +584,57 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (what == "prefill-trace") {  // not part of "all": how the two consumer warpgroups of one CTA interleave
+    // v71 (or the traced version named) stamps the steps of CTA 0's two
+    // consumer warpgroups. Per step: how long each of its phases takes (the
+    // stamps themselves slow the kernel by 5-12%); and where the other
+    // warpgroup's products finish within this one's period (0: in step with
+    // it, 0.5: halfway).
+    Problem b1(4, 4096, 4096, 32, 32, false, 7), b2(4, 4096, 4096, 32, 32, true, 8);
+    std::printf("lab prefill-trace: CTA 0's consumer warpgroups, clock cycles per step (medians over steps 64-511)\n");
+    const Version* traced = nullptr;
+    for (const auto& v : kPrefillVersions)
+      if (std::strncmp(v.name, argc >= 3 ? argv[2] : "v71 ", argc >= 3 ? std::strlen(argv[2]) : 4) == 0) traced = &v;
+    for (Problem* pr : {&b1, &b2}) {
+      auto run = traced->make(*pr);
+      for (int i = 0; i < 5; ++i) run();
+      CK(cudaDeviceSynchronize());
+      static long long t[2][kSm90TraceSteps][kSm90TracePoints];
+      CK(cudaMemcpyFromSymbol(t, sm90_ws_trace, sizeof t));
+      auto median = [](std::vector<double> x) {
+        std::sort(x.begin(), x.end());
+        return x.empty() ? 0.0 : x[x.size() / 2];
+      };
+      std::printf("  %s\n", pr->causal ? "causal" : "non-causal");
+      static const char* kPhases[kSm90TracePoints - 1] = {"K wait",  "scores issue", "O rescale", "V wait",
+                                                          "P V issue", "scores wait", "P V wait + softmax",
+                                                          "release + pack"};
+      for (int wg = 0; wg < 2; ++wg) {
+        std::vector<double> phase_len[kSm90TracePoints - 1], period, phase;
+        for (int i = 64; i + 1 < kSm90TraceSteps; ++i) {
+          const long long* a = t[wg][i];
+          for (int k = 0; k + 1 < kSm90TracePoints; ++k) phase_len[k].push_back(a[k + 1] - a[k]);
+          const double per = t[wg][i + 1][7] - a[7];
+          period.push_back(per);
+          // the other warpgroup's first "products done" at or after this one's
+          for (int j = 0; j < kSm90TraceSteps; ++j)
+            if (t[1 - wg][j][7] >= a[7]) {
+              if (per > 0) phase.push_back((t[1 - wg][j][7] - a[7]) / per);
+              break;
+            }
+        }
+        std::printf("    warpgroup %d:", wg);
+        for (int k = 0; k + 1 < kSm90TracePoints; ++k) std::printf(" %s %.0f,", kPhases[k], median(phase_len[k]));
+        std::printf(" period %.0f; the other's products done %.2f of a period later\n", median(period),
+                    median(phase));
+      }
+      std::printf("    steps 100-107, warpgroup 0 then 1 (products done, relative to warpgroup 0's step 100):\n     ");
+      for (int wg = 0; wg < 2; ++wg) {
+        for (int i = 100; i < 108; ++i) std::printf(" %6lld", t[wg][i][7] - t[0][100][7]);
+        std::printf(wg == 0 ? "\n     " : "\n");
+      }
+    }
+  }
   if (what == "prefill-b64") {  // not part of "all": the prefill shapes through 64-key blocks
     Problem s1(2, 200, 300, 4, 2, true, 5, 128, 64), s2(1, 70, 70, 4, 4, false, 6, 128, 64);
     Problem s3(2, 600, 700, 32, 8, true, 9, 128, 64), s4(3, 130, 130, 32, 8, false, 10, 128, 64);
@@ -554,7 +659,9 @@ int main(int argc, char** argv) {
     // prefill-same A B: only that pair (name prefixes).
     std::vector<std::pair<const char*, const char*>> pairs = {
         {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
-        {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "}};
+        {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "},
+        {"v54 ", "v62 "}, {"v54 ", "v63 "}, {"v54 ", "v64 "}, {"v53 ", "v65 "}, {"v53 ", "v66 "},
+        {"v54 ", "v67 "}, {"v53 ", "v68 "}, {"v54 ", "v69 "}, {"v54 ", "v70 "}};
     if (argc >= 4) pairs = {{argv[2], argv[3]}};
     for (const auto& [one_name, two_name] : pairs) {
       const Version& one = named(one_name);
