@@ -455,6 +455,10 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace, 1, 16, true, true, true>},
     {"v72 v71 with the second consumer warpgroup started 1500 cycles late",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace | kSm90OffsetStart, 1, 16, true, true, true>},
+    {"v73 v54 with a step's K and V barriers tested together, waiting only for one not yet done",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests, 1, 16, true, true, true>},
+    {"v74 v53 with v73's tests",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests, 2, 16, true, true, true>},
     {"v65 v53 with the producer's waits asleep",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps, 2, 16, true, true, true>},
     {"v66 v53 with every wait asleep",
@@ -661,7 +665,8 @@ int main(int argc, char** argv) {
         {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
         {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "},
         {"v54 ", "v62 "}, {"v54 ", "v63 "}, {"v54 ", "v64 "}, {"v53 ", "v65 "}, {"v53 ", "v66 "},
-        {"v54 ", "v67 "}, {"v53 ", "v68 "}, {"v54 ", "v69 "}, {"v54 ", "v70 "}};
+        {"v54 ", "v67 "}, {"v53 ", "v68 "}, {"v54 ", "v69 "}, {"v54 ", "v70 "},
+        {"v54 ", "v73 "}, {"v53 ", "v74 "}};
     if (argc >= 4) pairs = {{argv[2], argv[3]}};
     for (const auto& [one_name, two_name] : pairs) {
       const Version& one = named(one_name);

@@ -110,6 +110,8 @@ struct Sm90WsStages {
   __device__ void wait_v(int t) const {
     mbarrier_wait<SLEEP_NS>(v_full + 8 * (t % STAGES), (t / STAGES) & 1);
   }
+  __device__ bool test_k(int t) const { return mbarrier_test(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
+  __device__ bool test_v(int t) const { return mbarrier_test(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
   // Tile indices count on across a CTA's work items, so stages and phases carry
 // over. Called by every consumer warp once it is done with tile t's K and V.
   __device__ void release(int t, int lane) const {
@@ -135,8 +137,8 @@ constexpr int kSm90Issuers = 4;
 // each makes the results wrong on purpose, except the probe and the trace,
 // which only count, and the other variants marked exact (the softmax turns,
 // the scores from shared memory, the serial order, sleeping waits, the
-// register split, the fused rescale, the offset start). Production launches
-// none.
+// register split, the fused rescale, the offset start, the early tests).
+// Production launches kSm90EarlyTests at head dim 128 and none of the others.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
@@ -154,6 +156,7 @@ enum Sm90WsAblation : int {
   kSm90TurnsAfterSums = 8192,   // with kSm90SoftmaxTurns: the hand-over waits for the row sums (all exponentials)
   kSm90Trace = 16384,           // exact: each consumer warpgroup's first warp in CTA 0 stamps its steps (sm90_ws_trace)
   kSm90OffsetStart = 32768,     // exact: the second consumer warpgroup starts 1500 cycles after the first
+  kSm90EarlyTests = 65536,      // exact: a step tests its K and V barriers together, waiting only if one is not done
 };
 
 // The suspend-time hint of the producer's and of the consumers' waits.
@@ -700,8 +703,8 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_commit();
     wgmma_keep(sc);
   };
-  auto issue_pv = [&](int g) {
-    wait_v(g);
+  auto issue_pv = [&](int g, bool wait = true) {
+    if (wait) wait_v(g);
     const uint64_t v_desc = wgmma_descriptor(st.v_tile(g), S::kPanelBytes, 1024);
     wgmma_keep(o);
     wgmma_fence();
@@ -831,15 +834,28 @@ __global__ void __launch_bounds__(384, 1)
       return;
     }
     stamp(0);
-    wait_k(tile_base + t);
+    // kSm90EarlyTests: both barriers asked at once, so the two answers'
+    // latencies (90-170 cycles each in the trace) overlap.
+    [[maybe_unused]] bool v_ready = false;
+    if constexpr ((ABLATE & kSm90EarlyTests) != 0) {
+      const bool k_ready = st.test_k(tile_base + t);
+      v_ready = st.test_v(tile_base + t - 1);
+      if (!k_ready) wait_k(tile_base + t);
+    } else {
+      wait_k(tile_base + t);
+    }
     stamp(1);
     issue_scores(tile_base + t);
     stamp(2);
     sm.rescale(o);  // by tile t-1's factor, while the scores run
     stamp(3);
-    if constexpr (kTrace) wait_v(tile_base + t - 1);
+    if constexpr ((ABLATE & kSm90EarlyTests) != 0) {
+      if (!v_ready) wait_v(tile_base + t - 1);
+    } else if constexpr (kTrace) {
+      wait_v(tile_base + t - 1);
+    }
     stamp(4);
-    issue_pv(tile_base + t - 1);
+    issue_pv(tile_base + t - 1, (ABLATE & kSm90EarlyTests) == 0);
     stamp(5);
     wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
     wgmma_keep(sc);

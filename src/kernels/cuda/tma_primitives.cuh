@@ -56,6 +56,21 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   }
 }
 
+// Whether the barrier's phase of the given parity has completed, without
+// waiting (test_wait): its result is a register, so unlike a wait's branch
+// it lets independent instructions issue while the answer comes back.
+__device__ __forceinline__ bool mbarrier_test(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // The same wait with cluster scope: for data that another CTA of the cluster
 // wrote into this CTA's shared memory before arriving on the barrier.
 template <uint32_t SLEEP_NS = 0>
