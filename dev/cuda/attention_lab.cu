@@ -12,7 +12,7 @@
 //   attention_lab prefill16k [VERSION]     1 x 32 heads x 16384, d 128, causal and not
 //   attention_lab prefill-b64 [VERSION]    the prefill shapes through 64-key blocks
 //   attention_lab prefill-probe            where v46 / v45's consumers wait for K and V
-//   attention_lab prefill-trace [VERSION]  CTA 0's two consumer warpgroups step by step (v71, v72)
+//   attention_lab prefill-trace [VERSION]  CTA 0's two consumer warpgroups step by step (v71)
 //   attention_lab prefill-same             versions that must agree bit for bit (clusters, item order)
 //   attention_lab prefill-ab A B           versions A and B in turns over the 512-16k sweep (prefill64-ab: d 64)
 // Without VERSION every version runs. NOTES.md beside this file records each
@@ -422,7 +422,7 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true>},
     {"v52 v45 with the last heads' items longest first across them",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true>},
-    {"v53 v51 with the last round's items split over their keys without a mask (production)",
+    {"v53 v51 with the last round's items split over their keys without a mask (production before v74)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true, true>},
     {"v54 v52 with the last round's items split over their keys without a mask",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true, true>},
@@ -434,36 +434,15 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared | kSm90SerialTurns, 1, 16, true, true, true>},
     {"v60 v53 with the scores reading Q from shared memory (no Q registers)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared, 2, 16, true, true, true>},
-    {"v62 v54 with the producer's waits asleep until their phase completes (try_wait's suspend-time hint)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps, 1, 16, true, true, true>},
-    {"v63 v62 with the consumers' waits asleep too",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps | kSm90ConsumerSleeps, 1, 16, true,
-                     true, true>},
-    {"v64 v54 with FlashAttention-3's register split (24 a producer thread, 240 a consumer)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Regs240, 1, 16, true, true, true>},
-    {"v67 v54 with O's rescale and P's packing inside the softmax, both products waited for before it",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FusedRescale, 1, 16, true, true, true>},
-    {"v68 v53 with v67's softmax",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FusedRescale, 2, 16, true, true, true>},
     {"v69 v55 with the hand-over after the row sums (the turn covers the exponentials)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns | kSm90TurnsAfterSums, 1, 16, true, true,
                      true>},
-    {"v70 v67 with v69's turns",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90FusedRescale | kSm90SoftmaxTurns | kSm90TurnsAfterSums,
-                     1, 16, true, true, true>},
     {"v71 v54 traced: the first warp of each consumer warpgroup of CTA 0 stamps its steps",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace, 1, 16, true, true, true>},
-    {"v72 v71 with the second consumer warpgroup started 1500 cycles late",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace | kSm90OffsetStart, 1, 16, true, true, true>},
-    {"v73 v54 with a step's K and V barriers tested together, waiting only for one not yet done",
+    {"v73 v54 with a step's K and V barriers tested together (production for contexts up to 4096)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests, 1, 16, true, true, true>},
-    {"v74 v53 with v73's tests",
+    {"v74 v53 with v73's barrier tests (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests, 2, 16, true, true, true>},
-    {"v65 v53 with the producer's waits asleep",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps, 2, 16, true, true, true>},
-    {"v66 v53 with every wait asleep",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90ProducerSleeps | kSm90ConsumerSleeps, 2, 16, true,
-                     true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -485,13 +464,6 @@ static const std::vector<Version> kPrefill64Versions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
     {"d64 v11 v10 with the last round's items split over their keys without a mask (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true>},
-    {"d64 v12 v11 with the producer's waits asleep",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90ProducerSleeps, 1, 16, false, true, true>},
-    {"d64 v14 v11 with v67's softmax",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90FusedRescale, 1, 16, false, true, true>},
-    {"d64 v13 v11 with every wait asleep",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90ProducerSleeps | kSm90ConsumerSleeps, 1, 16, false,
-                     true, true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -664,9 +636,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<const char*, const char*>> pairs = {
         {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
         {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "},
-        {"v54 ", "v62 "}, {"v54 ", "v63 "}, {"v54 ", "v64 "}, {"v53 ", "v65 "}, {"v53 ", "v66 "},
-        {"v54 ", "v67 "}, {"v53 ", "v68 "}, {"v54 ", "v69 "}, {"v54 ", "v70 "},
-        {"v54 ", "v73 "}, {"v53 ", "v74 "}};
+        {"v54 ", "v69 "}, {"v54 ", "v73 "}, {"v53 ", "v74 "}};
     if (argc >= 4) pairs = {{argv[2], argv[3]}};
     for (const auto& [one_name, two_name] : pairs) {
       const Version& one = named(one_name);

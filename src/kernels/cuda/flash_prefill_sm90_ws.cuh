@@ -102,14 +102,8 @@ struct Sm90WsStages {
   __device__ uint32_t item_slot(int k) const { return items + 64 * (k & 1); }
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
   __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
-  template <uint32_t SLEEP_NS = 0>
-  __device__ void wait_k(int t) const {
-    mbarrier_wait<SLEEP_NS>(k_full + 8 * (t % STAGES), (t / STAGES) & 1);
-  }
-  template <uint32_t SLEEP_NS = 0>
-  __device__ void wait_v(int t) const {
-    mbarrier_wait<SLEEP_NS>(v_full + 8 * (t % STAGES), (t / STAGES) & 1);
-  }
+  __device__ void wait_k(int t) const { mbarrier_wait(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
+  __device__ void wait_v(int t) const { mbarrier_wait(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
   __device__ bool test_k(int t) const { return mbarrier_test(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
   __device__ bool test_v(int t) const { return mbarrier_test(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
   // Tile indices count on across a CTA's work items, so stages and phases carry
@@ -136,8 +130,7 @@ constexpr int kSm90Issuers = 4;
 // Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11):
 // each makes the results wrong on purpose, except the probe and the trace,
 // which only count, and the other variants marked exact (the softmax turns,
-// the scores from shared memory, the serial order, sleeping waits, the
-// register split, the fused rescale, the offset start, the early tests).
+// the scores from shared memory, the serial order, the early tests).
 // Production launches kSm90EarlyTests at head dim 128 and none of the others.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
@@ -149,21 +142,10 @@ enum Sm90WsAblation : int {
   kSm90SoftmaxTurns = 64,       // exact: the two consumer warpgroups run their softmaxes in turns
   kSm90QShared = 128,           // exact (needs QTMA): scores read Q from shared memory, not from registers
   kSm90SerialTurns = 256,       // exact (needs kSm90QShared): cuDNN's order inside a warpgroup, softmaxes in turns
-  kSm90ProducerSleeps = 512,    // exact: the producer's waits sleep until their phase completes (kMbarrierSleepNs)
-  kSm90ConsumerSleeps = 1024,   // exact: the consumers' waits too
-  kSm90Regs240 = 2048,          // exact: FlashAttention-3's register split, 24 a producer thread and 240 a consumer
-  kSm90FusedRescale = 4096,     // exact: O's rescale and P's packing inside the softmax, among its exponentials
   kSm90TurnsAfterSums = 8192,   // with kSm90SoftmaxTurns: the hand-over waits for the row sums (all exponentials)
   kSm90Trace = 16384,           // exact: each consumer warpgroup's first warp in CTA 0 stamps its steps (sm90_ws_trace)
-  kSm90OffsetStart = 32768,     // exact: the second consumer warpgroup starts 1500 cycles after the first
   kSm90EarlyTests = 65536,      // exact: a step tests its K and V barriers together, waiting only if one is not done
 };
-
-// The suspend-time hint of the producer's and of the consumers' waits.
-template <int ABLATE>
-constexpr uint32_t kSm90ProducerSleepNs = (ABLATE & kSm90ProducerSleeps) != 0 ? kMbarrierSleepNs : 0;
-template <int ABLATE>
-constexpr uint32_t kSm90ConsumerSleepNs = (ABLATE & kSm90ConsumerSleeps) != 0 ? kMbarrierSleepNs : 0;
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
 // for K tiles [0] and for V tiles [1] in the steps inside an item, the same
@@ -233,7 +215,7 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
   for (int t = 0; t < n_tiles; ++t) {
     const int g = tile_base + t;
     const int s = g % STAGES;
-    mbarrier_wait<kSm90ProducerSleepNs<ABLATE>>(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+    mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);
     if constexpr ((ABLATE & (kSm90NoFeedAfterFill | kSm90FeedEveryOtherTile)) != 0) {
       if ((ABLATE & kSm90NoFeedAfterFill) ? g >= STAGES : (g & 1) != 0) {
         mbarrier_arrive(st.k_full + 8 * s);
@@ -360,12 +342,12 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
 // consumer thread and the other issuing warps read it. A consumer warp's
 // wait, all lanes present; the slot stays a thread's until it arrives on the
 // first CTA's item_empty.
-template <uint32_t SLEEP_NS = 0, int BN, int STAGES, int D, int CLUSTER, bool QTMA>
+template <int BN, int STAGES, int D, int CLUSTER, bool QTMA>
 __device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, int k) {
   if constexpr (CLUSTER == 1) {
-    mbarrier_wait<SLEEP_NS>(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+    mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
   } else {  // the slot was written by the cluster's first CTA
-    mbarrier_wait_cluster<SLEEP_NS>(st.item_full + 8 * (k & 1), (k >> 1) & 1);
+    mbarrier_wait_cluster(st.item_full + 8 * (k & 1), (k >> 1) & 1);
   }
   return sm90_ws_load_desc(st.item_slot(k));
 }
@@ -491,7 +473,7 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
         if constexpr (CLUSTER > 1) other = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1, BN);
         if (sm90_ws_has_rows(d, kRows, which) && d.tile_end > d.tile0) break;  // a short item's piece may be empty
       }
-      mbarrier_wait<kSm90ProducerSleepNs<ABLATE>>(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
+      mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
       sm90_ws_store_desc(st.item_slot(k), d);
       if constexpr (CLUSTER > 1)
         sm90_ws_store_desc_remote(cluster_address(st.item_slot(k), 1), cluster_address(st.item_full + 8 * (k & 1), 1),
@@ -499,14 +481,14 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
       mbarrier_arrive(st.item_full + 8 * (k & 1));
       if (d.item < sched.n_items) next = take();  // fetched now, used after this item's copies are issued
     } else {  // the warp's other lanes have returned: no __syncwarp here
-      d = sm90_ws_wait_item<kSm90ProducerSleepNs<ABLATE>>(st, k);
+      d = sm90_ws_wait_item(st, k);
       sm90_ws_free_item(st, k);
     }
     if (d.item >= sched.n_items) break;
     if constexpr (QTMA) {
       if (warp == 0 && ((ABLATE & kSm90QOnce) == 0 || k == 0)) {
         using S = Sm90WsShape<BN, STAGES, D, QTMA>;
-        mbarrier_wait<kSm90ProducerSleepNs<ABLATE>>(st.q_empty, (k & 1) ^ 1);
+        mbarrier_wait(st.q_empty, (k & 1) ^ 1);
         mbarrier_arrive_expect_tx(st.q_full, S::kQBytes);
 #pragma unroll
         for (int panel = 0; panel < S::kPanels; ++panel)
@@ -552,40 +534,33 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
   }
 
-  constexpr bool kRegs240 = (ABLATE & kSm90Regs240) != 0;
   if (tid < 128) {  // producer warpgroup
-    setmaxnreg_dec<kRegs240 ? 24 : 40>();
+    setmaxnreg_dec<40>();
     sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA>(st, &k_map, &v_map, &q_map, p, sched, tid);
     if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }
 
-  setmaxnreg_inc<kRegs240 ? 240 : 232>();
-  constexpr uint32_t kSleepNs = kSm90ConsumerSleepNs<ABLATE>;
-  if constexpr ((ABLATE & kSm90OffsetStart) != 0) {
-    if (tid >= 256)
-      for (const long long t0 = clock64(); clock64() - t0 < 1500;) {
-      }
-  }
+  setmaxnreg_inc<232>();
   [[maybe_unused]] const long long probe_start = (ABLATE & kSm90Probe) != 0 ? clock64() : 0;
   [[maybe_unused]] unsigned long long waited[4] = {0, 0, 0, 0};
   [[maybe_unused]] int between = 0;  // 2 while the steps between two items wait
   auto wait_k = [&](int g) {
     if constexpr ((ABLATE & kSm90Probe) != 0) {
       const long long t0 = clock64();
-      st.template wait_k<kSleepNs>(g);
+      st.wait_k(g);
       waited[between] += clock64() - t0;
     } else {
-      st.template wait_k<kSleepNs>(g);
+      st.wait_k(g);
     }
   };
   auto wait_v = [&](int g) {
     if constexpr ((ABLATE & kSm90Probe) != 0) {
       const long long t0 = clock64();
-      st.template wait_v<kSleepNs>(g);
+      st.wait_v(g);
       waited[between + 1] += clock64() - t0;
     } else {
-      st.template wait_v<kSleepNs>(g);
+      st.wait_v(g);
     }
   };
   const int ctid = tid - 128;
@@ -608,7 +583,7 @@ __global__ void __launch_bounds__(384, 1)
   };
   auto load_q = [&](const Sm90WsDesc& w) {
     if constexpr (kQShared) {
-      mbarrier_wait<kSleepNs>(st.q_full, q_loads & 1);
+      mbarrier_wait(st.q_full, q_loads & 1);
       ++q_loads;
       return;
     }
@@ -618,7 +593,7 @@ __global__ void __launch_bounds__(384, 1)
       // as the wgmma A fragment; the rows are 128-byte swizzled as TMA wrote
       // them. Rows past the query hold other tokens' queries or zeros: their
       // scores are finite, and their output is never stored.
-      mbarrier_wait<kSleepNs>(st.q_full, q_loads & 1);
+      mbarrier_wait(st.q_full, q_loads & 1);
       const int m = lane / 8, row = warp_row0 + (m % 2) * 8 + lane % 8;
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
@@ -784,7 +759,7 @@ __global__ void __launch_bounds__(384, 1)
   auto item_at = [&](int j) { return sm90_ws_load_desc(st.item_slot(j)); };
   bool more = false;  // item k + 1 exists
   auto fetch_next = [&] {
-    const Sm90WsDesc w = sm90_ws_wait_item<kSleepNs>(st, k + 1);
+    const Sm90WsDesc w = sm90_ws_wait_item(st, k + 1);
     more = w.item < sched.n_items;
     if (!QTMA && more) prefetch_q(w);
   };
@@ -798,28 +773,7 @@ __global__ void __launch_bounds__(384, 1)
   // (FlashAttention-3's order inside a warpgroup; ptxas moves the wait up, see
   // the head of this file). last: the item's last tile, after whose scores
   // the next item is fetched and its Q loaded.
-  // With kSm90FusedRescale a step waits for both products before the
-  // softmax (where ptxas puts the wait for P V anyway), and the softmax
-  // rescales O and packs P itself: the MUFU takes 8 cycles a warp per
-  // exponential, and those 64 multiplies and 32 packs issue between the
-  // exponentials instead of after them and before the next P V.
-  constexpr bool kFused = (ABLATE & kSm90FusedRescale) != 0;
-  static_assert(!kFused || (ABLATE & (kSm90SerialTurns | kSm90NoSoftmax)) == 0, "the fused softmax");
-  auto step_fused = [&](int t, bool last) {
-    wait_k(tile_base + t);
-    issue_scores(tile_base + t);
-    issue_pv(tile_base + t - 1);  // O was rescaled by tile t-1's softmax
-    wgmma_wait<0>();
-    wgmma_keep(sc);
-    wgmma_keep(o);
-    st.release(tile_base + t - 1, lane);
-    if (last) free_q();
-    if (last) fetch_next();
-    if (last) load_next();
-    softmax(t);
-    sm.rescale(o);
-    pack();
-  };
+  constexpr bool kEarlyTests = (ABLATE & kSm90EarlyTests) != 0;
   constexpr bool kTrace = (ABLATE & kSm90Trace) != 0;
   [[maybe_unused]] const bool tracer = kTrace && blockIdx.x == 0 && ctid % 128 == 0;
   [[maybe_unused]] int traced = 0;
@@ -829,33 +783,21 @@ __global__ void __launch_bounds__(384, 1)
     }
   };
   auto step = [&](int t, bool last) {
-    if constexpr (kFused) {
-      step_fused(t, last);
-      return;
-    }
     stamp(0);
     // kSm90EarlyTests: both barriers asked at once, so the two answers'
-    // latencies (90-170 cycles each in the trace) overlap.
-    [[maybe_unused]] bool v_ready = false;
-    if constexpr ((ABLATE & kSm90EarlyTests) != 0) {
-      const bool k_ready = st.test_k(tile_base + t);
-      v_ready = st.test_v(tile_base + t - 1);
-      if (!k_ready) wait_k(tile_base + t);
-    } else {
-      wait_k(tile_base + t);
-    }
+    // latencies (90-170 cycles each in the trace) overlap; a wait only for
+    // one not yet complete.
+    const bool k_ready = kEarlyTests && st.test_k(tile_base + t);
+    const bool v_ready = kEarlyTests && st.test_v(tile_base + t - 1);
+    if (!k_ready) wait_k(tile_base + t);
     stamp(1);
     issue_scores(tile_base + t);
     stamp(2);
     sm.rescale(o);  // by tile t-1's factor, while the scores run
     stamp(3);
-    if constexpr ((ABLATE & kSm90EarlyTests) != 0) {
-      if (!v_ready) wait_v(tile_base + t - 1);
-    } else if constexpr (kTrace) {
-      wait_v(tile_base + t - 1);
-    }
+    if (!v_ready) wait_v(tile_base + t - 1);
     stamp(4);
-    issue_pv(tile_base + t - 1, (ABLATE & kSm90EarlyTests) == 0);
+    issue_pv(tile_base + t - 1, false);
     stamp(5);
     wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
     wgmma_keep(sc);
@@ -885,7 +827,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t wg = ctid / 128;
     if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
     for (;; ++k) {
-      const Sm90WsDesc w = sm90_ws_wait_item<kSleepNs>(st, k);
+      const Sm90WsDesc w = sm90_ws_wait_item(st, k);
       if (w.item >= sched.n_items) break;
       start(w);
       load_q(w);
@@ -931,7 +873,7 @@ __global__ void __launch_bounds__(384, 1)
   // softmax nor a last P V stands alone between items. The steps inside an
   // item are a loop of their own, with nothing in it for the item's ends.
   {
-    const Sm90WsDesc w = sm90_ws_wait_item<kSleepNs>(st, 0);
+    const Sm90WsDesc w = sm90_ws_wait_item(st, 0);
     if (w.item >= sched.n_items) goto done;
     start(w);
     load_q(w);
@@ -968,7 +910,7 @@ __global__ void __launch_bounds__(384, 1)
     if (next) wait_k(first_next);
     if (kQShared && next) load_q(item_at(k + 1));
     issue_scores(next ? first_next : last);
-    if (!kFused) sm.rescale(o);  // fused: done by the last tile's softmax (O is zero if the item had one tile)
+    sm.rescale(o);
     issue_pv(last);
     const float row_max[2] = {sm.m_run[0], sm.m_run[1]};
     float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};  // final

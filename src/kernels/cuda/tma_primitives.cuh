@@ -24,36 +24,16 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// A suspend-time hint for try_wait, in nanoseconds (ptxas turns it into a
-// NANOSLEEP.SYNCS after a failed try, which wakes when the barrier changes).
-// Without one the hardware's own limit is short: under Nsight Compute the
-// prefill producer's wait for an empty stage went round its try_wait loop
-// about 90 times per tile. The prefill kernel's lab versions v62-v66 use it;
-// production does not, since it changed no timing (dev/cuda/NOTES.md).
-constexpr uint32_t kMbarrierSleepNs = 0x989680;  // 10 ms
-
 // Waits until the barrier's phase of the given parity has completed. A fresh
 // barrier counts its (virtual) previous phase, parity 1, as completed.
-// SLEEP_NS: the suspend-time hint of each try_wait (0: the hardware's limit).
-template <uint32_t SLEEP_NS = 0>
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  if constexpr (SLEEP_NS == 0) {
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-  } else {
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-        "@!done bra wait_%=;\n}\n" ::"r"(bar),
-        "r"(parity), "n"(SLEEP_NS)
-        : "memory");
-  }
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 
 // Whether the barrier's phase of the given parity has completed, without
@@ -73,25 +53,14 @@ __device__ __forceinline__ bool mbarrier_test(uint32_t bar, uint32_t parity) {
 
 // The same wait with cluster scope: for data that another CTA of the cluster
 // wrote into this CTA's shared memory before arriving on the barrier.
-template <uint32_t SLEEP_NS = 0>
 __device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
-  if constexpr (SLEEP_NS == 0) {
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-        "@!done bra wait_%=;\n}\n" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-  } else {
-    asm volatile(
-        "{\n.reg .pred done;\n"
-        "wait_%=:\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1, %2;\n"
-        "@!done bra wait_%=;\n}\n" ::"r"(bar),
-        "r"(parity), "n"(SLEEP_NS)
-        : "memory");
-  }
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "wait_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 
 // ---- clusters: one CTA reaching into another's shared memory ---------------
