@@ -619,14 +619,19 @@ int main(int argc, char** argv) {
     ok &= run_versions("prefill-b64", kPrefillVersions, only, {&s1, &s2, &s3, &s4}, {&b1, &b2}, prefill_tflops,
                        "TFLOP/s");
   }
-  if (what == "prefill-same") {  // not part of "all": clusters of two against one CTA per item
-    // Each query block computes the same tiles in the same order either way,
-    // so the outputs should agree bit for bit, causal or not; the launcher
+  if (what == "prefill-same" || what == "prefill64-same") {  // not part of "all": two versions' bits
+    // Clusters of two against one CTA per item: each query block computes
+    // the same tiles in the same order either way, so the outputs should
+    // agree bit for bit, causal or not; the launcher
     // can then pick clusters by shape without a request's result depending
-    // on what else is in its batch.
-    std::printf("lab prefill-same: clusters of two against one CTA per item, bytes of the output that differ\n");
-    auto named = [](const char* prefix) -> const Version& {
-      for (const Version& v : kPrefillVersions)
+    // on what else is in its batch. Exact variants are checked the same way.
+    // prefill64-same A B: a pair of head dim 64 versions (no default pairs).
+    const bool d64 = what == "prefill64-same";
+    const auto& versions = d64 ? kPrefill64Versions : kPrefillVersions;
+    const int d = d64 ? 64 : 128;
+    std::printf("lab %s: two versions on the same inputs, d %d, bytes of the output that differ\n", what.c_str(), d);
+    auto named = [&](const char* prefix) -> const Version& {
+      for (const Version& v : versions)
         if (std::strncmp(v.name, prefix, std::strlen(prefix)) == 0) return v;
       std::fprintf(stderr, "no version %s\n", prefix);
       std::exit(1);
@@ -637,15 +642,19 @@ int main(int argc, char** argv) {
         {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
         {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "},
         {"v54 ", "v69 "}, {"v54 ", "v73 "}, {"v53 ", "v74 "}};
+    if (d64 && argc < 4) {
+      std::fprintf(stderr, "usage: attention_lab prefill64-same VERSION_A VERSION_B (name prefixes)\n");
+      return 2;
+    }
     if (argc >= 4) pairs = {{argv[2], argv[3]}};
     for (const auto& [one_name, two_name] : pairs) {
       const Version& one = named(one_name);
       const Version& two = named(two_name);
       for (const bool causal : {false, true}) {
-        Problem a(2, 200, 300, 4, 2, causal, 5), b(3, 600, 700, 32, 8, causal, 9),
-            c(3, 130, 130, 32, 8, causal, 10), d(4, 4096, 4096, 32, 32, causal, 7),
-            e(1, 16384, 16384, 32, 32, causal, 13), f(5, 1, 900, 32, 8, causal, 15);
-        for (Problem* pr : {&a, &b, &c, &d, &e, &f}) {
+        Problem a(2, 200, 300, 4, 2, causal, 5, d), b(3, 600, 700, 32, 8, causal, 9, d),
+            c(3, 130, 130, 32, 8, causal, 10, d), e(4, 4096, 4096, 32, 32, causal, 7, d),
+            g(1, 16384, 16384, 32, 32, causal, 13, d), f(5, 1, 900, 32, 8, causal, 15, d);
+        for (Problem* pr : {&a, &b, &c, &e, &g, &f}) {
           std::vector<bf16> x(pr->q.size()), y(pr->q.size());
           for (auto [version, dst] : {std::pair{&one, &x}, std::pair{&two, &y}}) {
             CK(cudaMemset(pr->dout, 0xff, pr->q.size() * sizeof(bf16)));
