@@ -439,10 +439,20 @@ static const std::vector<Version> kPrefillVersions = {
                      true>},
     {"v71 v54 traced: the first warp of each consumer warpgroup of CTA 0 stamps its steps",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace, 1, 16, true, true, true>},
-    {"v73 v54 with a step's K and V barriers tested together (production for contexts up to 4096)",
+    {"v73 v54 with a step's K and V barriers tested together (production before v85)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests, 1, 16, true, true, true>},
-    {"v74 v53 with v73's barrier tests (production)",
+    {"v74 v53 with v73's barrier tests (production before v87)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests, 2, 16, true, true, true>},
+    {"v80 v73 without storing the output (timing only: what the stores cost)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90NoStore, 1, 16, true, true, true>},
+    {"v83 v73 with the next item's first P packed before the output is stored",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst, 1, 16, true, true, true>},
+    {"v85 v83 with the output stored 16 bytes a thread, a quad's words transposed (production for contexts up to 4096)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores, 1, 16,
+                     true, true, true>},
+    {"v87 v74 with v85's packing and stores (production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores, 2, 16,
+                     true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -641,7 +651,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<const char*, const char*>> pairs = {
         {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
         {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "},
-        {"v54 ", "v69 "}, {"v54 ", "v73 "}, {"v53 ", "v74 "}};
+        {"v54 ", "v69 "}, {"v54 ", "v73 "}, {"v53 ", "v74 "}, {"v73 ", "v83 "}, {"v73 ", "v85 "}, {"v74 ", "v87 "}};
     if (d64 && argc < 4) {
       std::fprintf(stderr, "usage: attention_lab prefill64-same VERSION_A VERSION_B (name prefixes)\n");
       return 2;

@@ -120,8 +120,12 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
                  bool causal, void* out, cudaStream_t stream) {
   using Shape = Sm90WsShape<kSm90BN, kSm90Stages, D, QTMA>;
   // At head dim 128 a step tests its K and V barriers together (lab v73,
-  // v74: the same bits, +1-2% from 2k tokens); not measured at head dim 64.
-  constexpr int kVariant = D == 128 ? kSm90EarlyTests : kSm90Exact;
+  // v74: the same bits, +1-2% from 2k tokens), and an item's output is
+  // stored 16 bytes a thread after the next item's first P is packed (v85,
+  // v87: the same bits; the stores had cost 4% at 4k tokens and 12-22% at
+  // 1k, v80). At head dim 64 the tests gained nothing (d64 v12); the stores
+  // there were not measured.
+  constexpr int kVariant = D == 128 ? kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores : kSm90Exact;
   constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, CLUSTER, kVariant,
                                                        16, QTMA>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");

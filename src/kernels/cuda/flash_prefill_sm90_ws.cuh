@@ -127,11 +127,13 @@ struct Sm90WsStages {
 // consumers; four share them.
 constexpr int kSm90Issuers = 4;
 
-// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11):
+// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11, v80):
 // each makes the results wrong on purpose, except the probe and the trace,
 // which only count, and the other variants marked exact (the softmax turns,
-// the scores from shared memory, the serial order, the early tests).
-// Production launches kSm90EarlyTests at head dim 128 and none of the others.
+// the scores from shared memory, the serial order, the early tests, the
+// packing and the stores).
+// Production launches kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores at
+// head dim 128 and none of the others.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
@@ -145,6 +147,9 @@ enum Sm90WsAblation : int {
   kSm90TurnsAfterSums = 8192,   // with kSm90SoftmaxTurns: the hand-over waits for the row sums (all exponentials)
   kSm90Trace = 16384,           // exact: each consumer warpgroup's first warp in CTA 0 stamps its steps (sm90_ws_trace)
   kSm90EarlyTests = 65536,      // exact: a step tests its K and V barriers together, waiting only if one is not done
+  kSm90NoStore = 131072,        // no output stored (what the epilogue's stores cost)
+  kSm90QuadStores = 524288,     // exact: a row's quad transposes its words so that each thread stores 16 bytes
+  kSm90PackFirst = 1048576,     // exact: the next item's first P packed before the output is stored (fewer registers)
 };
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
@@ -632,6 +637,48 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
   auto store_o = [&](const Sm90WsDesc& w, const float (&inv)[2]) {
+    if constexpr ((ABLATE & kSm90NoStore) != 0) return;
+    if constexpr ((ABLATE & kSm90QuadStores) != 0) {
+      // Lane q of a row's quad holds columns 8 dt + 2q, +1 for every dt. For
+      // each group of four dt, two butterfly exchanges (lanes q ^ 1, then q ^ 2,
+      // each swapping the two words whose index bit differs from q's)
+      // transpose the quad's 4 x 4 words, so that lane q holds dt = 4g + q's
+      // eight columns, 16 bytes. The shuffles run on every lane; only the
+      // stores test the row.
+      const bool bit0 = (lane & 1) != 0, bit1 = (lane & 2) != 0;
+      const int q4 = lane % 4;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
+        T* dst_row = out + (w.q_begin + row) * token_stride + w.head * D;
+#pragma unroll
+        for (int g = 0; g < D / 32; ++g) {
+          uint32_t a[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            a[i] = Elem<T>::pack(o[4 * (4 * g + i) + 2 * r] * inv[r], o[4 * (4 * g + i) + 2 * r + 1] * inv[r]);
+          {
+            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, bit0 ? a[0] : a[1], 1);
+            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, bit0 ? a[2] : a[3], 1);
+            a[0] = bit0 ? r0 : a[0];
+            a[1] = bit0 ? a[1] : r0;
+            a[2] = bit0 ? r1 : a[2];
+            a[3] = bit0 ? a[3] : r1;
+          }
+          {
+            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, bit1 ? a[0] : a[2], 2);
+            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, bit1 ? a[1] : a[3], 2);
+            a[0] = bit1 ? r0 : a[0];
+            a[2] = bit1 ? a[2] : r0;
+            a[1] = bit1 ? r1 : a[1];
+            a[3] = bit1 ? a[3] : r1;
+          }
+          if (row < w.q_len)
+            *reinterpret_cast<uint4*>(dst_row + 32 * g + 8 * q4) = make_uint4(a[0], a[1], a[2], a[3]);
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
@@ -929,6 +976,11 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();
     wgmma_keep(o);
     st.release(last, lane);
+    // kSm90PackFirst: pk is free now (the last P V is done), and packing the
+    // next item's first P frees half of sc's registers before the stores.
+    if constexpr ((ABLATE & kSm90PackFirst) != 0) {
+      if (next) pack();
+    }
     const int done = next ? k - 1 : k;
     const Sm90WsDesc w_done = item_at(done);
     if (w_done.piece < 0 ||
@@ -943,7 +995,7 @@ __global__ void __launch_bounds__(384, 1)
       load_next();
     }
     zero_o();
-    pack();
+    if constexpr ((ABLATE & kSm90PackFirst) == 0) pack();
   }
 done:
   if constexpr ((ABLATE & kSm90Probe) != 0) {
