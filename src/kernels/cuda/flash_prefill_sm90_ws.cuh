@@ -637,8 +637,9 @@ __global__ void __launch_bounds__(384, 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
   auto store_o = [&](const Sm90WsDesc& w, const float (&inv)[2]) {
-    if constexpr ((ABLATE & kSm90NoStore) != 0) return;
-    if constexpr ((ABLATE & kSm90QuadStores) != 0) {
+    if constexpr ((ABLATE & kSm90NoStore) != 0) {
+      return;
+    } else if constexpr ((ABLATE & kSm90QuadStores) != 0) {
       // Lane q of a row's quad holds columns 8 dt + 2q, +1 for every dt. For
       // each group of four dt, two butterfly exchanges (lanes q ^ 1, then q ^ 2,
       // each swapping the two words whose index bit differs from q's)
@@ -677,17 +678,17 @@ __global__ void __launch_bounds__(384, 1)
             *reinterpret_cast<uint4*>(dst_row + 32 * g + 8 * q4) = make_uint4(a[0], a[1], a[2], a[3]);
         }
       }
-      return;
-    }
+    } else {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
-      if (row >= w.q_len) continue;
-      uint32_t* dst =
-          reinterpret_cast<uint32_t*>(out + (w.q_begin + row) * token_stride + w.head * D + (lane % 4) * 2);
+      for (int r = 0; r < 2; ++r) {
+        const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
+        if (row >= w.q_len) continue;
+        uint32_t* dst =
+            reinterpret_cast<uint32_t*>(out + (w.q_begin + row) * token_stride + w.head * D + (lane % 4) * 2);
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt)
-        dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv[r], o[4 * dt + 2 * r + 1] * inv[r]);
+        for (int dt = 0; dt < D / 8; ++dt)
+          dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv[r], o[4 * dt + 2 * r + 1] * inv[r]);
+      }
     }
   };
 
