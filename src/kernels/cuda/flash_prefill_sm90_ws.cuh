@@ -648,6 +648,13 @@ __global__ void __launch_bounds__(384, 1)
       // stores test the row.
       const bool bit0 = (lane & 1) != 0, bit1 = (lane & 2) != 0;
       const int q4 = lane % 4;
+      // One exchange with lane ^ mask of the pair (a[lo], a[hi]): a lane whose
+      // bit is set keeps a[hi] and takes the partner's a[hi] into a[lo].
+      auto butterfly = [](uint32_t (&a)[4], bool bit, int mask, int lo, int hi) {
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, bit ? a[lo] : a[hi], mask);
+        a[lo] = bit ? got : a[lo];
+        a[hi] = bit ? a[hi] : got;
+      };
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
@@ -658,22 +665,10 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int i = 0; i < 4; ++i)
             a[i] = Elem<T>::pack(o[4 * (4 * g + i) + 2 * r] * inv[r], o[4 * (4 * g + i) + 2 * r + 1] * inv[r]);
-          {
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, bit0 ? a[0] : a[1], 1);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, bit0 ? a[2] : a[3], 1);
-            a[0] = bit0 ? r0 : a[0];
-            a[1] = bit0 ? a[1] : r0;
-            a[2] = bit0 ? r1 : a[2];
-            a[3] = bit0 ? a[3] : r1;
-          }
-          {
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, bit1 ? a[0] : a[2], 2);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, bit1 ? a[1] : a[3], 2);
-            a[0] = bit1 ? r0 : a[0];
-            a[2] = bit1 ? a[2] : r0;
-            a[1] = bit1 ? r1 : a[1];
-            a[3] = bit1 ? a[3] : r1;
-          }
+          butterfly(a, bit0, 1, 0, 1);
+          butterfly(a, bit0, 1, 2, 3);
+          butterfly(a, bit1, 2, 0, 2);
+          butterfly(a, bit1, 2, 1, 3);
           if (row < w.q_len)
             *reinterpret_cast<uint4*>(dst_row + 32 * g + 8 * q4) = make_uint4(a[0], a[1], a[2], a[3]);
         }
