@@ -300,9 +300,13 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
                         pr.n_heads, pr.n_heads / pr.n_kv, 1.4426950408889634f / std::sqrt(float(D)), pr.causal};
   if constexpr (kConsumers == Consumers::kPlain || kConsumers == Consumers::kV32) {  // plain grid or persistent
-    auto kernel = kConsumers == Consumers::kV32
-                      ? flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>
-                      : flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE, GROUP, QTMA>;
+    auto kernel = [] {  // v32 exists for 64- and 128-key tiles only
+      if constexpr (kConsumers == Consumers::kV32) {
+        return flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>;
+      } else {
+        return flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE, GROUP, QTMA>;
+      }
+    }();
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     static int32_t* counter = [] {
       int32_t* c = nullptr;
@@ -329,7 +333,7 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
       }();
       sched.partials = workspace.first;
       sched.arrivals = workspace.second;
-      sched.n_items = static_cast<int32_t>(sm90_ws_split(sched, sched.n_items, fit, (pr.ctx + 127) / 128, pr.causal));
+      sched.n_items = static_cast<int32_t>(sm90_ws_split(sched, sched.n_items, fit, (pr.ctx + BN - 1) / BN, pr.causal));
     }
     if constexpr (CLUSTER > 1) {
       const int grid = (PERSISTENT ? std::min(sched.n_items, fit) : sched.n_items) * CLUSTER;
@@ -453,6 +457,15 @@ static const std::vector<Version> kPrefillVersions = {
     {"v87 v74 with v85's packing and stores (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores, 2, 16,
                      true, true, true>},
+    {"v88 v85 with the scores reading Q from shared memory",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
+                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
+    {"v89 v88 with 176-key tiles in two stages (FlashAttention-3's tile without a mask)",
+     prefill_sm90_ws<176, 2, Consumers::kPlain, 128, true,
+                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
+    {"v91 v88 in two stages (v89's depth with 128-key tiles)",
+     prefill_sm90_ws<128, 2, Consumers::kPlain, 128, true,
+                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used

@@ -73,7 +73,9 @@ struct Sm90WsShape {
   // and empty; Q full and empty
   static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kQBytes + kBarrierBytes + 1024;
-  static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
+  // 176: FlashAttention-3's tile without a mask at head dim 128 (two stages
+  // fit; the scores must then read Q from shared memory, kSm90QShared).
+  static_assert(BN == 64 || BN == 128 || (BN == 176 && D == 128), "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
 };
 
@@ -205,15 +207,15 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
   constexpr int kIssuers = ISSUERS * CLUSTER, kGroupsPerTile = BN / GROUP;
   constexpr bool kWholeGroups = kGroupsPerTile >= kIssuers;
   static_assert(BN % GROUP == 0 && GROUP % 16 == 0, "whole 16-key groups per tile");
-  static_assert(!kWholeGroups || kGroupsPerTile % kIssuers == 0, "as many groups per issuer");
   static_assert(kWholeGroups || kGroupsPerTile * S::kPanels % kIssuers == 0 || kGroupsPerTile * S::kPanels < kIssuers,
                 "one copy per issuer");
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
   const int issuer = kWholeGroups ? rank * ISSUERS + warp : warp * CLUSTER + rank;
-  // Copies of K (and as many of V) per tile by this issuer: kCopies groups
-  // (kPanels panels each), or one (group, panel), or none.
-  constexpr int kCopies = kWholeGroups ? kGroupsPerTile / kIssuers : 1;
+  // Copies of K (and as many of V) per tile by this issuer: up to kCopies
+  // groups (kPanels panels each; with 11 groups over 4 issuers, the last
+  // issuer has one fewer), or one (group, panel), or none.
+  constexpr int kCopies = kWholeGroups ? (kGroupsPerTile + kIssuers - 1) / kIssuers : 1;
   const bool idle = !kWholeGroups && issuer >= kGroupsPerTile * S::kPanels;
   constexpr uint32_t kBytes = BN * D * 2 / ISSUERS;  // of K (and of V) landing here, per local issuer
   const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
@@ -236,7 +238,9 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
     for (int i = 0; i < kCopies; ++i) {
       group[i] = kWholeGroups ? i * kIssuers + issuer : issuer / S::kPanels;
       int key0 = (first_tile + t) * BN + group[i] * GROUP;
-      if (key0 >= n_keys) key0 = 0;  // a whole group past the end: any finite block, masked
+      // A whole group past the end (or past the tile, for an issuer with one
+      // fewer): any finite block, masked or not copied.
+      if (key0 >= n_keys || (kGroupsPerTile % kIssuers != 0 && group[i] >= kGroupsPerTile)) key0 = 0;
       slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
     }
 #pragma unroll
@@ -245,6 +249,7 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
       for (int i = 0; i < kCopies; ++i)
 #pragma unroll
         for (int j = 0; j < (kWholeGroups ? S::kPanels : 1); ++j) {
+          if (kGroupsPerTile % kIssuers != 0 && group[i] >= kGroupsPerTile) continue;
           const int panel = kWholeGroups ? j : issuer % S::kPanels;
           const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + group[i] * GROUP * 128;
           const uint32_t base = kv == 0 ? st.k : st.v, bar = (kv == 0 ? st.k_full : st.v_full) + 8 * s;
@@ -703,6 +708,8 @@ __global__ void __launch_bounds__(384, 1)
         const uint64_t a = wgmma_descriptor_advance(q_desc, (ks / 4) * S::kQPanelBytes + (ks % 4) * 32);
         if constexpr (BN == 64) {
           wgmma_m64n64k16_ss<0>(sc, a, desc, ks > 0);
+        } else if constexpr (BN == 176) {
+          wgmma_m64n176k16_ss<0>(sc, a, desc, ks > 0);
         } else {
           wgmma_m64n128k16_ss<0>(sc, a, desc, ks > 0);
         }
@@ -713,6 +720,8 @@ __global__ void __launch_bounds__(384, 1)
         const uint64_t desc = wgmma_descriptor_advance(k_desc, (ks / 4) * S::kPanelBytes + (ks % 4) * 32);
         if constexpr (BN == 64) {
           wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
+        } else if constexpr (BN == 176) {
+          static_assert(BN != 176, "176-key tiles read Q from shared memory (kSm90QShared)");
         } else {
           wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
         }
