@@ -71,7 +71,8 @@ struct Sm90WsShape {
   static constexpr int kQBytes = QTMA ? kPanels * kQPanelBytes : 0;
   // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full
   // and empty; Q full and empty
-  static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8;
+  // and Q full and empty; V's own empty barriers (kSm90SplitRelease)
+  static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8 + STAGES * 8;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kQBytes + kBarrierBytes + 1024;
   // 176: FlashAttention-3's tile without a mask at head dim 128 (two stages
   // fit; the scores must then read Q from shared memory, kSm90QShared).
@@ -88,7 +89,7 @@ struct Sm90WsShape {
 template <int BN, int STAGES, int D = 128, int CLUSTER = 1, bool QTMA = false>
 struct Sm90WsStages {
   using S = Sm90WsShape<BN, STAGES, D, QTMA>;
-  uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, items;
+  uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, v_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
         v(base + STAGES * S::kTileBytes),
@@ -100,6 +101,7 @@ struct Sm90WsStages {
         item_empty(item_full + 2 * 8),
         q_full(item_empty + 2 * 8),
         q_empty(q_full + 8),
+        v_empty(q_empty + 8),
         items(q + S::kQBytes) {}
   __device__ uint32_t item_slot(int k) const { return items + 64 * (k & 1); }
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
@@ -110,10 +112,10 @@ struct Sm90WsStages {
   __device__ bool test_v(int t) const { return mbarrier_test(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
   // Tile indices count on across a CTA's work items, so stages and phases carry
 // over. Called by every consumer warp once it is done with tile t's K and V.
-  __device__ void release(int t, int lane) const {
+  __device__ void release(int t, int lane, bool v_only = false) const {
     __syncwarp();
     if (lane == 0) {
-      const uint32_t bar = empty + 8 * (t % STAGES);
+      const uint32_t bar = (v_only ? v_empty : empty) + 8 * (t % STAGES);
       if constexpr (CLUSTER == 1) {
         mbarrier_arrive(bar);
       } else {
@@ -152,6 +154,7 @@ enum Sm90WsAblation : int {
   kSm90NoStore = 131072,        // no output stored (what the epilogue's stores cost)
   kSm90QuadStores = 524288,     // exact: a row's quad transposes its words so that each thread stores 16 bytes
   kSm90PackFirst = 1048576,     // exact: the next item's first P packed before the output is stored (fewer registers)
+  kSm90SplitRelease = 2097152,  // exact: a tile's K released once its scores are done, its V after P V (own barriers)
 };
 
 // kSm90Probe launches add, over every consumer warp, the cycles spent waiting
@@ -168,9 +171,10 @@ constexpr int kSm90TraceSteps = 512;
 constexpr int kSm90TracePoints = 9;
 __device__ long long sm90_ws_trace[2][kSm90TraceSteps][kSm90TracePoints];
 
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false>
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false, bool SPLIT_RELEASE = false>
 __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st) {
   for (int s = 0; s < STAGES; ++s) {
+    if constexpr (SPLIT_RELEASE) mbarrier_init(st.v_empty + 8 * s, 8 * CLUSTER);
     mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
     mbarrier_init(st.empty + 8 * s, 8 * CLUSTER);  // one arrive per consumer warp of the cluster
@@ -222,7 +226,8 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
   for (int t = 0; t < n_tiles; ++t) {
     const int g = tile_base + t;
     const int s = g % STAGES;
-    mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+    constexpr bool kSplitRelease = (ABLATE & kSm90SplitRelease) != 0;
+    mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);  // K's stage (and V's, unless split)
     if constexpr ((ABLATE & (kSm90NoFeedAfterFill | kSm90FeedEveryOtherTile)) != 0) {
       if ((ABLATE & kSm90NoFeedAfterFill) ? g >= STAGES : (g & 1) != 0) {
         mbarrier_arrive(st.k_full + 8 * s);
@@ -231,8 +236,14 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
       }
     }
     mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
-    mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
-    if (idle) continue;
+    if constexpr (!kSplitRelease) mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
+    if (idle) {
+      if constexpr (kSplitRelease) {
+        mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+        mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
+      }
+      continue;
+    }
     int group[kCopies], slots[kCopies];  // table lookups all in flight at once
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
@@ -244,7 +255,11 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
       slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
     }
 #pragma unroll
-    for (int kv = 0; kv < 2; ++kv)
+    for (int kv = 0; kv < 2; ++kv) {
+      if (kSplitRelease && kv == 1) {
+        mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+        mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
+      }
 #pragma unroll
       for (int i = 0; i < kCopies; ++i)
 #pragma unroll
@@ -260,6 +275,7 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
                                   (1u << CLUSTER) - 1);
           }
         }
+    }
   }
 }
 
@@ -535,7 +551,7 @@ __global__ void __launch_bounds__(384, 1)
   const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
+  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS, D, CLUSTER, QTMA, (ABLATE & kSm90SplitRelease) != 0>(st);
   // In a cluster, no CTA may arrive on or copy into another's barriers before
   // they exist, nor leave while another may still do so.
   if constexpr (CLUSTER > 1) {
@@ -826,6 +842,16 @@ __global__ void __launch_bounds__(384, 1)
   // the head of this file). last: the item's last tile, after whose scores
   // the next item is fetched and its Q loaded.
   constexpr bool kEarlyTests = (ABLATE & kSm90EarlyTests) != 0;
+  // kSm90SplitRelease: tile g's K is released once its scores are done,
+  // its V once its P V is; otherwise both at once after P V.
+  constexpr bool kSplitRelease = (ABLATE & kSm90SplitRelease) != 0;
+  static_assert(!kSplitRelease || (ABLATE & kSm90SerialTurns) == 0, "the serial order releases whole stages");
+  auto release_k = [&](int g) {
+    if constexpr (kSplitRelease) st.release(g, lane);
+  };
+  auto release_kv = [&](int g) {  // after P V
+    st.release(g, lane, kSplitRelease);
+  };
   constexpr bool kTrace = (ABLATE & kSm90Trace) != 0;
   [[maybe_unused]] const bool tracer = kTrace && blockIdx.x == 0 && ctid % 128 == 0;
   [[maybe_unused]] int traced = 0;
@@ -853,6 +879,7 @@ __global__ void __launch_bounds__(384, 1)
     stamp(5);
     wgmma_wait<1>();  // the scores (committed first) are done; P V may still run
     wgmma_keep(sc);
+    release_k(tile_base + t);
     stamp(6);
     if (last) free_q();
     if (last) fetch_next();
@@ -860,7 +887,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_wait<0>();
     wgmma_keep(o);
     stamp(7);
-    st.release(tile_base + t - 1, lane);
+    release_kv(tile_base + t - 1);
     if (last) load_next();
     pack();
     stamp(8);
@@ -936,6 +963,7 @@ __global__ void __launch_bounds__(384, 1)
   issue_scores(0);
   wgmma_wait<0>();
   wgmma_keep(sc);
+  release_k(0);
   if (n_tiles == 1) {
     free_q();
     fetch_next();
@@ -956,7 +984,8 @@ __global__ void __launch_bounds__(384, 1)
     for (int g = last + 1; g < first_next; ++g) {  // tiles only the other CTA computes
       wait_k(g);
       wait_v(g);
-      st.release(g, lane);
+      release_k(g);
+      release_kv(g);
     }
     const bool next = more;
     if (next) wait_k(first_next);
@@ -968,6 +997,7 @@ __global__ void __launch_bounds__(384, 1)
     float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};  // final
     wgmma_wait<1>();
     wgmma_keep(sc);
+    if (next) release_k(first_next);  // without one, the last K was scored again, and released before
     bool one_tile = false;
     if (next) {
       ++k;
@@ -980,7 +1010,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     wgmma_wait<0>();
     wgmma_keep(o);
-    st.release(last, lane);
+    release_kv(last);
     // kSm90PackFirst: pk is free now (the last P V is done), and packing the
     // next item's first P frees half of sc's registers before the stores.
     if constexpr ((ABLATE & kSm90PackFirst) != 0) {
