@@ -463,6 +463,9 @@ static const std::vector<Version> kPrefillVersions = {
     {"v89 v88 with 176-key tiles in two stages (FlashAttention-3's tile without a mask)",
      prefill_sm90_ws<176, 2, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
+    {"v91 v88 in two stages (v89's depth with 128-key tiles)",
+     prefill_sm90_ws<128, 2, Consumers::kPlain, 128, true,
+                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
     {"v92 v85 with K released once its scores are done, V after P V (barriers of their own)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 1, 16, true, true, true>},
@@ -470,9 +473,6 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<176, 2, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared | kSm90SplitRelease, 1, 16, true,
                      true, true>},
-    {"v91 v88 in two stages (v89's depth with 128-key tiles)",
-     prefill_sm90_ws<128, 2, Consumers::kPlain, 128, true,
-                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used

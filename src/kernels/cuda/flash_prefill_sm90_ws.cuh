@@ -70,8 +70,7 @@ struct Sm90WsShape {
   static constexpr int kQPanelBytes = kBM * 128;
   static constexpr int kQBytes = QTMA ? kPanels * kQPanelBytes : 0;
   // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full
-  // and empty; Q full and empty
-  // and Q full and empty; V's own empty barriers (kSm90SplitRelease)
+  // and empty; Q full and empty; V's own empty per stage (kSm90SplitRelease)
   static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8 + STAGES * 8;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kQBytes + kBarrierBytes + 1024;
   // 176: FlashAttention-3's tile without a mask at head dim 128 (two stages
@@ -236,12 +235,15 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
       }
     }
     mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
-    if constexpr (!kSplitRelease) mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
+    // With kSm90SplitRelease V's half of the stage is awaited on its own,
+    // after this issuer's K copies.
+    auto expect_v = [&] {
+      if constexpr (kSplitRelease) mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
+      mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
+    };
+    if constexpr (!kSplitRelease) expect_v();
     if (idle) {
-      if constexpr (kSplitRelease) {
-        mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
-        mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
-      }
+      if constexpr (kSplitRelease) expect_v();
       continue;
     }
     int group[kCopies], slots[kCopies];  // table lookups all in flight at once
@@ -256,10 +258,7 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>
     }
 #pragma unroll
     for (int kv = 0; kv < 2; ++kv) {
-      if (kSplitRelease && kv == 1) {
-        mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
-        mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
-      }
+      if (kSplitRelease && kv == 1) expect_v();
 #pragma unroll
       for (int i = 0; i < kCopies; ++i)
 #pragma unroll
