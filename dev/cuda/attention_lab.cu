@@ -451,7 +451,7 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90NoStore, 1, 16, true, true, true>},
     {"v83 v73 with the next item's first P packed before the output is stored",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst, 1, 16, true, true, true>},
-    {"v85 v83 with the output stored 16 bytes a thread, a quad's words transposed (production for contexts up to 4096)",
+    {"v85 v83 with the output stored 16 bytes a thread, a quad's words transposed (production before v92)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores, 1, 16,
                      true, true, true>},
     {"v87 v74 with v85's packing and stores (production)",
@@ -466,13 +466,16 @@ static const std::vector<Version> kPrefillVersions = {
     {"v91 v88 in two stages (v89's depth with 128-key tiles)",
      prefill_sm90_ws<128, 2, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
-    {"v92 v85 with K released once its scores are done, V after P V (barriers of their own)",
+    {"v92 v85 with K released once its scores are done, V after P V (barriers of their own; production for contexts up to 4096)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 1, 16, true, true, true>},
     {"v93 v89 with v92's release",
      prefill_sm90_ws<176, 2, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared | kSm90SplitRelease, 1, 16, true,
                      true, true>},
+    {"v94 v87 with v92's release",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
+                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 2, 16, true, true, true>},
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -494,6 +497,18 @@ static const std::vector<Version> kPrefill64Versions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
     {"d64 v11 v10 with the last round's items split over their keys without a mask (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true>},
+    {"d64 v15 d64 v11 with v85's packing and stores",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90PackFirst | kSm90QuadStores, 1, 16, false, true, true>},
+    {"d64 v16 d64 v15 with v92's release",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 1, 16,
+                     false, true, true>},
+    {"d64 v17 d64 v11 with v92's release",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90SplitRelease, 1, 16, false, true, true>},
+    {"d64 v18 d64 v11 with v85's stores",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90QuadStores, 1, 16, false, true, true>},
+    {"d64 v19 d64 v17 with v73's barrier tests",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90SplitRelease | kSm90EarlyTests, 1, 16, false, true,
+                     true>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).

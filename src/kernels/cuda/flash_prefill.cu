@@ -123,9 +123,14 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   // v74: the same bits, +1-2% from 2k tokens), and an item's output is
   // stored 16 bytes a thread after the next item's first P is packed (v85,
   // v87: the same bits; the stores had cost 4% at 4k tokens and 12-22% at
-  // 1k, v80). At head dim 64 the tests gained nothing (d64 v12); the stores
-  // there were not measured.
-  constexpr int kVariant = D == 128 ? kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores : kSm90Exact;
+  // 1k, v80). Without clusters a tile's K is released once its scores are
+  // done and its V after P V (v92: the same bits, +1-5% at 1k-2k, +0.5-2%
+  // at 4k in two sweeps); in clusters that gained only below 4k keys, where
+  // clusters do not run, and lost 0.3-0.8% above (v94). At head dim 64 the
+  // tests gained nothing (d64 v12) and the stores lost 6-9% (d64 v15).
+  constexpr int kVariant =
+      D == 128 ? kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | (CLUSTER == 1 ? kSm90SplitRelease : 0)
+               : kSm90Exact;
   constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, CLUSTER, kVariant,
                                                        16, QTMA>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");

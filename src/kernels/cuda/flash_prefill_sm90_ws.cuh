@@ -136,7 +136,8 @@ constexpr int kSm90Issuers = 4;
 // the scores from shared memory, the serial order, the early tests, the
 // packing and the stores).
 // Production launches kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores at
-// head dim 128 and none of the others.
+// head dim 128, with kSm90SplitRelease when not in clusters, and none of the
+// others.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
