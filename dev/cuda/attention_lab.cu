@@ -277,12 +277,12 @@ enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNo
 // QTMA: each item's Q copied into shared memory by the producer; TAIL: the
 // last heads' items handed out longest first (sm90_ws_tail_heads); SPLIT:
 // without a mask, the items of the last round split over their keys
-// (sm90_ws_split).
+// (sm90_ws_split); WG: consumer warpgroups.
 template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 128, bool PERSISTENT = false,
           int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false, bool TAIL = false,
-          bool SPLIT = false>
+          bool SPLIT = false, int WG = 2>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
   if (pr.block_size % GROUP != 0) {
     std::fprintf(stderr, "copies of %d keys need a block size that they divide (%d)\n", GROUP, pr.block_size);
@@ -304,7 +304,7 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
       if constexpr (kConsumers == Consumers::kV32) {
         return flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>;
       } else {
-        return flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE, GROUP, QTMA>;
+        return flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE, GROUP, QTMA, WG>;
       }
     }();
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
@@ -326,9 +326,9 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
       static const std::pair<float*, int32_t*> workspace = [sms] {
         float* partials = nullptr;
         int32_t* arrivals = nullptr;
-        CK(cudaMalloc(&partials, sms * Sm90WsPartial<128>::kBytesPerCta));
-        CK(cudaMalloc(&arrivals, sms * 8 * sizeof(int32_t)));
-        CK(cudaMemset(arrivals, 0, sms * 8 * sizeof(int32_t)));
+        CK(cudaMalloc(&partials, size_t{16} * sms * Sm90WsPartial<D>::kChunks * S::kConsumerThreads));
+        CK(cudaMalloc(&arrivals, sms * S::kConsumerWarps * sizeof(int32_t)));
+        CK(cudaMemset(arrivals, 0, sms * S::kConsumerWarps * sizeof(int32_t)));
         return std::pair{partials, arrivals};
       }();
       sched.partials = workspace.first;
@@ -495,7 +495,7 @@ static const std::vector<Version> kPrefill64Versions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, true>},
     {"d64 v10 v7 with the last heads' items longest first across them (production before d64 v11)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
-    {"d64 v11 v10 with the last round's items split over their keys without a mask (production)",
+    {"d64 v11 v10 with the last round's items split over their keys without a mask (production before d64 v21)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true>},
     {"d64 v15 d64 v11 with v85's packing and stores",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90PackFirst | kSm90QuadStores, 1, 16, false, true, true>},
@@ -509,6 +509,12 @@ static const std::vector<Version> kPrefill64Versions = {
     {"d64 v19 d64 v17 with v73's barrier tests",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90SplitRelease | kSm90EarlyTests, 1, 16, false, true,
                      true>},
+    {"d64 v20 d64 v11 with three consumer warpgroups (192-row query blocks, 32 / 160 registers)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true, 3>},
+    {"d64 v21 d64 v20 with the scores reading Q from shared memory (copied in by the producer; production)",
+     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90QShared, 1, 16, true, true, true, 3>},
+    {"d64 v22 d64 v21 with 4 stages",
+     prefill_sm90_ws<128, 4, Consumers::kPlain, 64, true, kSm90QShared, 1, 16, true, true, true, 3>},
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).

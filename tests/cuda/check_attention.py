@@ -194,10 +194,11 @@ def main():
         # Without a mask the Hopper kernel splits the items left for a last
         # round over their keys and merges the pieces: 2 x 16 heads x 9 query
         # blocks are 288 items for 132 SMs (24 left, two pieces each; the
-        # short row's 3 tiles as 1 + 2); at d 64, 32 heads.
+        # short row's 3 tiles as 1 + 2); at d 64 (192-row blocks) 2 x 12 heads
+        # x 6 blocks are 144 items (12 left, two pieces each).
         attention_case(lib, "small prefill non-causal, last round split", [1100, 40], [1100, 300], 16, 4, 128, bf,
                        causal=False)
-        attention_case(lib, "small prefill non-causal, last round split d64", [1100, 40], [1100, 300], 32, 8, 64, bf,
+        attention_case(lib, "small prefill non-causal, last round split d64", [1100, 40], [1100, 300], 12, 4, 64, bf,
                        causal=False)
         attention_case(lib, "small decode", [1, 1, 1], [1, 600, 1100], 8, 2, 64, fp, decode=True)
         kv_store_case(lib, bf)
@@ -214,11 +215,11 @@ def main():
         # The last round's items split over their keys (no mask), in clusters
         # (4097 keys): 272 items for 66 clusters leave 8, each in 8 pieces;
         # the last ones belong to a 300-key row of 3 tiles, so 5 of their
-        # pieces are empty. At d 64 (9 heads, 132 SMs) 66 items are left, in
-        # two pieces.
+        # pieces are empty. At d 64 (192-row blocks: 2 x 10 heads x 22 blocks,
+        # 132 SMs) 44 items are left, in three pieces.
         attention_case(lib, "prefill non-causal, last round split, pieces of a short row empty", [4097, 200],
                        [4097, 300], 8, 2, 128, bf, causal=False, seed=11)
-        attention_case(lib, "prefill non-causal, last round split d64", [4097, 200], [4097, 300], 9, 3, 64, bf,
+        attention_case(lib, "prefill non-causal, last round split d64", [4097, 200], [4097, 300], 10, 2, 64, bf,
                        causal=False, seed=12)
         for d in (64, 128):
             for dtype in (bf, fp):

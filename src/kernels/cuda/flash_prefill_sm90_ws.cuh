@@ -3,18 +3,18 @@
 // back with setmaxnreg) moves K/V tiles into shared memory with the tensor
 // memory accelerator, one bulk copy per 16-key block-table entry and 64-column
 // panel, completing on "full" mbarriers per stage (K and V apart); two
-// consumer warpgroups of 64 query rows run the wgmma products and the softmax
-// (online_softmax.cuh), and release each stage on its "empty" mbarrier. Inside
-// a consumer, tile t's scores are issued, then P_{t-1} V_{t-1}, then the
-// softmax of tile t, then the wait for that product (FlashAttention-3's
-// intra-warpgroup order; ptxas hoists the wait above the softmax, so in
-// practice the two consumer warpgroups overlap each other's softmax with
-// their products: dev/cuda/NOTES.md, v38). No consumer thread computes a K/V
+// consumer warpgroups of 64 query rows (three at head dim 64) run the wgmma
+// products and the softmax (online_softmax.cuh), and release each stage on
+// its "empty" mbarrier. Inside a consumer, tile t's scores are issued, then
+// P_{t-1} V_{t-1}, then the softmax of tile t, then the wait for that
+// product (FlashAttention-3's intra-warpgroup order; ptxas hoists the wait
+// above the softmax, so in practice the consumer warpgroups overlap each
+// other's softmax with their products: dev/cuda/NOTES.md, v38). No consumer thread computes a K/V
 // address or waits at a CTA-wide barrier. bf16, head dim 64 or 128 (one or
 // two 64-column panels per K/V row).
 //
 // Persistent: one CTA per SM takes work items (a sequence, a head, a block of
-// 128 query rows) from a global counter until none are left, heaviest block
+// 64 query rows per consumer warpgroup) from a global counter until none are left, heaviest block
 // of each head first, the blocks of one head together (their K/V stay in L2),
 // as the hardware hands out the blocks of a plain grid. So that a launch
 // does not end with a few CTAs busy and the rest idle, the last heads' items
@@ -57,11 +57,16 @@
 
 namespace exactly::kernels::cuda {
 
-template <int BN, int STAGES, int D = 128, bool QTMA = false>
+// WG: consumer warpgroups of 64 query rows each (2, or 3 as FlashAttention-3
+// runs head dim 64).
+template <int BN, int STAGES, int D = 128, bool QTMA = false, int WG = 2>
 struct Sm90WsShape {
   static constexpr int kD = D;
-  static constexpr int kBM = 128;  // two consumer warpgroups x 64 rows
-  static constexpr int kThreads = 384;
+  static constexpr int kWG = WG;
+  static constexpr int kBM = 64 * WG;
+  static constexpr int kConsumerThreads = 128 * WG;
+  static constexpr int kConsumerWarps = 4 * WG;
+  static constexpr int kThreads = 128 + kConsumerThreads;
   static constexpr int kPanels = D / 64;  // 64 bf16 columns = one 128-byte swizzled row
   static constexpr int kPanelBytes = BN * 128;
   static constexpr int kTileBytes = kPanels * kPanelBytes;
@@ -77,6 +82,7 @@ struct Sm90WsShape {
   // fit; the scores must then read Q from shared memory, kSm90QShared).
   static_assert(BN == 64 || BN == 128 || (BN == 176 && D == 128), "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
+  static_assert(WG == 2 || WG == 3, "consumer warpgroups");
 };
 
 // Where a CTA's stages and their barriers live in shared memory. K and V of a
@@ -85,9 +91,9 @@ struct Sm90WsShape {
 // CTAs every stage is filled in all of them at once (multicast), so a stage
 // is empty only once the consumers of every CTA have released it: each
 // consumer warp arrives on the empty barrier of each CTA.
-template <int BN, int STAGES, int D = 128, int CLUSTER = 1, bool QTMA = false>
+template <int BN, int STAGES, int D = 128, int CLUSTER = 1, bool QTMA = false, int WG = 2>
 struct Sm90WsStages {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
   uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, v_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
@@ -136,8 +142,8 @@ constexpr int kSm90Issuers = 4;
 // the scores from shared memory, the serial order, the early tests, the
 // packing and the stores).
 // Production launches kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores at
-// head dim 128, with kSm90SplitRelease when not in clusters, and none of the
-// others.
+// head dim 128, with kSm90SplitRelease when not in clusters, kSm90QShared at
+// head dim 64 (three consumer warpgroups), and none of the others.
 enum Sm90WsAblation : int {
   kSm90Exact = 0,
   kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
@@ -171,22 +177,24 @@ constexpr int kSm90TraceSteps = 512;
 constexpr int kSm90TracePoints = 9;
 __device__ long long sm90_ws_trace[2][kSm90TraceSteps][kSm90TracePoints];
 
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false, bool SPLIT_RELEASE = false>
-__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st) {
+template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false, bool SPLIT_RELEASE = false,
+          int WG = 2>
+__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st) {
+  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
   for (int s = 0; s < STAGES; ++s) {
-    if constexpr (SPLIT_RELEASE) mbarrier_init(st.v_empty + 8 * s, 8 * CLUSTER);
+    if constexpr (SPLIT_RELEASE) mbarrier_init(st.v_empty + 8 * s, S::kConsumerWarps * CLUSTER);
     mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
-    mbarrier_init(st.empty + 8 * s, 8 * CLUSTER);  // one arrive per consumer warp of the cluster
+    mbarrier_init(st.empty + 8 * s, S::kConsumerWarps * CLUSTER);  // one arrive per consumer warp of the cluster
   }
   for (int s = 0; s < 2; ++s) {
     mbarrier_init(st.item_full + 8 * s, 1);  // the scheduling thread's arrive
     // Every consumer thread (each read the slot) and issuer of the cluster
     // but the scheduling one (only the first CTA's barrier is used).
-    mbarrier_init(st.item_empty + 8 * s, (256 + ISSUERS) * CLUSTER - 1);
+    mbarrier_init(st.item_empty + 8 * s, (S::kConsumerThreads + ISSUERS) * CLUSTER - 1);
   }
-  mbarrier_init(st.q_full, 1);     // the issuing thread's arrive, plus the copies' bytes
-  mbarrier_init(st.q_empty, 256);  // every consumer thread, once its Q is in registers
+  mbarrier_init(st.q_full, 1);                     // the issuing thread's arrive, plus the copies' bytes
+  mbarrier_init(st.q_empty, S::kConsumerThreads);  // every consumer thread, once its Q is in registers
   mbarrier_init_fence();
 }
 
@@ -203,8 +211,8 @@ __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER,
 // copies. first_tile: the item's first key tile (a piece of a split item
 // starts past 0).
 template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
-          bool QTMA = false>
-__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, const CUtensorMap* k_map,
+          bool QTMA = false, int WG = 2>
+__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, const CUtensorMap* k_map,
                                 const CUtensorMap* v_map, const PrefillParams& p, int seq, int kv_head, int n_keys,
                                 int n_tiles, int tid, int tile_base = 0, int rank = 0, int first_tile = 0) {
   using S = Sm90WsShape<BN, STAGES, D, QTMA>;
@@ -368,8 +376,9 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
 // consumer thread and the other issuing warps read it. A consumer warp's
 // wait, all lanes present; the slot stays a thread's until it arrives on the
 // first CTA's item_empty.
-template <int BN, int STAGES, int D, int CLUSTER, bool QTMA>
-__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, int k) {
+template <int BN, int STAGES, int D, int CLUSTER, bool QTMA, int WG>
+__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st,
+                                                        int k) {
   if constexpr (CLUSTER == 1) {
     mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
   } else {  // the slot was written by the cluster's first CTA
@@ -381,8 +390,8 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, S
 // reads (one arrive per warp after a __syncwarp is as correct, but
 // compute-sanitizer's racecheck does not see the other lanes' reads as
 // ordered before it).
-template <int BN, int STAGES, int D, int CLUSTER, bool QTMA>
-__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, int k) {
+template <int BN, int STAGES, int D, int CLUSTER, bool QTMA, int WG>
+__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, int k) {
   if constexpr (CLUSTER == 1) {
     mbarrier_arrive(st.item_empty + 8 * (k & 1));
   } else {
@@ -402,28 +411,30 @@ __device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES,
 // into o and sum and returns true (store them); the others return false.
 // Each lane fences its own writes before the count and after reading it
 // (the pattern of a last-block reduction); the pieces are read from L2.
-template <int D, int CLUSTER>
+template <int D, int CLUSTER, int WG = 2>
 __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched, const Sm90WsDesc& w,
                                                     float (&o)[D / 2], const float (&mx)[2], float (&sum)[2],
                                                     int ctid, float scale_log2, int bn) {
-  constexpr int kChunks = Sm90WsPartial<D>::kChunks;
+  using S = Sm90WsShape<128, 1, D, false, WG>;
+  constexpr int kChunks = Sm90WsPartial<D>::kChunks, kThreads = S::kConsumerThreads;
   // Which of the item's query blocks this CTA holds: in a cluster the CTAs
   // take the two blocks in turns, so the CTA's rank does not say.
-  const int half = (w.m0 / Sm90WsShape<128, 1, D>::kBM) % CLUSTER;
+  const int half = (w.m0 / S::kBM) % CLUSTER;
   const int pieces = sched.split_pieces, split = w.piece / pieces, first = split * pieces;
   const int tiles = (w.pair_keys + bn - 1) / bn;
   auto slot = [&](int piece) {
-    return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + half) * kChunks * 256 + ctid;
+    return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + half) * kChunks * kThreads + ctid;
   };
   // A piece of an item shorter than `pieces` tiles may be empty: it never ran.
   auto ran = [&](int part) { return sm90_ws_part_first(tiles, part, pieces) != sm90_ws_part_end(tiles, part, pieces); };
   float4* mine = slot(w.piece);
 #pragma unroll
-  for (int c = 0; c < D / 8; ++c) mine[c * 256] = make_float4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
-  mine[(kChunks - 1) * 256] = make_float4(mx[0], mx[1], sum[0], sum[1]);
+  for (int c = 0; c < D / 8; ++c)
+    mine[c * kThreads] = make_float4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+  mine[(kChunks - 1) * kThreads] = make_float4(mx[0], mx[1], sum[0], sum[1]);
   __threadfence();
   __syncwarp();
-  int* arrivals = sched.arrivals + (split * CLUSTER + half) * 8 + ctid / 32;
+  int* arrivals = sched.arrivals + (split * CLUSTER + half) * S::kConsumerWarps + ctid / 32;
   int last = 0;
   if (ctid % 32 == 0) last = atomicAdd(arrivals, 1) == min(pieces, tiles) - 1;
   if (!__shfl_sync(0xffffffffu, last, 0)) return false;
@@ -432,7 +443,7 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
   float base[2] = {-INFINITY, -INFINITY};
   for (int part = 0; part < pieces; ++part) {
     if (!ran(part)) continue;
-    const float4 ml = __ldcg(slot(first + part) + (kChunks - 1) * 256);
+    const float4 ml = __ldcg(slot(first + part) + (kChunks - 1) * kThreads);
     if (ml.z > 0.f) base[0] = fmaxf(base[0], ml.x * scale_log2);
     if (ml.w > 0.f) base[1] = fmaxf(base[1], ml.y * scale_log2);
   }
@@ -442,7 +453,7 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
   for (int part = 0; part < pieces; ++part) {
     if (!ran(part)) continue;
     const float4* from = slot(first + part);
-    const float4 ml = __ldcg(from + (kChunks - 1) * 256);
+    const float4 ml = __ldcg(from + (kChunks - 1) * kThreads);
     // A piece's output is relative to 2^(its maximum x scale); a row that saw
     // no key there has a zero sum and adds nothing.
     const float f0 = ml.z > 0.f ? exp2_approx(fmaf(ml.x, scale_log2, -base[0])) : 0.f;
@@ -451,7 +462,7 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
     sum[1] += ml.w * f1;
 #pragma unroll
     for (int c = 0; c < D / 8; ++c) {
-      const float4 v = __ldcg(from + c * 256);
+      const float4 v = __ldcg(from + c * kThreads);
       o[4 * c] += v.x * f0;
       o[4 * c + 1] += v.y * f0;
       o[4 * c + 2] += v.z * f1;
@@ -470,12 +481,12 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
 // before its K/V, once the consumers have taken the previous item's Q into
 // registers: the consumers then wait for no global load between items.
 template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
-          bool QTMA = false>
-__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA>& st, const CUtensorMap* k_map,
+          bool QTMA = false, int WG = 2>
+__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, const CUtensorMap* k_map,
                                  const CUtensorMap* v_map, const CUtensorMap* q_map, const PrefillParams& p,
                                  const Sm90WsSchedule& sched, int tid) {
   static_assert(CLUSTER == 1 || CLUSTER == 2, "query blocks per item");
-  constexpr int kRows = Sm90WsShape<BN, STAGES, D>::kBM;
+  constexpr int kRows = Sm90WsShape<BN, STAGES, D, QTMA, WG>::kBM;
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
   const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
@@ -513,7 +524,7 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
     if (d.item >= sched.n_items) break;
     if constexpr (QTMA) {
       if (warp == 0 && ((ABLATE & kSm90QOnce) == 0 || k == 0)) {
-        using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+        using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
         mbarrier_wait(st.q_empty, (k & 1) ^ 1);
         mbarrier_arrive_expect_tx(st.q_full, S::kQBytes);
 #pragma unroll
@@ -522,7 +533,7 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
       }
     }
     const int n_tiles = d.tile_end - d.tile0;
-    sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA>(
+    sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA, WG>(
         st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base, rank, d.tile0);
     tile_base += n_tiles;
     if (scheduler) item = next;
@@ -536,19 +547,20 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
 }
 
 // q_map: the queries [tokens, heads, D] (make_heads_tensor_map), in boxes of
-// 128 tokens; read only with QTMA.
+// a query block's 64 x WG tokens; read only with QTMA.
 template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, int CLUSTER = 1, int ABLATE = kSm90Exact,
-          int GROUP = 16, bool QTMA = false>
-__global__ void __launch_bounds__(384, 1)
+          int GROUP = 16, bool QTMA = false, int WG = 2>
+__global__ void __launch_bounds__(128 * (WG + 1), 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const __grid_constant__ CUtensorMap q_map, const PrefillParams p,
                                  const Sm90WsSchedule sched) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
-  static_assert(S::kBM == 128, "the producer's query blocks");
+  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
+  static_assert(WG == 2 || (ABLATE & (kSm90SoftmaxTurns | kSm90SerialTurns | kSm90Trace)) == 0,
+                "turns and traces are for two consumer warpgroups");
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
   if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS, D, CLUSTER, QTMA, (ABLATE & kSm90SplitRelease) != 0>(st);
@@ -560,14 +572,26 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
   }
 
+  // Registers: 40 for the producer and 232 for each consumer thread with two
+  // consumer warpgroups; with three, FlashAttention-3's 32 and 160 (the
+  // whole 64K register file either way).
   if (tid < 128) {  // producer warpgroup
-    setmaxnreg_dec<40>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA>(st, &k_map, &v_map, &q_map, p, sched, tid);
+    if constexpr (WG == 2) {
+      setmaxnreg_dec<40>();
+    } else {
+      setmaxnreg_dec<32>();
+    }
+    sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA, WG>(st, &k_map, &v_map, &q_map, p, sched,
+                                                                              tid);
     if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }
 
-  setmaxnreg_inc<232>();
+  if constexpr (WG == 2) {
+    setmaxnreg_inc<232>();
+  } else {
+    setmaxnreg_inc<160>();
+  }
   [[maybe_unused]] const long long probe_start = (ABLATE & kSm90Probe) != 0 ? clock64() : 0;
   [[maybe_unused]] unsigned long long waited[4] = {0, 0, 0, 0};
   [[maybe_unused]] int between = 0;  // 2 while the steps between two items wait
@@ -937,7 +961,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       const float row_max[2] = {sm.m_run[0], sm.m_run[1]};
       float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};
-      if (w.piece < 0 || sm90_ws_merge_piece<D, CLUSTER>(sched, w, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
+      if (w.piece < 0 || sm90_ws_merge_piece<D, CLUSTER, WG>(sched, w, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
         const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
         store_o(w, inv);
       }
@@ -1019,7 +1043,7 @@ __global__ void __launch_bounds__(384, 1)
     const int done = next ? k - 1 : k;
     const Sm90WsDesc w_done = item_at(done);
     if (w_done.piece < 0 ||
-        sm90_ws_merge_piece<D, CLUSTER>(sched, w_done, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
+        sm90_ws_merge_piece<D, CLUSTER, WG>(sched, w_done, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
       const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
       store_o(w_done, inv);
     }

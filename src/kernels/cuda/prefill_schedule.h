@@ -36,12 +36,13 @@ struct Sm90WsSchedule {
   // zeroes again) merges them all in piece order.
   int32_t split_items = 0;
   int32_t split_pieces = 1;
-  float* partials = nullptr;    // [piece][query block][chunk][256 consumer threads] float4 (Sm90WsPartial)
-  int32_t* arrivals = nullptr;  // [split item][query block][8 consumer warps], zero between launches
+  float* partials = nullptr;    // [piece][query block][chunk][consumer thread] float4 (Sm90WsPartial)
+  int32_t* arrivals = nullptr;  // [split item][query block][consumer warp], zero between launches
 };
 
 // A piece's partial result, per consumer thread: its D / 2 output values in
-// D / 8 float4s, then its two rows' raw maxima and sums in one more.
+// D / 8 float4s, then its two rows' raw maxima and sums in one more;
+// kBytesPerCta for two consumer warpgroups.
 template <int D>
 struct Sm90WsPartial {
   static constexpr int kChunks = D / 8 + 1;
