@@ -9,28 +9,29 @@
 // P_{t-1} V_{t-1}, then the softmax of tile t, then the wait for that
 // product (FlashAttention-3's intra-warpgroup order; ptxas hoists the wait
 // above the softmax, so in practice the consumer warpgroups overlap each
-// other's softmax with their products: dev/cuda/NOTES.md, v38). No consumer thread computes a K/V
-// address or waits at a CTA-wide barrier. bf16, head dim 64 or 128 (one or
-// two 64-column panels per K/V row).
+// other's softmax with their products: dev/cuda/NOTES.md, v38). No consumer
+// thread computes a K/V address or waits at a CTA-wide barrier. bf16, head
+// dim 64 or 128 (one or two 64-column panels per K/V row).
 //
 // Persistent: one CTA per SM takes work items (a sequence, a head, a block of
-// 64 query rows per consumer warpgroup) from a global counter until none are left, heaviest block
-// of each head first, the blocks of one head together (their K/V stay in L2),
-// as the hardware hands out the blocks of a plain grid. So that a launch
-// does not end with a few CTAs busy and the rest idle, the last heads' items
-// go longest first across them under a causal mask (sm90_ws_tail_heads),
-// and without one the items of the last round run in pieces over their keys
-// that the last to finish merges (sm90_ws_split). The producer's first
-// warp describes each item once (where its rows are, how many keys it sees)
-// in a shared-memory slot and runs on into the next item's K/V while the
-// consumers finish the current one. The consumers run their steps on across
-// items too: the next item's Q is loaded once the current item's last scores
-// are done, and its first tile is scored, and its softmax run, under the
-// current item's last P V. So neither the pipeline nor an item's first and
-// last steps stand alone between items. With QTMA the producer copies each
-// item's Q into shared memory ahead of its K/V, and the consumers take it
-// into registers with ldmatrix (otherwise they load it from global memory
-// themselves, which at head dim 128 exposes its latency between items).
+// 64 query rows per consumer warpgroup) from a global counter until none are
+// left, heaviest block of each head first, the blocks of one head together
+// (their K/V stay in L2), as the hardware hands out the blocks of a plain grid.
+// So that a launch does not end with a few CTAs busy and the rest idle, the
+// last heads' items go longest first across them under a causal mask
+// (sm90_ws_tail_heads), and without one the items of the last round run in
+// pieces over their keys that the last to finish merges (sm90_ws_split). The
+// producer's first warp describes each item once (where its rows are, how many
+// keys it sees) in a shared-memory slot and runs on into the next item's K/V
+// while the consumers finish the current one. The consumers run their steps on
+// across items too: the next item's Q is loaded once the current item's last
+// scores are done, and its first tile is scored, and its softmax run, under the
+// current item's last P V. So neither the pipeline nor an item's first and last
+// steps stand alone between items. With QTMA the producer copies each item's Q
+// into shared memory ahead of its K/V, and the consumers take it into registers
+// with ldmatrix, or the scores read it there (kSm90QShared, at head dim 64);
+// otherwise they load it from global memory themselves, which at head dim 128
+// exposes its latency between items.
 //
 // In clusters of two (FlashAttention-3's ClusterM = 2), an
 // item is two adjacent query blocks of one head, one per CTA, and each K/V
@@ -215,7 +216,7 @@ template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = 
 __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, const CUtensorMap* k_map,
                                 const CUtensorMap* v_map, const PrefillParams& p, int seq, int kv_head, int n_keys,
                                 int n_tiles, int tid, int tile_base = 0, int rank = 0, int first_tile = 0) {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA>;
+  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
   constexpr int kIssuers = ISSUERS * CLUSTER, kGroupsPerTile = BN / GROUP;
   constexpr bool kWholeGroups = kGroupsPerTile >= kIssuers;
   static_assert(BN % GROUP == 0 && GROUP % 16 == 0, "whole 16-key groups per tile");
@@ -576,22 +577,14 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // consumer warpgroups; with three, FlashAttention-3's 32 and 160 (the
   // whole 64K register file either way).
   if (tid < 128) {  // producer warpgroup
-    if constexpr (WG == 2) {
-      setmaxnreg_dec<40>();
-    } else {
-      setmaxnreg_dec<32>();
-    }
+    setmaxnreg_dec<WG == 2 ? 40 : 32>();
     sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA, WG>(st, &k_map, &v_map, &q_map, p, sched,
                                                                               tid);
     if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }
 
-  if constexpr (WG == 2) {
-    setmaxnreg_inc<232>();
-  } else {
-    setmaxnreg_inc<160>();
-  }
+  setmaxnreg_inc<WG == 2 ? 232 : 160>();
   [[maybe_unused]] const long long probe_start = (ABLATE & kSm90Probe) != 0 ? clock64() : 0;
   [[maybe_unused]] unsigned long long waited[4] = {0, 0, 0, 0};
   [[maybe_unused]] int between = 0;  // 2 while the steps between two items wait
