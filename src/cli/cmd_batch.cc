@@ -11,11 +11,12 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "server/openai_request.h"
 #include "cli/progress_bar.h"
 #include "core/error.h"
 #include "core/format.h"
 #include "engine/engine.h"
+#include "server/openai_request.h"
+#include "server/request_body.h"
 
 namespace exactly::cli {
 
@@ -77,8 +78,8 @@ void run(BatchOptions& o) {
     const std::string where = strformat("%s:%zu", o.input.c_str(), n);
     json body;
     try {
-      body = json::parse(line);
-    } catch (const json::parse_error& e) {
+      body = server::parse_request_body(line);
+    } catch (const server::RequestError& e) {
       throw Error(strformat("%s: invalid JSON (%s)", where.c_str(), e.what()), ExitCode::kBadInput);
     }
     requests.push_back(parse_completion_request(body, tok, m.config().vocab_size, where));

@@ -25,9 +25,12 @@ std::string content_text(const json& content) {
   if (!content.is_array()) bad("has a content that is not a string or an array of parts");
   std::string text;
   for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    auto type = part.is_object() ? part.find("type") : part.end();
+    auto text_field = part.is_object() ? part.find("text") : part.end();
+    if (!part.is_object() || type == part.end() || *type != "text" || text_field == part.end() ||
+        !text_field->is_string())
       bad("has a content part that is not {\"type\": \"text\", \"text\": string}");
-    text += part["text"].get<std::string>();
+    text += text_field->get<std::string>();
   }
   return text;
 }

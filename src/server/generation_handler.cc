@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/openai_request.h"
+#include "server/request_body.h"
 
 namespace exactly::server {
 
@@ -170,8 +171,8 @@ void handle_generation(Endpoint endpoint, const httplib::Request& req, httplib::
                        const GenerationContext& ctx) {
   json body;
   try {
-    body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
+    body = parse_request_body(req.body);
+  } catch (const RequestError& e) {
     throw ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", ""};
   }
   if (!body.is_object()) throw ApiError{400, "the body must be a JSON object", "invalid_request_error", "", ""};

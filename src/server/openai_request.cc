@@ -1,6 +1,8 @@
 #include "server/openai_request.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "core/format.h"
 
@@ -15,17 +17,28 @@ namespace {
   throw RequestError(where.empty() ? message : where + ": " + message, field);
 }
 
+// Numbers are range-checked in the widest type before they are narrowed, so
+// 2^32 + 1 is refused rather than read as 1.
 template <class T>
 void read_number(const json& body, const char* field, T& out, const std::string& where) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return;
   if (!it->is_number()) bad(where, field, "must be a number, got " + std::string(it->type_name()));
+  using limits = std::numeric_limits<T>;
   if constexpr (std::is_integral_v<T>) {
     if (!it->is_number_integer()) bad(where, field, "must be an integer");
-    out = it->get<T>();
+    const bool fits = it->is_number_unsigned()
+                          ? it->get<uint64_t>() <= static_cast<uint64_t>(limits::max())
+                          : it->get<int64_t>() >= static_cast<int64_t>(limits::min()) &&
+                                it->get<int64_t>() <= static_cast<int64_t>(limits::max());
+    if (!fits)
+      bad(where, field, strformat("must be between %lld and %lld", static_cast<long long>(limits::min()),
+                                  static_cast<long long>(limits::max())));
+    out = static_cast<T>(it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>());
   } else {
-    out = it->get<T>();
-    if (!std::isfinite(static_cast<double>(out))) bad(where, field, "must be finite");
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || std::fabs(v) > static_cast<double>(limits::max())) bad(where, field, "must be finite");
+    out = static_cast<T>(v);
   }
 }
 
@@ -70,6 +83,7 @@ RequestParams parse_generation_fields(const json& body, const std::string& where
   read_number(body, "top_p", p.sampling.top_p, where);
   check_range(where, "top_p", p.sampling.top_p, 1e-9, 1);
   read_number(body, "top_k", p.sampling.top_k, where);
+  if (p.sampling.top_k < -1) bad(where, "top_k", "must be -1 or 0 (off) or a positive number of tokens");
   if (p.sampling.top_k < 0) p.sampling.top_k = 0;  // -1 means off, as in vLLM
   read_number(body, "min_p", p.sampling.min_p, where);
   check_range(where, "min_p", p.sampling.min_p, 0, 1);
@@ -84,7 +98,8 @@ RequestParams parse_generation_fields(const json& body, const std::string& where
   read_number(body, "priority", p.priority, where);
   if (auto s = body.find("seed"); s != body.end() && !s->is_null()) {
     if (!s->is_number_integer()) bad(where, "seed", "must be an integer");
-    p.sampling.seed = static_cast<uint64_t>(s->get<int64_t>());
+    // Negative seeds are taken modulo 2^64, as every other 64-bit seed.
+    p.sampling.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
   }
   if (auto e = body.find("ignore_eos"); e != body.end() && !e->is_null()) {
     if (!e->is_boolean()) bad(where, "ignore_eos", "must be a boolean");
@@ -107,8 +122,10 @@ RequestParams parse_generation_fields(const json& body, const std::string& where
   if (auto st = body.find("stop_token_ids"); st != body.end() && !st->is_null()) {
     if (!st->is_array()) bad(where, "stop_token_ids", "must be an array of token ids");
     for (const auto& s : *st) {
-      if (!s.is_number_integer()) bad(where, "stop_token_ids", "must be an array of token ids");
-      p.stop_token_ids.push_back(s.get<int32_t>());
+      const bool id = s.is_number_integer() && (s.is_number_unsigned() ? s.get<uint64_t>() <= INT32_MAX
+                                                                        : s.get<int64_t>() >= 0 && s.get<int64_t>() <= INT32_MAX);
+      if (!id) bad(where, "stop_token_ids", "must be an array of token ids");
+      p.stop_token_ids.push_back(static_cast<int32_t>(s.get<int64_t>()));
     }
   }
   return p;

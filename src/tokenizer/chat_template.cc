@@ -2,12 +2,38 @@
 
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
+#include "core/format.h"
 #include "tokenizer/jinja_eval.h"
 
 namespace exactly {
 namespace {
+
+// Whether `j` nests at most `limit` arrays and objects deep, walked with an
+// explicit stack: copies and conversions of JSON recurse once per level, so
+// the depth is checked before anything copies it.
+template <class Json>
+bool nests_within(const Json& j, int limit) {
+  std::vector<std::pair<const Json*, int>> stack{{&j, 0}};
+  while (!stack.empty()) {
+    auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (!node->is_structured()) continue;
+    if (depth >= limit) return false;
+    for (const auto& child : *node) stack.emplace_back(&child, depth + 1);
+  }
+  return true;
+}
+
+template <class Json>
+void check_depth(const Json& j, const char* what) {
+  if (!nests_within(j, jinja::Value::kMaxJsonDepth))
+    throw Error(strformat("chat template %s nest more than %d deep", what, jinja::Value::kMaxJsonDepth),
+                ExitCode::kBadInput);
+}
 
 template <class Json>
 jinja::ValueDict to_variables(const Json& variables) {
@@ -34,6 +60,8 @@ ChatTemplate cached_parse(const std::string& template_text) {
 template <class Json>
 std::string render_with(const std::string& template_text, const Json& messages, bool add_generation_prompt,
                         const std::string& bos_token, const std::string& eos_token, const Json& extra) {
+  check_depth(messages, "messages");
+  check_depth(extra, "variables");
   Json variables = extra.is_object() ? extra : Json::object();
   variables["messages"] = messages;
   variables["add_generation_prompt"] = add_generation_prompt;

@@ -15,6 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "core/format.h"
+
 namespace exactly::jinja {
 
 struct Value;
@@ -54,8 +57,11 @@ struct Value {
   static Value from_dict(ValueDict d);
   static Value new_namespace(ValueDict d);
   static Value from_function(Function f);
+  // JSON nested deeper than kMaxJsonDepth is refused (Error): the conversion
+  // and everything that walks a Value later recurse once per level.
+  static constexpr int kMaxJsonDepth = 256;
   template <class Json>
-  static Value from_json(const Json& j);
+  static Value from_json(const Json& j, int depth = 0);
 
   bool is_undefined() const { return kind == Kind::kUndefined; }
   bool is_none() const { return kind == Kind::kNone; }
@@ -98,7 +104,9 @@ std::vector<char32_t> decode_utf8(const std::string& s);
 std::string encode_utf8(const std::vector<char32_t>& cps);
 
 template <class Json>
-Value Value::from_json(const Json& j) {
+Value Value::from_json(const Json& j, int depth) {
+  if (depth >= kMaxJsonDepth && (j.is_array() || j.is_object()))
+    throw Error(strformat("a template value nests more than %d deep", kMaxJsonDepth), ExitCode::kBadInput);
   switch (j.type()) {
     case nlohmann::json::value_t::null: return none();
     case nlohmann::json::value_t::boolean: return from_bool(j.template get<bool>());
@@ -108,12 +116,12 @@ Value Value::from_json(const Json& j) {
     case nlohmann::json::value_t::string: return from_string(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       ValueList items;
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) items.push_back(from_json(e, depth + 1));
       return from_list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       ValueDict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), from_json(it.value(), depth + 1));
       return from_dict(std::move(d));
     }
     default: return none();

@@ -195,5 +195,26 @@ TEST(ChatTemplateApi, RendersMessagesWithTokens) {
   EXPECT_EQ(render_chat_template(tmpl, messages, false, "", "", {{"tools", {1, 2}}}), "<user>{{ not evaluated }}2");
 }
 
+// Values from JSON are converted by recursion, so their depth is bounded: a
+// message nested past the limit is refused with an error, not a stack overflow.
+TEST(ChatTemplate, DeeplyNestedMessagesAreRefused) {
+  const std::string tmpl = "{% for m in messages %}{{ m.content }}{% endfor %}";
+  auto nested = [](int depth) {  // built by moves: a copy of a deep value recurses once per level
+    nlohmann::json j = nlohmann::json::array();
+    for (int i = 0; i < depth; ++i) {
+      nlohmann::json outer = nlohmann::json::array();
+      outer.push_back(std::move(j));
+      j = std::move(outer);
+    }
+    return j;
+  };
+  nlohmann::json deep = nested(100000);
+  nlohmann::json messages = {{{"role", "user"}, {"content", "hi"}}};
+  messages[0]["extra"] = std::move(deep);
+  EXPECT_THROW(render_chat_template(tmpl, messages, false, "", ""), Error);
+  messages[0]["extra"] = nested(200);
+  EXPECT_EQ(render_chat_template(tmpl, messages, false, "", ""), "hi");
+}
+
 }  // namespace
 }  // namespace exactly
