@@ -8,6 +8,10 @@
 // kernel between products as in the engine's chain.
 //
 //   gemv_lab [VERSION]     without VERSION every version runs
+//   gemv_lab --canonical [N ...] the products of a decode step with N rows (1
+//                           to 64; default 1 2 4 8 16 32 64) in the canonical
+//                           order (gemm.h) against the fastest: each checked
+//                           bit for bit against cuBLASLt without split-K
 //   gemv_lab --rows [N ...] the products of a decode step with N rows (2 to
 //                           64; default 2 4 8 16 32 64): cuBLASLt against
 //                           few-row tensor-core kernels
@@ -29,6 +33,7 @@
 #include "lab_common.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_rows.h"
 #include "variants/gemm_rows.cuh"
 #include "variants/gemv_bulk.cuh"
 
@@ -275,7 +280,7 @@ Version rows_version(const char* name) {
 }
 
 std::vector<Version> rows_versions() {
-  static Gemm cublaslt(false, 0);
+  static Gemm cublaslt(GemmOrder::kFastest, 0);
   std::vector<Version> v;
   v.push_back({"r0 cuBLASLt (production)",
                [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
@@ -326,6 +331,86 @@ bool validate_rows(const std::vector<Version>& vs, Buffers& b, int max_n) {
   return ok;
 }
 
+// ---- the canonical order against the fastest ----
+
+std::vector<Version> canonical_versions() {
+  static Gemm fastest(GemmOrder::kFastest), lt_canonical(GemmOrder::kCanonical, 0), canonical(GemmOrder::kCanonical);
+  auto version = [](const char* name, Gemm* g) {
+    return Version{name, [g](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+                     g->run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
+                   }};
+  };
+  return {version("f0 fastest (production: streaming at 1 row, cuBLASLt's choice beyond)", &fastest),
+          version("c1 canonical: cuBLASLt without split-K", &lt_canonical),
+          version("c2 canonical: gemm_rows (200 KB of stages), cuBLASLt beyond 64 rows", &canonical),
+          Version{"c3 canonical: gemm_rows with 100 KB of stages (two CTAs an SM)",
+                  [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+                    gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st,
+                                   100);
+                  }}};
+}
+
+// Every canonical version against c1 bit for bit at every row count, row 0
+// the same at every count, and against float64.
+bool validate_canonical(const std::vector<Version>& vs, Buffers& b, const std::vector<int>& counts) {
+  bool ok = true;
+  const int max_n = *std::max_element(counts.begin(), counts.end());
+  for (const Shape& s : kShapes) {
+    const void* w = b.weights[&s - kShapes][0];
+    const Reference exact = reference(b, s, w, max_n);
+    std::vector<float> row0;
+    for (int n : counts) {
+      reset_out(b, max_n);
+      vs[1].launch(b.x, w, out_for(b, s), n, s, nullptr);
+      CK(cudaDeviceSynchronize());
+      const auto want = read_out(b, s, n);
+      for (size_t vi = 2; vi < vs.size(); ++vi) {
+        reset_out(b, max_n);
+        vs[vi].launch(b.x, w, out_for(b, s), n, s, nullptr);
+        CK(cudaDeviceSynchronize());
+        const auto got = read_out(b, s, n);
+        size_t diff = 0;
+        for (size_t j = 0; j < got.size(); ++j) diff += std::memcmp(&got[j], &want[j], 4) != 0;
+        if (row0.empty()) row0.assign(got.begin(), got.begin() + s.m);
+        const bool same_row0 = std::memcmp(row0.data(), got.data(), size_t(s.m) * 4) == 0;
+        double worst = 0;
+        for (int t = 0; t < n; ++t)
+          for (int r = 0; r < 64; ++r) {
+            const double ref = exact.value[size_t(t) * 64 + r], mag = exact.magnitude[size_t(t) * 64 + r];
+            const double err = std::fabs(got[size_t(t * s.m + r)] - ref);
+            const double tol = (s.f32 ? (s.k / 16 + 3) * 0x1p-24 : 8e-3) * (mag + std::fabs(ref));
+            worst = std::max(worst, err / (mag + 1e-30));
+            if (!(err <= tol)) ok = false;
+          }
+        ok = ok && diff == 0 && same_row0;
+        std::printf("validated %-20s n=%-2d %s vs c1: %zu of %zu differ; row 0 %s; worst error %.2e of the absolute "
+                    "sum\n",
+                    s.name, n, vs[vi].name.substr(0, 2).c_str(), diff, got.size(),
+                    same_row0 ? "as at the first count" : "DIFFERS", worst);
+      }
+    }
+  }
+  return ok;
+}
+
+int canonical_main(const std::vector<int>& row_counts, Buffers& b, double total_bytes) {
+  auto all = canonical_versions();
+  const bool ok = validate_canonical(all, b, row_counts);
+  std::printf(ok ? "canonical products identical at every row count\n" : "VALIDATION FAILED\n");
+  for (int n : row_counts) {
+    std::printf("\n%d rows: %-72s %9s %9s %9s %9s %9s | %9s %9s\n", n, "version (us per product, GB/s)", "qkv", "o",
+                "gate/up", "down", "head", "chain ms", "+spacers");
+    for (const Version& v : all) {
+      for (int si = 0; si < 5; ++si) v.launch(b.x, b.weights[si][0], out_for(b, kShapes[si]), n, kShapes[si], nullptr);
+      CK(cudaDeviceSynchronize());
+      time_version(v, b, n, 80);
+    }
+  }
+  std::printf("\nchain: 32 layers x (qkv, o, gate/up, down) + head = %.2f GB; at 4.22 TB/s %.3f ms\n",
+              total_bytes / 1e9, total_bytes / 4.22e12 * 1e3);
+  return ok ? 0 : 1;
+}
+
 int rows_main(const std::vector<int>& row_counts, Buffers& b, double total_bytes) {
   auto all = rows_versions();
   const int max_n = *std::max_element(row_counts.begin(), row_counts.end());
@@ -350,7 +435,8 @@ int rows_main(const std::vector<int>& row_counts, Buffers& b, double total_bytes
 
 int main(int argc, char** argv) {
   const bool rows_mode = argc > 1 && std::strcmp(argv[1], "--rows") == 0;
-  const int only = argc > 1 && !rows_mode ? std::atoi(argv[1]) : 0;
+  const bool canonical_mode = argc > 1 && std::strcmp(argv[1], "--canonical") == 0;
+  const int only = argc > 1 && !rows_mode && !canonical_mode ? std::atoi(argv[1]) : 0;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   g_sms = prop.multiProcessorCount;
@@ -378,6 +464,12 @@ int main(int argc, char** argv) {
   CK(cudaMemset(b.spacer, 0, 1024 * 4));
   CK(cudaDeviceSynchronize());
 
+  if (canonical_mode) {
+    std::vector<int> counts;
+    for (int i = 2; i < argc; ++i) counts.push_back(std::min(64, std::max(1, std::atoi(argv[i]))));
+    if (counts.empty()) counts = {1, 2, 4, 8, 16, 32, 64};
+    return canonical_main(counts, b, total_bytes);
+  }
   if (rows_mode) {
     std::vector<int> counts;
     for (int i = 2; i < argc; ++i) counts.push_back(std::min(64, std::max(2, std::atoi(argv[i]))));

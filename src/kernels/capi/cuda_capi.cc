@@ -75,9 +75,13 @@ extern "C" int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_
                                  int accumulate, int path, void* stream) {
   return exactly::capi::guarded([&] {
     // One Gemm per path for the process: plans are chosen once per shape.
-    static std::unique_ptr<Gemm> gemms[3];
-    EXACTLY_CUDA_REQUIRE(path >= 0 && path <= 2, "gemm: path %d (0, 1 or 2)", path);
-    if (!gemms[path]) gemms[path] = std::make_unique<Gemm>(path == 2, path == 0 ? kGemvMaxRows : 0);
+    // 0: fastest order, streaming kernel up to 8 rows; 1: fastest, cuBLASLt
+    // only; 2: canonical order; 3: canonical, cuBLASLt only.
+    static std::unique_ptr<Gemm> gemms[4];
+    EXACTLY_CUDA_REQUIRE(path >= 0 && path <= 3, "gemm: path %d (0 to 3)", path);
+    if (!gemms[path])
+      gemms[path] = std::make_unique<Gemm>(path < 2 ? GemmOrder::kFastest : GemmOrder::kCanonical,
+                                           path == 0 ? kGemvMaxRows : path == 2 ? -1 : 0);
     gemms[path]->run(x, w, out, n, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0, stream_of(stream));
   });
 }

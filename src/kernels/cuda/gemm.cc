@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/gemm_rows.h"
 
 namespace exactly::kernels::cuda {
 namespace {
@@ -18,10 +19,6 @@ void check_lt(cublasStatus_t status, const char* what) {
 }
 
 cudaDataType_t cuda_type(GemmOut t) { return t == GemmOut::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
-
-// In deterministic mode every row count of a weight shares the algorithm
-// chosen for this many rows.
-constexpr int64_t kDeterministicRows = 256;
 
 }  // namespace
 
@@ -37,13 +34,14 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(bool deterministic, int gemv_max_rows, size_t workspace_bytes)
-    : deterministic_(deterministic), gemv_max_rows_(deterministic ? 0 : gemv_max_rows),
-      workspace_bytes_(workspace_bytes) {
+Gemm::Gemm(GemmOrder order, int few_rows, size_t workspace_bytes)
+    : order_(order), workspace_bytes_(workspace_bytes) {
+  const int most = order == GemmOrder::kCanonical ? kGemmRowsMax : kGemvMaxRows;
+  few_rows_ = few_rows < 0 ? (order == GemmOrder::kCanonical ? kGemmRowsMax : kGemvDefaultRows) : std::min(few_rows, most);
   // EXACTLY_CUDA_GEMV_ROWS=N overrides where the streaming kernel takes over
-  // (0: cuBLASLt only), to compare the paths in place.
-  if (const char* e = std::getenv("EXACTLY_CUDA_GEMV_ROWS"); e != nullptr && !deterministic)
-    gemv_max_rows_ = std::min(std::atoi(e), kGemvMaxRows);
+  // in the fastest order (0: cuBLASLt only), to compare the paths in place.
+  if (const char* e = std::getenv("EXACTLY_CUDA_GEMV_ROWS"); e != nullptr && order == GemmOrder::kFastest)
+    few_rows_ = std::clamp(std::atoi(e), 0, kGemvMaxRows);
   cublasLtHandle_t h = nullptr;
   check_lt(cublasLtCreate(&h), "create");
   handle_ = h;
@@ -73,9 +71,8 @@ void make_layouts(cublasLtMatrixLayout_t* a, cublasLtMatrixLayout_t* b, cublasLt
 
 }  // namespace
 
-// One plan per shape, made on first use. In deterministic mode a shape's
-// algorithm is not its own: it is the one chosen (without split-K) for
-// kDeterministicRows rows of the same weight, checked once to take n rows.
+// One plan per shape, made on first use: cuBLASLt's first heuristic choice,
+// in canonical order among the algorithms without split-K only.
 const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate) {
   auto key = std::make_tuple(n, m, k, static_cast<int>(out_type), accumulate);
   auto it = plans_.find(key);
@@ -89,23 +86,13 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   make_layouts(&plan->a, &plan->b, &plan->c, n, m, k, out_type);
   auto lt = static_cast<cublasLtHandle_t>(handle_);
 
-  if (deterministic_ && n != kDeterministicRows) {
-    plan->algo = plan_for(kDeterministicRows, m, k, out_type, accumulate).algo;
-    cublasLtMatmulHeuristicResult_t check{};
-    if (cublasLtMatmulAlgoCheck(lt, plan->op, plan->a, plan->b, plan->c, plan->c, &plan->algo, &check) !=
-        CUBLAS_STATUS_SUCCESS)
-      fail("cuBLASLt: the pinned algorithm does not take %lld rows of a %lld x %lld weight", static_cast<long long>(n),
-           static_cast<long long>(m), static_cast<long long>(k));
-    return *plans_.emplace(key, std::move(plan)).first->second;
-  }
-
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                 sizeof workspace_bytes_),
            "preference workspace");
-  if (deterministic_) {
-    // No split-K: each output's sum runs over k in one kernel's fixed order.
+  if (order_ == GemmOrder::kCanonical) {
+    // No split-K: each output's sum runs over k in one kernel, in order.
     const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
     check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none),
              "preference reduction");
@@ -127,7 +114,12 @@ void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, in
                bool accumulate, cudaStream_t stream) {
   if (n == 0) return;
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm: accumulating needs an fp32 output");
-  if (n <= gemv_max_rows_ && gemv_applies(n, k, x, w)) return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
+  if (n <= few_rows_) {
+    if (order_ == GemmOrder::kCanonical && gemm_rows_applies(n, m, k, x, w))
+      return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
+    if (order_ == GemmOrder::kFastest && gemv_applies(n, k, x, w))
+      return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
+  }
   const Plan& plan = plan_for(n, m, k, out_type, accumulate);
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, out,

@@ -1,9 +1,13 @@
-// Matrix products of the linear layers through cuBLASLt: bf16 operands, fp32
-// accumulation, output in bf16 or fp32 (optionally added to what is there:
-// the residual connection fused into the product's epilogue). The algorithm
-// for each shape is chosen once, on first use, and pinned for the process;
-// with `deterministic`, one algorithm without split-K is pinned for every
-// number of rows of a weight, so a row's bits do not depend on the batch.
+// Matrix products of the linear layers: bf16 operands, fp32 accumulation,
+// output in bf16 or fp32 (optionally added to what is there: the residual
+// connection fused into the product's epilogue).
+//
+// The canonical order sums each output in one fp32 accumulator fed by the
+// tensor core's k16 steps from k = 0 upwards, with no split of k. It is the
+// order of every cuBLASLt algorithm without split-K, of wgmma at any N and of
+// mma.sync, with either operand as A (dev/cuda/order_lab.cu checks each, bit
+// for bit), so a row's bits depend on the row and the weight alone: never on
+// the number of rows, the kernel chosen for them, or the rest of the batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,20 +21,31 @@ namespace exactly::kernels::cuda {
 
 enum class GemmOut : int { bf16 = 0, f32 = 1 };
 
-// The few-row path (decode of a few sequences): a streaming matrix-vector
-// kernel for up to kGemvMaxRows rows. Gemm sends products of at most
-// `gemv_max_rows` rows to it (never in deterministic mode: its rows' bits
-// differ from cuBLASLt's); kGemvDefaultRows is where it beats cuBLASLt on
-// the H200 (BENCHMARKS.md).
+// The fastest order's few-row path: a streaming matrix-vector kernel on CUDA
+// cores for up to kGemvMaxRows rows (its sums are not the canonical order's);
+// kGemvDefaultRows is where it beats cuBLASLt on the H200 (BENCHMARKS.md).
 inline constexpr int kGemvMaxRows = 8;
 inline constexpr int kGemvDefaultRows = 1;
 bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w);
 void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
                bool accumulate, cudaStream_t stream);
 
+enum class GemmOrder {
+  // One order for every row count: gemm_rows.h up to kGemmRowsMax rows,
+  // cuBLASLt's fastest algorithm without split-K beyond.
+  kCanonical,
+  // Whatever is fastest at each row count: the streaming single-row kernel
+  // (CUDA cores), cuBLASLt's first heuristic choice (split-K included). A
+  // row's bits depend on how many rows share the call.
+  kFastest,
+};
+
 class Gemm {
  public:
-  explicit Gemm(bool deterministic = false, int gemv_max_rows = kGemvDefaultRows,
+  // `few_rows`: how many rows at most go to the few-row kernel of the order
+  // (gemm_rows in canonical order, the streaming kernel in the fastest);
+  // -1 takes the order's default, 0 sends every product to cuBLASLt.
+  explicit Gemm(GemmOrder order = GemmOrder::kCanonical, int few_rows = -1,
                 size_t workspace_bytes = size_t{32} << 20);
   ~Gemm();
   Gemm(const Gemm&) = delete;
@@ -47,8 +62,8 @@ class Gemm {
   struct Plan;
   const Plan& plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate);
 
-  bool deterministic_;
-  int gemv_max_rows_;
+  GemmOrder order_;
+  int few_rows_;
   size_t workspace_bytes_;
   void* workspace_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t

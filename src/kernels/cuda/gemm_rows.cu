@@ -1,0 +1,307 @@
+// Products with up to 64 rows (decode steps) in the canonical order: each
+// output is one fp32 accumulator fed by tensor-core k16 steps from k = 0
+// upwards, the order of cuBLASLt's kernels without split-K (gemm.h), so a
+// row's bits do not depend on the number of rows or on which kernel ran.
+//
+// Reading the weight once at the memory's speed is all that matters at these
+// sizes, and a sum that may not be split makes each output a chain of k / 16
+// dependent steps. So the weight rows go on wgmma's M side, 64 to a
+// warpgroup, whose chained steps issue back to back, and the few input rows
+// on its N side (8 to 64). A producer warp streams 64-row weight tiles and the
+// input rows with the tensor memory accelerator into a ring of stages
+// (128-byte swizzle, completion on mbarriers); the consumer warpgroup runs its
+// tile's whole k. CTAs are persistent, one per SM, each over an equal share of
+// the tiles. Under dependent launch the producer starts streaming weights
+// before the kernel ahead has finished (weights are never written).
+#include "kernels/cuda/gemm_rows.h"
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dependent_launch.h"
+#include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/tma_primitives.cuh"
+#include "kernels/cuda/wgmma_kk.cuh"
+#include "kernels/cuda/wgmma_primitives.cuh"
+
+namespace exactly::kernels::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kTileRows = 64;     // weight rows per tile: wgmma's M
+constexpr int kUnitRows = 16;     // the grain of a CTA's share of the weight rows
+constexpr int kWeightPanelBytes = kTileRows * 128;
+
+enum class OutKind : int { kBf16 = 0, kF32 = 1, kF32Add = 2 };
+
+// N input rows (a multiple of 8) on wgmma's N side; stages of P 64-column
+// panels of k (k a multiple of 64 P: a stage is never partial, so the
+// consumer's steps are one unrolled sequence); kBudget bytes of stages.
+template <int N, int P, int kBudget>
+struct RowsShape {
+  static constexpr int kStageK = 64 * P;
+  static constexpr int kWeightBytes = P * kWeightPanelBytes;
+  static constexpr int kInputPanelBytes = N * 128;
+  static constexpr int kStageBytes = kWeightBytes + P * kInputPanelBytes;
+  static constexpr int kMaxStages = 32 / P;
+  static constexpr int kStages = kBudget / kStageBytes < kMaxStages ? kBudget / kStageBytes : kMaxStages;
+  static constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + alignment slack
+  static constexpr int kThreads = 128 + 32;                          // a consumer warpgroup, a producer warp
+  static_assert(kStages >= 2, "stages do not fit");
+};
+
+// The k16 steps of a stage, in order; the first overwrites the accumulators
+// unless `accumulate`.
+template <int N, int P, int kBudget>
+__device__ __forceinline__ void issue_steps(float (&acc)[N / 2], uint64_t w_desc, uint64_t x_desc, bool accumulate) {
+#ifdef EXACTLY_HAS_WGMMA
+#pragma unroll
+  for (int j = 0; j < 4 * P; ++j) {
+    const uint32_t step = static_cast<uint32_t>((j % 4) * 32);
+    wgmma_kk<N>(acc, wgmma_descriptor_advance(w_desc, (j / 4) * kWeightPanelBytes + step),
+                wgmma_descriptor_advance(x_desc, (j / 4) * RowsShape<N, P, kBudget>::kInputPanelBytes + step),
+                accumulate || j > 0);
+  }
+#endif
+}
+
+#ifdef EXACTLY_HAS_WGMMA
+// A CTA's share of the weight: rows [first, end), in 64-row tiles from
+// `first`; only the last may be shorter (a whole number of 16-row units).
+struct RowShare {
+  int first, end;
+  __device__ int tiles() const { return (end - first + kTileRows - 1) / kTileRows; }
+  __device__ int rows_of(int t) const { return min(kTileRows, end - first - t * kTileRows); }
+};
+
+__device__ RowShare row_share(int n_out) {
+  const int units = (n_out + kUnitRows - 1) / kUnitRows;
+  const int u0 = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
+  const int u1 = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
+  return {u0 * kUnitRows, u1 * kUnitRows};
+}
+#endif
+
+template <int N, int P, int kBudget>
+__global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
+    gemm_rows_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap w_unit_map,
+                     const __grid_constant__ CUtensorMap x_map, void* out, int m, int n_out, int k, int out_kind) {
+  using S = RowsShape<N, P, kBudget>;
+#ifdef EXACTLY_HAS_WGMMA
+  extern __shared__ uint8_t shared_raw[];
+  __shared__ __align__(8) uint64_t full[S::kStages], empty[S::kStages];
+  const uint32_t base = (smem_address(shared_raw) + 1023u) & ~1023u;
+  auto weights_at = [&](int slot) { return base + static_cast<uint32_t>(slot * S::kStageBytes); };
+  auto inputs_at = [&](int slot) { return weights_at(slot) + S::kWeightBytes; };
+
+  const RowShare share = row_share(n_out);
+  const int k_stages = k / S::kStageK;
+  const int iterations = share.tiles() * k_stages;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      mbarrier_init(smem_address(&full[s]), 1);
+      mbarrier_init(smem_address(&empty[s]), 1);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  release_dependents();
+
+  if (threadIdx.x >= 128) {  // the producer warp; one lane issues
+    if (threadIdx.x != 128) return;
+    // A whole tile is one copy per panel; a short one a copy per 16-row unit.
+    auto issue_weights = [&](int it) {
+      const int t = it / k_stages, ks = it % k_stages, slot = it % S::kStages;
+      const int row0 = share.first + t * kTileRows, rows = share.rows_of(t);
+      const uint32_t bar = smem_address(&full[slot]);
+      mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(P * (rows * 128 + S::kInputPanelBytes)));
+      for (int p = 0; p < P; ++p) {
+        const uint32_t dst = weights_at(slot) + p * kWeightPanelBytes;
+        const int col = ks * S::kStageK + p * 64;
+        if (rows == kTileRows) {
+          tma_load_2d(dst, &w_map, col, row0, bar);
+        } else {
+          for (int u = 0; u < rows; u += kUnitRows) tma_load_2d(dst + u * 128, &w_unit_map, col, row0 + u, bar);
+        }
+      }
+    };
+    auto issue_inputs = [&](int it) {
+      const int ks = it % k_stages, slot = it % S::kStages;
+      for (int p = 0; p < P; ++p)
+        tma_load_2d(inputs_at(slot) + p * S::kInputPanelBytes, &x_map, ks * S::kStageK + p * 64, 0,
+                    smem_address(&full[slot]));
+    };
+    const int early = min(iterations, S::kStages);
+    for (int it = 0; it < early; ++it) issue_weights(it);  // weights are never written: no need to wait
+    wait_for_predecessor();
+    for (int it = 0; it < early; ++it) issue_inputs(it);
+    for (int it = early; it < iterations; ++it) {
+      mbarrier_wait(smem_address(&empty[it % S::kStages]), ((it / S::kStages) & 1) ^ 1);
+      issue_weights(it);
+      issue_inputs(it);
+    }
+    return;
+  }
+
+  wait_for_predecessor();  // the epilogue reads and writes `out`
+  const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, c = threadIdx.x % 4;
+  for (int t = 0; t < share.tiles(); ++t) {
+    float acc[N / 2];
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
+    for (int ks = 0; ks < k_stages; ++ks) {
+      const int it = t * k_stages + ks, slot = it % S::kStages;
+      mbarrier_wait(smem_address(&full[slot]), (it / S::kStages) & 1);
+      const uint64_t w_desc = wgmma_descriptor(weights_at(slot), kWeightPanelBytes, 1024);
+      const uint64_t x_desc = wgmma_descriptor(inputs_at(slot), S::kInputPanelBytes, 1024);
+      wgmma_keep(acc);
+      wgmma_fence();
+      issue_steps<N, P, kBudget>(acc, w_desc, x_desc, ks > 0);
+      wgmma_commit();
+      // The stage before this one is done once at most this stage's group is
+      // in flight: release it.
+      wgmma_wait<1>();
+      if (ks > 0 && threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(it - 1) % S::kStages]));
+    }
+    wgmma_wait<0>();
+    wgmma_keep(acc);
+    if (threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(t * k_stages + k_stages - 1) % S::kStages]));
+    // Rows of a short tile past its units hold stale weights: not stored.
+    const int rows = share.rows_of(t);
+#pragma unroll
+    for (int j = 0; j < N / 2; ++j) {
+      const int local = 16 * warp + g + ((j % 4) >= 2 ? 8 : 0);
+      const int row = share.first + t * kTileRows + local;
+      const int token = 8 * (j / 4) + 2 * c + (j % 2);
+      if (local >= rows || row >= n_out || token >= m) continue;
+      const int64_t at = int64_t{token} * n_out + row;
+      if (out_kind == static_cast<int>(OutKind::kBf16)) {
+        static_cast<bf16*>(out)[at] = __float2bfloat16_rn(acc[j]);
+      } else {
+        float* o = static_cast<float*>(out) + at;
+        *o = out_kind == static_cast<int>(OutKind::kF32Add) ? __fadd_rn(*o, acc[j]) : acc[j];
+      }
+    }
+  }
+#else
+  static_assert(S::kStageK > 0 && S::kSharedBytes > 0 && S::kThreads > 0);  // sm_80: wgmma is not there
+#endif
+}
+
+// Tensor maps of weights are made once per (address, shape); those of the
+// inputs per (address, rows, shape), as decode graphs replay the same few.
+struct MapKey {
+  const void* p;
+  int64_t rows, cols;
+  uint32_t box_rows;
+  bool operator==(const MapKey& o) const {
+    return p == o.p && rows == o.rows && cols == o.cols && box_rows == o.box_rows;
+  }
+};
+struct MapKeyHash {
+  size_t operator()(const MapKey& key) const {
+    return std::hash<const void*>()(key.p) ^ (static_cast<size_t>(key.rows) * 0x9e3779b97f4a7c15ull) ^
+           (static_cast<size_t>(key.cols) << 20) ^ key.box_rows;
+  }
+};
+
+CUtensorMap tensor_map(const void* p, int64_t rows, int64_t cols, uint32_t box_rows) {
+  static std::mutex mutex;
+  static std::unordered_map<MapKey, CUtensorMap, MapKeyHash> maps;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (maps.size() > 4096) maps.clear();  // a bound, not a working-set size
+  const MapKey key{p, rows, cols, box_rows};
+  auto it = maps.find(key);
+  if (it == maps.end()) {
+    CUtensorMap map;
+    EXACTLY_CUDA_REQUIRE(make_matrix_tensor_map(&map, p, rows, cols, box_rows),
+                         "gemm_rows: cannot describe a %lld x %lld matrix to the copy engine",
+                         static_cast<long long>(rows), static_cast<long long>(cols));
+    it = maps.emplace(key, map).first;
+  }
+  return it->second;
+}
+
+int multiprocessors() {
+  static const int n = [] {
+    int device = 0, count = 0;
+    check_cuda(cudaGetDevice(&device), "gemm_rows");
+    check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "gemm_rows");
+    return count;
+  }();
+  return n;
+}
+
+template <int N, int P, int kBudget>
+void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
+            cudaStream_t stream) {
+  using S = RowsShape<N, P, kBudget>;
+  constexpr auto kernel = gemm_rows_kernel<N, P, kBudget>;
+  static const bool configured = [] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSharedBytes),
+               "gemm_rows");
+    return true;
+  }();
+  (void)configured;
+  const CUtensorMap w_map = tensor_map(w, n_out, k, kTileRows);
+  const CUtensorMap w_unit_map = tensor_map(w, n_out, k, kUnitRows);
+  const CUtensorMap x_map = tensor_map(x, m, k, N);
+  // One CTA per SM, but no more than there are tiles.
+  const int64_t tiles = (n_out + kTileRows - 1) / kTileRows;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, multiprocessors()));
+  launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
+                   w_map, w_unit_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
+                   static_cast<int>(kind));
+}
+
+template <int P, int kBudget>
+void launch_for_rows(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
+                     cudaStream_t stream) {
+  switch ((m + 7) / 8) {
+    case 1: return launch<8, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 2: return launch<16, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 3: return launch<24, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 4: return launch<32, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 5: return launch<40, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 6: return launch<48, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 7: return launch<56, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    default: return launch<64, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+  }
+}
+
+template <int kBudget>
+void launch_for_k(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
+                  cudaStream_t stream) {
+  // The widest stages that k allows: 256 columns (128 in a smaller budget), else 64.
+  constexpr int kWide = kBudget >= 200 * 1024 ? 4 : 2;
+  if (k % (64 * kWide) == 0) return launch_for_rows<kWide, kBudget>(x, w, out, m, n_out, k, kind, stream);
+  launch_for_rows<1, kBudget>(x, w, out, m, n_out, k, kind, stream);
+}
+
+}  // namespace
+
+bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const void* w) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  return m >= 1 && m <= kGemmRowsMax && n_out >= 1 && n_out < (int64_t{1} << 31) && k >= 64 && k % 64 == 0 &&
+         k < (int64_t{1} << 31) && aligned(x) && aligned(w);
+}
+
+void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
+                    bool accumulate, cudaStream_t stream, int shared_kib) {
+  EXACTLY_CUDA_REQUIRE(gemm_rows_applies(m, n_out, k, x, w),
+                       "gemm_rows: %lld rows of a %lld x %lld weight (at most %d rows, k a multiple of 64)",
+                       static_cast<long long>(m), static_cast<long long>(n_out), static_cast<long long>(k),
+                       kGemmRowsMax);
+  EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm_rows: accumulating needs an fp32 output");
+  const OutKind kind = out_type == GemmOut::bf16 ? OutKind::kBf16 : accumulate ? OutKind::kF32Add : OutKind::kF32;
+  if (shared_kib == 100) return launch_for_k<100 * 1024>(x, w, out, m, n_out, k, kind, stream);
+  launch_for_k<200 * 1024>(x, w, out, m, n_out, k, kind, stream);
+}
+
+}  // namespace exactly::kernels::cuda
