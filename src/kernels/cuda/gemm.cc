@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/gemm_rows.h"
 
 namespace exactly::kernels::cuda {
@@ -26,6 +28,7 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool few_rows = false;  // the order's few-row kernel runs this shape
   ~Plan() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -71,9 +74,26 @@ void make_layouts(cublasLtMatrixLayout_t* a, cublasLtMatrixLayout_t* b, cublasLt
 
 }  // namespace
 
-// One plan per shape, made on first use: cuBLASLt's first heuristic choice,
-// in canonical order among the algorithms without split-K only.
-const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate) {
+namespace {
+
+// Canonical products of at most this many rows are timed on first use: every
+// candidate sums in the same order, so the fastest is free to take.
+constexpr int64_t kTunedRows = 128;
+constexpr int kTunedCandidates = 4;  // cuBLASLt's first heuristic choices, beside gemm_rows
+
+}  // namespace
+
+struct Gemm::Candidate {
+  bool few_rows;
+  cublasLtMatmulAlgo_t algo;
+};
+
+// One plan per shape, made on first use: in the fastest order cuBLASLt's
+// first heuristic choice (or the streaming kernel for a few rows); in
+// canonical order the fastest of gemm_rows and cuBLASLt's first choices
+// without split-K, timed, for up to kTunedRows rows, else the first choice.
+const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate, const void* x,
+                                 const void* w, cudaStream_t stream) {
   auto key = std::make_tuple(n, m, k, static_cast<int>(out_type), accumulate);
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
@@ -91,40 +111,90 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                                 sizeof workspace_bytes_),
            "preference workspace");
-  if (order_ == GemmOrder::kCanonical) {
+  const bool canonical = order_ == GemmOrder::kCanonical;
+  if (canonical) {
     // No split-K: each output's sum runs over k in one kernel, in order.
     const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
     check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none),
              "preference reduction");
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kTunedCandidates] = {};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1, &result, &found);
+      cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->a, plan->b, plan->c, plan->c, pref, kTunedCandidates, results,
+                                     &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "heuristic");
-  if (found < 1)
+
+  std::vector<Candidate> candidates;
+  const bool rows_fit = canonical ? n <= few_rows_ && gemm_rows_applies(n, m, k, x, w)
+                                  : n <= few_rows_ && gemv_applies(n, k, x, w);
+  if (rows_fit) candidates.push_back({true, {}});
+  for (int i = 0; i < found; ++i) candidates.push_back({false, results[i].algo});
+  if (candidates.empty())
     fail("cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 product", static_cast<long long>(n),
          static_cast<long long>(m), static_cast<long long>(k));
-  plan->algo = result.algo;
+  // The fastest order keeps its fixed rule; canonical shapes of few rows take
+  // whichever candidate is fastest here.
+  size_t chosen = 0;
+  if (canonical && n <= kTunedRows && candidates.size() > 1)
+    chosen = fastest_candidate(*plan, candidates, n, m, k, out_type, accumulate, x, w, stream);
+  plan->few_rows = candidates[chosen].few_rows;
+  plan->algo = candidates[chosen].algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+// Times each candidate (two runs to warm up, then the median of five) on the
+// call's own inputs, writing into scratch memory so that `out` is untouched.
+size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candidates, int64_t n, int64_t m, int64_t k,
+                               GemmOut out_type, bool accumulate, const void* x, const void* w, cudaStream_t stream) {
+  const size_t bytes = static_cast<size_t>(n * m) * (out_type == GemmOut::f32 ? 4 : 2);
+  DeviceBuffer scratch(bytes, "product tuning");
+  check_cuda(cudaMemsetAsync(scratch.get(), 0, bytes, stream), "product tuning");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check_cuda(cudaEventCreate(&start), "product tuning");
+  check_cuda(cudaEventCreate(&stop), "product tuning");
+  size_t best = 0;
+  float best_ms = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    plan.few_rows = candidates[i].few_rows;
+    plan.algo = candidates[i].algo;
+    std::vector<float> ms;
+    for (int rep = 0; rep < 7; ++rep) {
+      check_cuda(cudaEventRecord(start, stream), "product tuning");
+      launch(plan, x, w, scratch.get(), n, m, k, out_type, accumulate, stream);
+      check_cuda(cudaEventRecord(stop, stream), "product tuning");
+      check_cuda(cudaEventSynchronize(stop), "product tuning");
+      float t = 0;
+      check_cuda(cudaEventElapsedTime(&t, start, stop), "product tuning");
+      if (rep >= 2) ms.push_back(t);
+    }
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    const float median = ms[ms.size() / 2];
+    if (i == 0 || median < best_ms) best = i, best_ms = median;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+void Gemm::launch(const Plan& plan, const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k,
+                  GemmOut out_type, bool accumulate, cudaStream_t stream) {
+  if (plan.few_rows) {
+    if (order_ == GemmOrder::kCanonical) return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
+    return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
+  }
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, out,
+                          plan.c, out, plan.c, &plan.algo, workspace_, workspace_bytes_, stream),
+           "matmul");
 }
 
 void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
                bool accumulate, cudaStream_t stream) {
   if (n == 0) return;
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm: accumulating needs an fp32 output");
-  if (n <= few_rows_) {
-    if (order_ == GemmOrder::kCanonical && gemm_rows_applies(n, m, k, x, w))
-      return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
-    if (order_ == GemmOrder::kFastest && gemv_applies(n, k, x, w))
-      return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
-  }
-  const Plan& plan = plan_for(n, m, k, out_type, accumulate);
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, out,
-                          plan.c, out, plan.c, &plan.algo, workspace_, workspace_bytes_, stream),
-           "matmul");
+  launch(plan_for(n, m, k, out_type, accumulate, x, w, stream), x, w, out, n, m, k, out_type, accumulate, stream);
 }
 
 }  // namespace exactly::kernels::cuda

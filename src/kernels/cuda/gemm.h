@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 namespace exactly::kernels::cuda {
 
@@ -60,7 +61,14 @@ class Gemm {
 
  private:
   struct Plan;
-  const Plan& plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate);
+  struct Candidate;
+  // Made on first use of a shape, outside graph capture (it may time kernels).
+  const Plan& plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate, const void* x,
+                       const void* w, cudaStream_t stream);
+  size_t fastest_candidate(Plan& plan, const std::vector<Candidate>& candidates, int64_t n, int64_t m, int64_t k,
+                           GemmOut out_type, bool accumulate, const void* x, const void* w, cudaStream_t stream);
+  void launch(const Plan& plan, const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k,
+              GemmOut out_type, bool accumulate, cudaStream_t stream);
 
   GemmOrder order_;
   int few_rows_;

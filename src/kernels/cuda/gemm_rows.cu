@@ -80,7 +80,13 @@ struct RowShare {
   __device__ int rows_of(int t) const { return min(kTileRows, end - first - t * kTileRows); }
 };
 
-__device__ RowShare row_share(int n_out) {
+__device__ RowShare row_share(int n_out, bool by_units) {
+  if (!by_units) {  // whole 64-row tiles
+    const int tiles = (n_out + kTileRows - 1) / kTileRows;
+    const int t0 = static_cast<int>(int64_t{tiles} * blockIdx.x / gridDim.x);
+    const int t1 = static_cast<int>(int64_t{tiles} * (blockIdx.x + 1) / gridDim.x);
+    return {t0 * kTileRows, min(n_out, t1 * kTileRows)};
+  }
   const int units = (n_out + kUnitRows - 1) / kUnitRows;
   const int u0 = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
   const int u1 = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
@@ -91,7 +97,8 @@ __device__ RowShare row_share(int n_out) {
 template <int N, int P, int kBudget>
 __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
     gemm_rows_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap w_unit_map,
-                     const __grid_constant__ CUtensorMap x_map, void* out, int m, int n_out, int k, int out_kind) {
+                     const __grid_constant__ CUtensorMap x_map, void* out, int m, int n_out, int k, int out_kind,
+                     int by_units, int read_ahead) {
   using S = RowsShape<N, P, kBudget>;
 #ifdef EXACTLY_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
@@ -100,7 +107,7 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
   auto weights_at = [&](int slot) { return base + static_cast<uint32_t>(slot * S::kStageBytes); };
   auto inputs_at = [&](int slot) { return weights_at(slot) + S::kWeightBytes; };
 
-  const RowShare share = row_share(n_out);
+  const RowShare share = row_share(n_out, by_units != 0);
   const int k_stages = k / S::kStageK;
   const int iterations = share.tiles() * k_stages;
   if (threadIdx.x == 0) {
@@ -120,7 +127,8 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
       const int t = it / k_stages, ks = it % k_stages, slot = it % S::kStages;
       const int row0 = share.first + t * kTileRows, rows = share.rows_of(t);
       const uint32_t bar = smem_address(&full[slot]);
-      mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(P * (rows * 128 + S::kInputPanelBytes)));
+      const int boxed = rows == kTileRows ? kTileRows : (rows + kUnitRows - 1) / kUnitRows * kUnitRows;
+      mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(P * (boxed * 128 + S::kInputPanelBytes)));
       for (int p = 0; p < P; ++p) {
         const uint32_t dst = weights_at(slot) + p * kWeightPanelBytes;
         const int col = ks * S::kStageK + p * 64;
@@ -128,6 +136,19 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
           tma_load_2d(dst, &w_map, col, row0, bar);
         } else {
           for (int u = 0; u < rows; u += kUnitRows) tma_load_2d(dst + u * 128, &w_unit_map, col, row0 + u, bar);
+        }
+      }
+    };
+    // Weights of stages beyond the ring, brought into L2 ahead of their copy.
+    auto read_weights_ahead = [&](int it) {
+      if (it >= iterations) return;
+      const int t = it / k_stages, ks = it % k_stages, row0 = share.first + t * kTileRows;
+      for (int p = 0; p < P; ++p) {
+        const int col = ks * S::kStageK + p * 64;
+        if (share.rows_of(t) == kTileRows) {
+          tma_prefetch_2d(&w_map, col, row0);
+        } else {
+          for (int u = 0; u < share.rows_of(t); u += kUnitRows) tma_prefetch_2d(&w_unit_map, col, row0 + u);
         }
       }
     };
@@ -139,12 +160,14 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
     };
     const int early = min(iterations, S::kStages);
     for (int it = 0; it < early; ++it) issue_weights(it);  // weights are never written: no need to wait
+    for (int it = early; it < early + read_ahead; ++it) read_weights_ahead(it);
     wait_for_predecessor();
     for (int it = 0; it < early; ++it) issue_inputs(it);
     for (int it = early; it < iterations; ++it) {
       mbarrier_wait(smem_address(&empty[it % S::kStages]), ((it / S::kStages) & 1) ^ 1);
       issue_weights(it);
       issue_inputs(it);
+      if (read_ahead > 0) read_weights_ahead(it + read_ahead);
     }
     return;
   }
@@ -240,7 +263,7 @@ int multiprocessors() {
 
 template <int N, int P, int kBudget>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-            cudaStream_t stream) {
+            cudaStream_t stream, const GemmRowsConfig& config) {
   using S = RowsShape<N, P, kBudget>;
   constexpr auto kernel = gemm_rows_kernel<N, P, kBudget>;
   static const bool configured = [] {
@@ -257,31 +280,31 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, i
   const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, multiprocessors()));
   launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
                    w_map, w_unit_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
-                   static_cast<int>(kind));
+                   static_cast<int>(kind), config.unit_share ? 1 : 0, config.read_ahead_stages);
 }
 
 template <int P, int kBudget>
 void launch_for_rows(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const GemmRowsConfig& config) {
   switch ((m + 7) / 8) {
-    case 1: return launch<8, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    case 2: return launch<16, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    case 3: return launch<24, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    case 4: return launch<32, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    case 5: return launch<40, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    case 6: return launch<48, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    case 7: return launch<56, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
-    default: return launch<64, P, kBudget>(x, w, out, m, n_out, k, kind, stream);
+    case 1: return launch<8, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 2: return launch<16, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 3: return launch<24, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 4: return launch<32, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 5: return launch<40, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 6: return launch<48, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 7: return launch<56, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    default: return launch<64, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
   }
 }
 
 template <int kBudget>
 void launch_for_k(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const GemmRowsConfig& config) {
   // The widest stages that k allows: 256 columns (128 in a smaller budget), else 64.
   constexpr int kWide = kBudget >= 200 * 1024 ? 4 : 2;
-  if (k % (64 * kWide) == 0) return launch_for_rows<kWide, kBudget>(x, w, out, m, n_out, k, kind, stream);
-  launch_for_rows<1, kBudget>(x, w, out, m, n_out, k, kind, stream);
+  if (k % (64 * kWide) == 0) return launch_for_rows<kWide, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+  launch_for_rows<1, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
 }
 
 }  // namespace
@@ -293,15 +316,15 @@ bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const
 }
 
 void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream, int shared_kib) {
+                    bool accumulate, cudaStream_t stream, const GemmRowsConfig& config) {
   EXACTLY_CUDA_REQUIRE(gemm_rows_applies(m, n_out, k, x, w),
                        "gemm_rows: %lld rows of a %lld x %lld weight (at most %d rows, k a multiple of 64)",
                        static_cast<long long>(m), static_cast<long long>(n_out), static_cast<long long>(k),
                        kGemmRowsMax);
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm_rows: accumulating needs an fp32 output");
   const OutKind kind = out_type == GemmOut::bf16 ? OutKind::kBf16 : accumulate ? OutKind::kF32Add : OutKind::kF32;
-  if (shared_kib == 100) return launch_for_k<100 * 1024>(x, w, out, m, n_out, k, kind, stream);
-  launch_for_k<200 * 1024>(x, w, out, m, n_out, k, kind, stream);
+  if (config.shared_kib == 100) return launch_for_k<100 * 1024>(x, w, out, m, n_out, k, kind, stream, config);
+  launch_for_k<200 * 1024>(x, w, out, m, n_out, k, kind, stream, config);
 }
 
 }  // namespace exactly::kernels::cuda

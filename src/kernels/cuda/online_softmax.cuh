@@ -54,7 +54,11 @@ struct OnlineSoftmax {
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float base = mx == -INFINITY ? 0.f : mx * scale_log2;  // a row with no visible key yet
-      correction[r] = exp2_approx(fmaf(m_run[r], scale_log2, -base));
+      // Exactly 1 when the maximum did not move, so that a tile which raises
+      // no score (a fully masked one among them) leaves O and l as they were:
+      // a row's bits do not depend on how many tiles past its last key its
+      // query block walks (prompt chunks of any size, decode rows beside them).
+      correction[r] = m_run[r] == mx ? 1.f : exp2_approx(fmaf(m_run[r], scale_log2, -base));
       m_run[r] = mx;
       float sum_even = 0.f, sum_odd = 0.f;  // two chains: half the dependent adds
 #pragma unroll
