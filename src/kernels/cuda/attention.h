@@ -83,6 +83,15 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
                             int n_heads, float scale, void* out, void* workspace, int64_t workspace_bytes,
                             cudaStream_t stream);
 
+// Rows of few query tokens (decode steps, short verifies) with the bits of
+// the Hopper prefill kernel (flash_attention_prefill's causal path): the same
+// 128-key tiles from key 0, the same online softmax and rounding, on
+// mma.sync, one warp per KV head and 16 packed rows. bf16 caches, head dim
+// 64 or 128. Under canonical products the engine sends decode rows here, so
+// that a row's bits do not depend on the kernel that its step chose.
+void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
+                          float scale, void* out, cudaStream_t stream);
+
 // k, v: [n_tokens, n_kv_heads, head_dim]; slot = block * block_size + offset,
 // a negative slot skips its token (padding).
 void kv_store(const PagedKVDevice& cache, const void* k, const void* v, const int64_t* slot_mapping,

@@ -370,11 +370,18 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
                            c.rope_freq_base, rope_layout_, w.q.get(), w.angles.get()};
     kc::rope_and_store(rope, cache, stream_);
     for (const AttentionLaunch& a : attention_launches_) {
-      if (a.split_kv_decode)
-        kc::paged_decode_attention(cache, a.batch, w.q.get(), c.n_heads, scale, w.attn.get(), w.decode.get(),
-                                   static_cast<int64_t>(w.decode_bytes), stream_);
-      else
-        kc::flash_attention_prefill(cache, a.batch, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
+      switch (a.kernel) {
+        case AttentionKernel::kSplitDecode:
+          kc::paged_decode_attention(cache, a.batch, w.q.get(), c.n_heads, scale, w.attn.get(), w.decode.get(),
+                                     static_cast<int64_t>(w.decode_bytes), stream_);
+          break;
+        case AttentionKernel::kExactRows:
+          kc::exact_rows_attention(cache, a.batch, w.q.get(), c.n_heads, scale, w.attn.get(), stream_);
+          break;
+        case AttentionKernel::kPrefill:
+          kc::flash_attention_prefill(cache, a.batch, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
+          break;
+      }
     }
     gemm_->run(w.attn.get(), L.wo, x, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream_);
     // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
@@ -386,18 +393,20 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
   }
 }
 
-// A decode step is one launch of the split-KV decode kernel. A step with
-// prompt work launches the prefill kernel for its runs of prompt chunks and
-// verifies and the decode kernel for its runs of decode rows: in the prefill
-// kernel a decode row fills one row of a query block of 64-128 per head, and
-// every key tile costs the whole block's products (BENCHMARKS.md §6, "Decode
-// rows in prompt steps"). Under --deterministic
-// every row goes through the prefill kernel, whose order does not depend on
-// the batch.
+// A decode step is one launch of the decode kernel. A step with prompt work
+// launches the prefill kernel for its runs of prompt chunks and verifies and
+// the decode kernel for its runs of decode rows: in the prefill kernel a
+// decode row fills one row of a query block of 64-128 per head, and every key
+// tile costs the whole block's products (BENCHMARKS.md §6, "Decode rows in
+// prompt steps"). The decode kernel is the split-KV one, or in canonical
+// order exact_rows_attention, whose rows have the prefill kernel's bits: a
+// row's result does not depend on which kind of run its step put it in.
 void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
   attention_launches_.clear();
-  if (decode || options_.deterministic) {
-    attention_launches_.push_back({attn, decode && !options_.deterministic});
+  const AttentionKernel decode_kernel =
+      options_.deterministic ? AttentionKernel::kExactRows : AttentionKernel::kSplitDecode;
+  if (decode) {
+    attention_launches_.push_back({attn, decode_kernel});
     return;
   }
   constexpr int kMaxAttentionLaunches = 4;
@@ -410,7 +419,7 @@ void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBa
     part.block_tables = attn.block_tables + int64_t{run.first_seq} * attn.max_blocks_per_seq;
     part.max_query_len = run.max_query_len;
     part.max_seq_len = run.max_seq_len;
-    attention_launches_.push_back({part, run.single_token});
+    attention_launches_.push_back({part, run.single_token ? decode_kernel : AttentionKernel::kPrefill});
   }
 }
 
@@ -455,11 +464,7 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
                 b.logits_rows.size(), static_cast<long long>(w.tokens));
 
   // A decode step (every sequence brings one token) can replay a graph; the
-  // attention kernels of any step are chosen by plan_attention. Under
-  // --deterministic the prefill kernel takes every row, whose rows are reduced
-  // in one order whatever else is in the batch (the split decode merges
-  // partitions: another order, so a request's bits would depend on its
-  // neighbours' kind).
+  // attention kernels of any step are chosen by plan_attention.
   const bool decode = max_q == 1 && n == b.num_seqs();
   auto* idx = w.index.as<uint8_t>();
   kc::AttentionBatchDevice attn{b.num_seqs(),

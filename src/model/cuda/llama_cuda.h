@@ -107,13 +107,15 @@ class CudaLlamaModel final : public Model {
   void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
   void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
   // One attention kernel launch of a step: a run of its sequences, by the
-  // split-KV decode kernel or by the prefill kernel.
+  // prefill kernel, the split-KV decode kernel, or (under canonical order)
+  // the kernel that computes decode rows with the prefill kernel's bits.
+  enum class AttentionKernel { kPrefill, kSplitDecode, kExactRows };
   struct AttentionLaunch {
     kernels::cuda::AttentionBatchDevice batch;
-    bool split_kv_decode = false;
+    AttentionKernel kernel = AttentionKernel::kPrefill;
   };
-  // The launches for `attn`: one when every sequence brings one token or
-  // under --deterministic, else one per run of split_attention_runs.
+  // The launches for `attn`: one when every sequence brings one token, else
+  // one per run of split_attention_runs.
   void plan_attention(const ForwardBatch& b, const kernels::cuda::AttentionBatchDevice& attn, bool decode);
   void run_layers(CudaKVPool& kv, int64_t n, int num_layers);
   void compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens);
