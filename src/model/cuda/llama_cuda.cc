@@ -398,15 +398,21 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // the decode kernel for its runs of decode rows: in the prefill kernel a
 // decode row fills one row of a query block of 64-128 per head, and every key
 // tile costs the whole block's products (BENCHMARKS.md §6, "Decode rows in
-// prompt steps"). The decode kernel is the split-KV one, or in canonical
-// order exact_rows_attention, whose rows have the prefill kernel's bits: a
-// row's result does not depend on which kind of run its step put it in.
+// prompt steps"). The decode kernel is the split-KV one; in canonical order
+// (--deterministic) a row must have the prefill kernel's bits whatever run it
+// lands in, so decode rows go to the prefill kernel itself, or to
+// exact_rows_attention (the same bits, checked element by element in
+// dev/cuda/exact_rows_lab.cu) once a step has kExactRowsFrom of them, where
+// that is the faster of the two (BENCHMARKS.md §6).
 void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
   attention_launches_.clear();
-  const AttentionKernel decode_kernel =
-      options_.deterministic ? AttentionKernel::kExactRows : AttentionKernel::kSplitDecode;
+  constexpr int kExactRowsFrom = 64;
+  auto decode_kernel = [&](int32_t rows) {
+    if (!options_.deterministic) return AttentionKernel::kSplitDecode;
+    return rows >= kExactRowsFrom ? AttentionKernel::kExactRows : AttentionKernel::kPrefill;
+  };
   if (decode) {
-    attention_launches_.push_back({attn, decode_kernel});
+    attention_launches_.push_back({attn, decode_kernel(attn.n_seqs)});
     return;
   }
   constexpr int kMaxAttentionLaunches = 4;
@@ -419,7 +425,7 @@ void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBa
     part.block_tables = attn.block_tables + int64_t{run.first_seq} * attn.max_blocks_per_seq;
     part.max_query_len = run.max_query_len;
     part.max_seq_len = run.max_seq_len;
-    attention_launches_.push_back({part, run.single_token ? decode_kernel : AttentionKernel::kPrefill});
+    attention_launches_.push_back({part, run.single_token ? decode_kernel(run.num_seqs) : AttentionKernel::kPrefill});
   }
 }
 
