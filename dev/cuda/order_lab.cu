@@ -271,6 +271,14 @@ void instruction_variants(const Buffers& b, const Shape& s, int m) {
   }
 }
 
+// The algorithm's numerical implementation flags (CUBLASLT_NUMERICAL_IMPL_FLAGS_*).
+unsigned long long impl_flags(const cublasLtMatmulAlgo_t& algo) {
+  uint64_t flags = 0;
+  size_t written = 0;
+  cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &flags, sizeof flags, &written);
+  return flags;
+}
+
 int config_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
   int32_t v = -1;
   size_t written = 0;
@@ -333,9 +341,10 @@ void cublaslt_candidates(cublasLtHandle_t lt, const Buffers& b, const Shape& s, 
       const float us = median(ms) * 1e3f;
       const double weight_gbs = double(s.n_out) * s.k * 2 / (us * 1e-6) / 1e9;
       const double tflops = 2.0 * m * s.n_out * s.k / (us * 1e-6) / 1e12;
-      std::printf("  %-14s m=%-5d %s #%-2d id %3d tile %3d stages %3d splitk %2d red %d swz %d cluster %2d | differ %llu"
-                  " | %8.1f us %7.0f GB/s %6.1f TFLOP/s\n",
+      std::printf("  %-14s m=%-5d %s #%-2d id %3d impl %#llx tile %3d stages %3d splitk %2d red %d swz %d cluster %2d | "
+                  "differ %llu | %8.1f us %7.0f GB/s %6.1f TFLOP/s\n",
                   s.name, m, restricted ? "nosplit" : "any    ", i, config_attr(algo, CUBLASLT_ALGO_CONFIG_ID),
+                  impl_flags(algo),
                   config_attr(algo, CUBLASLT_ALGO_CONFIG_TILE_ID), config_attr(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
                   config_attr(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
                   config_attr(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),

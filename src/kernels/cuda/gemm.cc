@@ -80,6 +80,21 @@ namespace {
 // candidate sums in the same order, so the fastest is free to take.
 constexpr int64_t kTunedRows = 128;
 constexpr int kTunedCandidates = 4;  // cuBLASLt's first heuristic choices, beside gemm_rows
+constexpr int kAskedCandidates = 8;  // asked of the heuristic, before keeping the canonical ones
+
+// Whether an algorithm sums on the tensor cores with fp32 accumulators. Of
+// the algorithms without split-K, these are the ones that keep the canonical
+// order (dev/cuda/order_lab.cu): a CUDA-core fallback among them does not.
+bool tensor_core_fp32(const cublasLtMatmulAlgo_t& algo) {
+  uint64_t flags = 0;
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &flags, sizeof flags,
+                                        &written) != CUBLAS_STATUS_SUCCESS)
+    return false;
+  return (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA) != 0 &&
+         (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK) == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F &&
+         (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_GAUSSIAN) == 0;
+}
 
 }  // namespace
 
@@ -118,10 +133,10 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
     check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none),
              "preference reduction");
   }
-  cublasLtMatmulHeuristicResult_t results[kTunedCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kAskedCandidates] = {};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->a, plan->b, plan->c, plan->c, pref, kTunedCandidates, results,
+      cublasLtMatmulAlgoGetHeuristic(lt, plan->op, plan->a, plan->b, plan->c, plan->c, pref, kAskedCandidates, results,
                                      &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "heuristic");
@@ -130,10 +145,14 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   const bool rows_fit = canonical ? n <= few_rows_ && gemm_rows_applies(n, m, k, x, w)
                                   : n <= few_rows_ && gemv_applies(n, k, x, w);
   if (rows_fit) candidates.push_back({true, {}});
-  for (int i = 0; i < found; ++i) candidates.push_back({false, results[i].algo});
+  for (int i = 0, kept = 0; i < found && kept < (canonical ? kTunedCandidates : 1); ++i) {
+    if (canonical && !tensor_core_fp32(results[i].algo)) continue;
+    candidates.push_back({false, results[i].algo});
+    ++kept;
+  }
   if (candidates.empty())
-    fail("cuBLASLt: no algorithm for a %lld x %lld x %lld bf16 product", static_cast<long long>(n),
-         static_cast<long long>(m), static_cast<long long>(k));
+    fail("cuBLASLt: no %salgorithm for a %lld x %lld x %lld bf16 product", canonical ? "tensor-core, unsplit " : "",
+         static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k));
   // The fastest order keeps its fixed rule; canonical shapes of few rows take
   // whichever candidate is fastest here.
   size_t chosen = 0;
