@@ -91,7 +91,7 @@ bool tensor_core_fp32(const cublasLtMatmulAlgo_t& algo) {
   if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &flags, sizeof flags,
                                         &written) != CUBLAS_STATUS_SUCCESS)
     return false;
-  return (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_HMMA) != 0 &&
+  return (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) != 0 &&
          (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK) == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F &&
          (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_GAUSSIAN) == 0;
 }
