@@ -41,6 +41,7 @@ struct Pending {
   size_t line_index = 0;
   bool logprobs = false;
   std::vector<FinishedCompletion> choices;
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // when the request asked for them
   double arrival = 0;  // seconds after the start; the latencies below count from here
   double first_token = -1, finished = -1;
   double last_token = -1;
@@ -146,6 +147,7 @@ void run(BatchOptions& o) {
         if (p.last_token >= 0) p.gaps.push_back(t - p.last_token);
         p.last_token = t;
       }
+      if (!out.prompt_logprobs.empty()) p.prompt_logprobs = std::move(out.prompt_logprobs);
       for (CompletionDelta& d : out.completions) {
         FinishedCompletion& c = p.choices[static_cast<size_t>(d.index)];
         c.text += d.text;
@@ -155,7 +157,7 @@ void run(BatchOptions& o) {
       }
       if (out.finished) {
         p.finished = now() - p.arrival;
-        results[p.line_index] = completion_result_json(p.line_index, p.choices, out, p.logprobs, tok);
+        results[p.line_index] = completion_result_json(p.line_index, p.choices, out, p.logprobs, p.prompt_logprobs, tok);
         double max_gap = 0, sum_gap = 0;
         for (double g : p.gaps) {
           max_gap = std::max(max_gap, g);

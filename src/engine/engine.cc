@@ -37,6 +37,8 @@ struct Engine::Group {
   int64_t completion_tokens = 0;
   RequestOutput pending;  // deltas gathered during the current step
   bool touched = false;
+  std::vector<TokenLogprobs> prompt_scores;  // prompt tokens 1.. scored so far (prompt_logprobs)
+  bool prompt_scores_sent = false;
 };
 
 namespace {
@@ -230,6 +232,8 @@ ClientRequestId Engine::add_request(const RequestParams& p) {
   if (p.max_tokens < 1) throw Error(strformat("max_tokens must be at least 1, got %lld", static_cast<long long>(p.max_tokens)),
                                     ExitCode::kUsage);
   if (p.n < 1 || p.n > 128) throw Error(strformat("n must be between 1 and 128, got %d", p.n), ExitCode::kUsage);
+  if (p.logprobs > kMaxLogprobs || p.prompt_logprobs > kMaxLogprobs)
+    throw Error(strformat("logprobs and prompt_logprobs take at most %d alternatives", kMaxLogprobs), ExitCode::kUsage);
   const int64_t total = static_cast<int64_t>(p.prompt.size()) + p.max_tokens;
   if (total > config_.max_model_len)
     throw Error(strformat("the prompt (%zu tokens) plus max_tokens (%lld) is %lld tokens, more than the context of %d",
@@ -252,6 +256,10 @@ ClientRequestId Engine::add_request(const RequestParams& p) {
   sequences_[seq] = std::make_unique<Sequence>(seq, group.get(), 0, params_for_index(p.sampling, 0), *model_.tokenizer);
   Request r = make_request(seq, p.prompt, p.max_tokens, p.priority);
   r.engine_state = sequences_[seq].get();
+  if (p.prompt_logprobs >= 0) {
+    r.skip_prefix_cache = true;
+    r.max_chunk_tokens = kPromptLogprobChunk;
+  }
   scheduler_->add_request(std::move(r));
   const ClientRequestId id = group->id;
   groups_[id] = std::move(group);
@@ -494,11 +502,13 @@ void Engine::pack_batch(const SchedulerOutput& out) {
   b.reset(out.scheduled.size(), max_blocks);
   int64_t entries_left = model_.model->verified_draft_entries();  // for the verifies the model runs
 
+  std::vector<int32_t> chunk_rows(out.scheduled.size());  // each chunk's first token in the batch
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const ScheduledChunk& c = out.scheduled[i];
     const Request* r = scheduler_->find(c.id);
     EXACTLY_CHECK(r != nullptr);
     std::span<const BlockId> table = kv_manager_.block_table(c.id);
+    chunk_rows[i] = static_cast<int32_t>(b.tokens.size());
     b.begin_sequence(i, table);
     if (c.first_new_token < r->num_tokens() - 1) step_has_prefill_ = true;  // more than one new non-draft token
     for (int64_t pos = c.first_new_token; pos < c.first_new_token + c.num_new_tokens; ++pos) {
@@ -549,6 +559,47 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       }
     }
   }
+  pack_prompt_score_rows(out, chunk_rows);
+}
+
+// A request asking for prompt logprobs needs the logits of each prompt
+// position that precedes another prompt token, once: rows after the
+// sampling rows (so those keep their order), whole logits on any device.
+void Engine::pack_prompt_score_rows(const SchedulerOutput& out, const std::vector<int32_t>& chunk_rows) {
+  ForwardBatch& b = batch_;
+  prompt_score_rows_.clear();
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const ScheduledChunk& c = out.scheduled[i];
+    const Request* r = scheduler_->find(c.id);
+    Sequence& s = sequence_of(c.id);
+    const Group& g = *s.group;
+    if (g.params.prompt_logprobs < 0 || g.prompt_scores_sent || s.index != 0) continue;
+    // Positions already scored (before a preemption) are not scored again.
+    const int64_t first = std::max<int64_t>(c.first_new_token, static_cast<int64_t>(g.prompt_scores.size()));
+    const int64_t end = std::min<int64_t>(c.first_new_token + c.num_new_tokens, r->num_prompt_tokens - 1);
+    if (first >= end) continue;
+    prompt_score_rows_.push_back({c.id, first, end - first, b.logits_rows.size()});
+    for (int64_t pos = first; pos < end; ++pos)
+      b.logits_rows.push_back(chunk_rows[i] + static_cast<int32_t>(pos - c.first_new_token));
+  }
+  b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
+  b.row_sampling.resize(b.logits_rows.size());
+}
+
+// The prompt tokens' logprobs from this step's score rows; a request's are
+// handed out whole once its last prompt token is scored.
+void Engine::score_prompts() {
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  for (const PromptScoreRows& rows : prompt_score_rows_) {
+    const Request* r = scheduler_->find(rows.seq);
+    Group& g = *sequence_of(rows.seq).group;
+    if (r == nullptr) continue;
+    for (int64_t i = 0; i < rows.count; ++i) {
+      std::span<const float> logits(logits_.data() + (rows.first_logits_row + static_cast<size_t>(i)) * vocab, vocab);
+      const int32_t next = r->tokens[static_cast<size_t>(rows.first_pos + i + 1)];
+      g.prompt_scores.push_back(compute_logprobs(logits, next, g.params.prompt_logprobs));
+    }
+  }
 }
 
 std::vector<RequestOutput> Engine::step() {
@@ -577,6 +628,7 @@ std::vector<RequestOutput> Engine::step() {
     model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
+    score_prompts();
     if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
       ++stats_.decode_only_steps;
       stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());
@@ -714,6 +766,15 @@ std::vector<RequestOutput> Engine::step() {
   // Hand out what changed and retire finished groups.
   for (auto it = groups_.begin(); it != groups_.end();) {
     Group& g = *it->second;
+    if (g.params.prompt_logprobs >= 0 && !g.prompt_scores_sent && g.prompt_scores.size() + 1 == g.params.prompt.size()) {
+      std::vector<std::optional<TokenLogprobs>>& lp = g.pending.prompt_logprobs;
+      lp.assign(1, std::nullopt);
+      for (TokenLogprobs& t : g.prompt_scores) lp.emplace_back(std::move(t));
+      g.prompt_scores.clear();  // only their count matters from now on
+      g.prompt_scores.shrink_to_fit();
+      g.prompt_scores_sent = true;
+      g.touched = true;
+    }
     if (!g.touched) {
       ++it;
       continue;

@@ -87,6 +87,15 @@ class Engine {
 
   void propose_drafts();
   void pack_batch(const SchedulerOutput& out);
+  // Rows of prompt positions whose logits score the next prompt token.
+  struct PromptScoreRows {
+    RequestId seq;
+    int64_t first_pos;      // prompt position of the first row
+    int64_t count;
+    size_t first_logits_row;
+  };
+  void pack_prompt_score_rows(const SchedulerOutput& out, const std::vector<int32_t>& chunk_rows);
+  void score_prompts();
   std::vector<StepTokens> sample(const SchedulerOutput& out);
   void finish_step(const SchedulerOutput& out, std::vector<std::unique_ptr<Request>> finished,
                    std::vector<RequestOutput>& results);
@@ -112,6 +121,7 @@ class Engine {
   DraftConfidence draft_confidence_;  // how a draft model's confidences map to acceptance, over every verify
   std::vector<std::vector<TokenProb>> verify_dists_;  // [k + 1] a sampled verify's target distributions, reused
   bool step_has_prefill_ = false;  // the packed batch holds a prompt chunk
+  std::vector<PromptScoreRows> prompt_score_rows_;  // this step's
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::unordered_map<ClientRequestId, std::unique_ptr<Group>> groups_;
   RequestId next_seq_id_ = 1;

@@ -22,6 +22,11 @@ struct RequestParams {
   std::vector<int32_t> stop_token_ids;  // extra stop tokens
   bool ignore_eos = false;
   int32_t logprobs = -1;                // <0: none; else top-N alternatives per token
+  // <0: none; else the logprob of every prompt token after the first (from
+  // the logits of the position before it) with top-N alternatives. The
+  // prompt is then computed whole (no prefix-cache hit), in chunks of at
+  // most kPromptLogprobChunk tokens.
+  int32_t prompt_logprobs = -1;
   int32_t priority = 0;                 // lower runs first
 };
 
@@ -37,9 +42,16 @@ struct CompletionDelta {
   std::optional<FinishReason> finish_reason;
 };
 
+inline constexpr int64_t kPromptLogprobChunk = 512;
+inline constexpr int32_t kMaxLogprobs = 20;  // top-N alternatives at most, as OpenAI allows
+
 struct RequestOutput {
   ClientRequestId id = 0;
   std::vector<CompletionDelta> completions;
+  // [prompt tokens] when prompt_logprobs was asked, in the first output after
+  // the whole prompt was scored (the first entry is empty: nothing precedes
+  // the first token); empty in every other output.
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
   bool finished = false;                 // every completion has finished
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;      // prompt tokens found in the prefix cache

@@ -196,7 +196,10 @@ TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t chosen, in
   double sum = 0;
   for (float l : logits) sum += std::exp(static_cast<double>(l) - mx);
   const double log_z = std::log(sum) + mx;
-  TokenLogprobs out{chosen, static_cast<double>(logits[static_cast<size_t>(chosen)]) - log_z, {}};
+  const float mine = logits[static_cast<size_t>(chosen)];
+  int32_t above = 0;
+  for (float l : logits) above += l > mine ? 1 : 0;
+  TokenLogprobs out{chosen, static_cast<double>(mine) - log_z, {}, above + 1};
   if (top_n > 0) {
     std::vector<int32_t> idx(logits.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i);

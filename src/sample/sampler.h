@@ -79,12 +79,15 @@ class Sampler {
 int32_t argmax(std::span<const float> values);
 
 // Log-probabilities under the model's raw distribution (log_softmax of the
-// unprocessed logits, in double): of `chosen`, and of the `top_n` most likely
-// tokens (ties by lower id).
+// unprocessed logits, in double): of `chosen` with its rank (1 + the number
+// of tokens with a larger logit), and of the `top_n` most likely tokens (ties
+// by lower id). A function of the logits alone: the same row gives the same
+// bits whether it sampled a token or scored a prompt.
 struct TokenLogprobs {
   int32_t id;
   double logprob;
   std::vector<std::pair<int32_t, double>> top;
+  int32_t rank = 1;
 };
 TokenLogprobs compute_logprobs(std::span<const float> logits, int32_t chosen, int top_n);
 

@@ -34,6 +34,11 @@ struct Request {
   // Lower is more urgent (0 before 1), as in vLLM; equal priorities run in
   // arrival order.
   int32_t priority = 0;
+  // A request that needs the logits of every prompt position (prompt
+  // logprobs) computes its whole prompt, never taking cached blocks, in
+  // chunks of at most max_chunk_tokens (0: no limit of its own).
+  bool skip_prefix_cache = false;
+  int64_t max_chunk_tokens = 0;
 
   // Proposed continuation awaiting verification (speculative decoding). They
   // are scheduled like known tokens (their KV is computed in the same pass)

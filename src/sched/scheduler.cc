@@ -106,6 +106,7 @@ Request& Scheduler::fork_request(RequestId parent, RequestId child, int32_t chil
 int64_t Scheduler::chunk_size(const Request& r, int64_t budget) const {
   int64_t n = std::min(r.num_tokens_with_drafts() - r.num_computed_tokens, budget);
   if (config_.long_prefill_token_threshold > 0) n = std::min(n, config_.long_prefill_token_threshold);
+  if (r.max_chunk_tokens > 0) n = std::min(n, r.max_chunk_tokens);
   return n;
 }
 
@@ -140,7 +141,7 @@ bool Scheduler::schedule_running(Request& r, int64_t& budget, SchedulerOutput& o
 // Returns false when the KV cache cannot take `r` now.
 bool Scheduler::admit_waiting(Request& r, int64_t& budget, SchedulerOutput& out) {
   PrefixHit hit;
-  if (config_.enable_prefix_caching) hit = kv_.find_cached_prefix(r.tokens);
+  if (config_.enable_prefix_caching && !r.skip_prefix_cache) hit = kv_.find_cached_prefix(r.tokens);
   const int64_t saved_computed = r.num_computed_tokens;
   r.num_computed_tokens = hit.num_tokens;
   const int64_t n = chunk_size(r, budget);

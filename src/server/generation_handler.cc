@@ -56,8 +56,11 @@ Parsed parse(Endpoint endpoint, const json& body, const GenerationContext& ctx) 
   if (endpoint == Endpoint::kCompletions) {
     prompts = parse_prompts(body, ctx.tok, ctx.vocab_size, true, "");
     base.logprobs = parse_completion_logprobs(body, "");
-    if (read_bool(body, "echo"))
+    if (read_bool(body, "echo")) {
       for (const auto& p : prompts) out.shape.echo.push_back(ctx.tok.decode(p));
+      // OpenAI's legacy API scores an echoed prompt when logprobs are asked.
+      out.shape.echo_logprobs = base.logprobs >= 0;
+    }
   } else {
     auto messages = body.find("messages");
     if (messages == body.end()) bad_field("messages", "is required");
@@ -91,6 +94,11 @@ Parsed parse(Endpoint endpoint, const json& body, const GenerationContext& ctx) 
   out.shape.num_prompts = prompts.size();
   out.shape.n = base.n;
   out.shape.logprobs = base.logprobs >= 0;
+  out.shape.prompt_logprobs = base.prompt_logprobs >= 0;
+  out.shape.return_token_ids = read_bool(body, "return_token_ids");
+  out.shape.prompt_ids = prompts;
+  if (out.shape.echo_logprobs)
+    for (RequestParams& r : out.prompts) r.prompt_logprobs = std::max(r.prompt_logprobs, base.logprobs);
   out.stream = read_bool(body, "stream");
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
     if (!so->is_object()) bad_field("stream_options", "must be an object");

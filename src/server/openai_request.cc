@@ -101,6 +101,13 @@ RequestParams parse_generation_fields(const json& body, const std::string& where
     // Negative seeds are taken modulo 2^64, as every other 64-bit seed.
     p.sampling.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
   }
+  if (auto l = body.find("prompt_logprobs"); l != body.end() && !l->is_null()) {
+    // vLLM's extension: the logprob of each prompt token with top-N alternatives.
+    const bool ok = l->is_number_integer() && !l->is_number_unsigned() ? l->get<int64_t>() >= 0 && l->get<int64_t>() <= kMaxLogprobs
+                                                                        : l->is_number_unsigned() && l->get<uint64_t>() <= kMaxLogprobs;
+    if (!ok) bad(where, "prompt_logprobs", strformat("must be an integer between 0 and %d", kMaxLogprobs));
+    p.prompt_logprobs = l->get<int32_t>();
+  }
   if (auto e = body.find("ignore_eos"); e != body.end() && !e->is_null()) {
     if (!e->is_boolean()) bad(where, "ignore_eos", "must be a boolean");
     p.ignore_eos = e->get<bool>();
@@ -201,8 +208,27 @@ json completion_logprobs_json(const std::vector<TokenLogprobs>& logprobs, const 
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
+json prompt_logprobs_json(const std::vector<std::optional<TokenLogprobs>>& prompt, const Tokenizer& tok) {
+  json out = json::array();
+  for (const std::optional<TokenLogprobs>& t : prompt) {
+    if (!t) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json entry = json::object();
+    auto add = [&](int32_t id, double logprob, int32_t rank) {
+      entry[std::to_string(id)] = {{"logprob", logprob}, {"rank", rank}, {"decoded_token", tok.token_bytes(id, true)}};
+    };
+    for (size_t i = 0; i < t->top.size(); ++i) add(t->top[i].first, t->top[i].second, static_cast<int32_t>(i) + 1);
+    add(t->id, t->logprob, t->rank);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 json completion_result_json(size_t index, const std::vector<FinishedCompletion>& choices, const RequestOutput& last,
-                            bool with_logprobs, const Tokenizer& tok) {
+                            bool with_logprobs, const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs,
+                            const Tokenizer& tok) {
   json out;
   out["index"] = index;
   json arr = json::array();
@@ -219,6 +245,7 @@ json completion_result_json(size_t index, const std::vector<FinishedCompletion>&
     arr.push_back(ch);
   }
   out["choices"] = arr;
+  if (!prompt_logprobs.empty()) out["prompt_logprobs"] = prompt_logprobs_json(prompt_logprobs, tok);
   out["usage"] = {{"prompt_tokens", last.prompt_tokens},
                   {"completion_tokens", completion_tokens},
                   {"total_tokens", last.prompt_tokens + completion_tokens},

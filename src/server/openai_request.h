@@ -27,8 +27,8 @@ class RequestError : public Error {
   std::string param_;
 };
 
-// Sampling, stopping, n, seed, priority and user fields, common to both
-// endpoints. Starts from OpenAI's defaults (temperature 1, top_p 1, no top-k
+// Sampling, stopping, n, seed, priority, user and prompt_logprobs fields,
+// common to both endpoints. Starts from OpenAI's defaults (temperature 1, top_p 1, no top-k
 // or min-p). Leaves prompt, max_tokens and logprobs to the caller, because
 // completions and chat read those differently.
 RequestParams parse_generation_fields(const nlohmann::json& body, const std::string& where);
@@ -58,9 +58,17 @@ struct FinishedCompletion {
   std::string finish_reason;
 };
 
-// `exactly batch`'s result line for one request.
+// `exactly batch`'s result line for one request; `prompt_logprobs` when the
+// request asked for them (else empty).
 nlohmann::json completion_result_json(size_t index, const std::vector<FinishedCompletion>& choices,
-                                      const RequestOutput& last, bool with_logprobs, const Tokenizer& tok);
+                                      const RequestOutput& last, bool with_logprobs,
+                                      const std::vector<std::optional<TokenLogprobs>>& prompt_logprobs,
+                                      const Tokenizer& tok);
+
+// vLLM's prompt_logprobs: null for the first token, then for each token an
+// object keyed by token id (the prompt's token and its top-N alternatives)
+// of {"logprob", "rank", "decoded_token"}.
+nlohmann::json prompt_logprobs_json(const std::vector<std::optional<TokenLogprobs>>& prompt, const Tokenizer& tok);
 
 // OpenAI's completions logprobs object for some tokens.
 nlohmann::json completion_logprobs_json(const std::vector<TokenLogprobs>& logprobs, const Tokenizer& tok,

@@ -61,18 +61,71 @@ json OpenAIResponse::chunk(json choices) const {
           {"model", shape_.model}, {"choices", std::move(choices)}};
 }
 
+namespace {
+
+// The logprobs object of a completions choice whose prompt is echoed: the
+// prompt's tokens (no logprob for the first), then the completion's.
+json echoed_logprobs(const std::vector<int32_t>& prompt, const std::vector<std::optional<TokenLogprobs>>& scores,
+                     const json& completion, const Tokenizer& tok) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    std::string text = tok.token_bytes(prompt[i], true);
+    offsets.push_back(offset);
+    offset += text.size();
+    tokens.push_back(std::move(text));
+    const std::optional<TokenLogprobs>& t = i < scores.size() ? scores[i] : std::nullopt;
+    token_logprobs.push_back(t ? json(t->logprob) : json(nullptr));
+    json alts = t ? json::object() : json(nullptr);
+    if (t)
+      for (const auto& [id, l] : t->top) alts[tok.token_bytes(id, true)] = l;
+    top.push_back(std::move(alts));
+  }
+  if (completion.is_object()) {
+    auto append = [&](json& dst, const char* key) {
+      for (const json& v : completion.at(key)) dst.push_back(v);
+    };
+    append(tokens, "tokens");
+    append(token_logprobs, "token_logprobs");
+    append(top, "top_logprobs");
+    append(offsets, "text_offset");
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+}  // namespace
+
+void OpenAIResponse::add_prompt_fields(json& choice, size_t prompt) const {
+  if (shape_.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(prompts_[prompt].prompt_logprobs, tok_);
+  if (shape_.return_token_ids && prompt < shape_.prompt_ids.size())
+    choice["prompt_token_ids"] = shape_.prompt_ids[prompt];
+}
+
+std::vector<json> OpenAIResponse::prompt_chunks(size_t prompt) const {
+  std::vector<json> out;
+  const std::string echo = shape_.echo.empty() ? std::string() : shape_.echo[prompt];
+  for (int32_t j = 0; j < shape_.n; ++j) {
+    const size_t i = prompt * static_cast<size_t>(shape_.n) + static_cast<size_t>(j);
+    json choice = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    if (shape_.endpoint == Endpoint::kChat) {
+      choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    } else {
+      if (echo.empty() && !shape_.prompt_logprobs && !shape_.return_token_ids) continue;
+      choice["text"] = echo;
+      if (shape_.echo_logprobs)
+        choice["logprobs"] = echoed_logprobs(shape_.prompt_ids[prompt], prompts_[prompt].prompt_logprobs, nullptr, tok_);
+    }
+    add_prompt_fields(choice, prompt);
+    out.push_back(chunk(json::array({std::move(choice)})));
+  }
+  return out;
+}
+
 std::vector<json> OpenAIResponse::opening_chunks() const {
   std::vector<json> out;
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    const size_t prompt = i / static_cast<size_t>(shape_.n);
-    if (shape_.endpoint == Endpoint::kChat) {
-      out.push_back(chunk(json::array({{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                        {"logprobs", nullptr}, {"finish_reason", nullptr}}})));
-    } else if (!shape_.echo.empty() && !shape_.echo[prompt].empty()) {
-      out.push_back(chunk(json::array({{{"index", i}, {"text", shape_.echo[prompt]}, {"logprobs", nullptr},
-                                        {"finish_reason", nullptr}}})));
-    }
-  }
+  if (prompt_waits_for_scores()) return out;  // sent with the prompt's logprobs (absorb)
+  for (size_t prompt = 0; prompt < shape_.num_prompts; ++prompt)
+    for (json& c : prompt_chunks(prompt)) out.push_back(std::move(c));
   return out;
 }
 
@@ -84,12 +137,18 @@ std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
   p.prompt_tokens = std::max(p.prompt_tokens, out.prompt_tokens);
   p.cached_tokens = std::max(p.cached_tokens, out.cached_prompt_tokens);
   p.completion_tokens = std::max(p.completion_tokens, out.completion_tokens);
+  if (!out.prompt_logprobs.empty()) {
+    p.prompt_logprobs = out.prompt_logprobs;
+    if (prompt_waits_for_scores())
+      for (json& c : prompt_chunks(event.prompt_index)) chunks.push_back(std::move(c));
+  }
   for (const CompletionDelta& d : out.completions) {
     if (d.index < 0 || d.index >= shape_.n) continue;
     const size_t index = event.prompt_index * static_cast<size_t>(shape_.n) + static_cast<size_t>(d.index);
     Choice& c = choices_[index];
     const size_t offset = c.text.size();
     c.text += d.text;
+    c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
     c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
     if (d.finish_reason) c.finish_reason = to_string(*d.finish_reason);
     if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
@@ -100,6 +159,7 @@ std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
       choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
     else
       choice["text"] = d.text;
+    if (shape_.return_token_ids) choice["token_ids"] = d.token_ids;
     chunks.push_back(chunk(json::array({choice})));
   }
   if (out.finished) {
@@ -161,7 +221,12 @@ json OpenAIResponse::whole() const {
       const std::string echo = shape_.echo.empty() ? std::string() : shape_.echo[prompt];
       choice["text"] = echo + c.text;
       choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, echo.size()) : json(nullptr);
+      if (shape_.echo_logprobs)
+        choice["logprobs"] =
+            echoed_logprobs(shape_.prompt_ids[prompt], prompts_[prompt].prompt_logprobs, choice["logprobs"], tok_);
     }
+    add_prompt_fields(choice, prompt);
+    if (shape_.return_token_ids) choice["token_ids"] = c.token_ids;
     choices.push_back(std::move(choice));
   }
   return {{"id", id_}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created_},

@@ -23,6 +23,12 @@ struct ResponseShape {
   int32_t n = 1;
   bool logprobs = false;
   std::vector<std::string> echo;  // [num_prompts] text put before each prompt's completions, or empty
+  // Completions with echo and logprobs: the logprobs object covers the
+  // prompt's tokens too (null for the first), as OpenAI's legacy API does.
+  bool echo_logprobs = false;
+  bool prompt_logprobs = false;   // vLLM's prompt_logprobs field in each choice
+  bool return_token_ids = false;  // vLLM's prompt_token_ids and token_ids in each choice
+  std::vector<std::vector<int32_t>> prompt_ids;  // [num_prompts]
 };
 
 class OpenAIResponse {
@@ -44,16 +50,25 @@ class OpenAIResponse {
  private:
   struct Choice {
     std::string text;
+    std::vector<int32_t> token_ids;
     std::vector<TokenLogprobs> logprobs;
     std::string finish_reason;
   };
   struct PromptState {
     bool finished = false;
     int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+    std::vector<std::optional<TokenLogprobs>> prompt_logprobs;  // once the engine scored the prompt
   };
 
   nlohmann::json chunk(nlohmann::json choices) const;
   nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, size_t text_offset) const;
+  // A prompt's opening in a stream: its echo (with the prompt's logprobs when
+  // asked), its prompt_logprobs and prompt_token_ids, for each of its choices.
+  std::vector<nlohmann::json> prompt_chunks(size_t prompt) const;
+  // The extra fields a choice carries: prompt_logprobs, prompt_token_ids.
+  void add_prompt_fields(nlohmann::json& choice, size_t prompt) const;
+  // Whether the stream's prompt chunks wait for the engine's prompt logprobs.
+  bool prompt_waits_for_scores() const { return shape_.echo_logprobs || shape_.prompt_logprobs; }
 
   ResponseShape shape_;
   const Tokenizer& tok_;
