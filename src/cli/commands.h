@@ -17,6 +17,7 @@ void register_logits(CLI::App& app);
 void register_batch(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_export(CLI::App& app);
+void register_verify(CLI::App& app);
 void register_bench_kv(CLI::App& bench);  // under `bench`
 void register_bench_serve(CLI::App& bench);  // under `bench`
 void register_bench_throughput(CLI::App& bench);  // under `bench`

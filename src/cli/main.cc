@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   exactly::cli::register_batch(app);
   exactly::cli::register_serve(app);
   exactly::cli::register_export(app);
+  exactly::cli::register_verify(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,9 @@ alone, then compared with the same requests
 5. with speculation (prompt lookup, greedy targets);
 6. with every kernel launched eagerly (no CUDA graphs);
 7. in a second process.
+Then the sampler against the scorer: the logprob each of 64 generated texts
+reported for its tokens equals, bit for bit, the logprob of the same token
+when the text comes back as a prompt (prompt_logprobs, scored in chunks of 7).
 Prompts are random token ids from a seeded generator, not text any other test
 uses. Comparisons are exact: token ids and every logprob's bits (the batch
 output prints floats so that they read back exactly).
@@ -77,6 +80,28 @@ def compare(name: str, want: list[dict], got: list[dict]) -> None:
             first = next((j for j in range(min(len(ta), len(tb))) if ta[j] != tb[j]), "logprobs only")
             break
     record(name, all(same) and len(want) == len(got), identical=f"{sum(same)}/{len(want)}", first_difference=first)
+
+
+def check_sampler_against_scorer(a, base: list[str], vocab: int, rng: random.Random, tmp: Path) -> None:
+    gen = []
+    for i in range(44):  # 22 greedy, 22 sampled with n = 2: 66 texts
+        prompt = [rng.randrange(100, vocab) for _ in range(rng.choice([5, 40, 200]))]
+        sampled = {"temperature": 0.8, "seed": 500 + i, "n": 2} if i % 2 else {"temperature": 0}
+        gen.append({"prompt": prompt, "max_tokens": 16, "ignore_eos": True, "logprobs": 1, **sampled})
+    out = run_batch(a.exactly, a.model, gen, base, tmp, "sampler")
+    texts, want = [], []
+    for req, res in zip(gen, out):
+        for choice in res["choices"]:
+            texts.append({"prompt": req["prompt"] + choice["token_ids"], "max_tokens": 1, "prompt_logprobs": 1,
+                          "temperature": 0})
+            want.append((len(req["prompt"]), choice["token_ids"], choice["logprobs"]["token_logprobs"]))
+    scored = run_batch(a.exactly, a.model, texts, base + ["--max-num-batched-tokens", "7"], tmp, "scorer")
+    same = total = 0
+    for (n_prompt, ids, lps), res in zip(want, scored):
+        for k, t in enumerate(ids):
+            total += 1
+            same += res["prompt_logprobs"][n_prompt + k][str(t)]["logprob"] == lps[k]
+    record(f"sampler == scorer ({len(texts)} texts)", same == total and len(texts) >= 64, tokens=total, identical=same)
 
 
 def main() -> int:
@@ -151,6 +176,8 @@ def main() -> int:
 
         got = [run_batch(a.exactly, a.model, [t], base, tmp, f"again-{i}")[0] for i, t in enumerate(tgt)]
         compare("in a second process", alone, got)
+
+        check_sampler_against_scorer(a, base, vocab, rng, tmp)
     return REPORT.finish("invariance checks", a.json)
 
 
