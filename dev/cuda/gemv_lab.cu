@@ -333,13 +333,8 @@ bool validate_rows(const std::vector<Version>& vs, Buffers& b, int max_n) {
 
 // ---- the canonical order against the fastest ----
 
-Version rows_config(const char* name, GemmRowsConfig config) {
-  return {name, [config](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
-            gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st, config);
-          }};
-}
-
 std::vector<Version> canonical_versions() {
+  // c2 tunes per shape: against c3 it shows what the tuning takes.
   static Gemm fastest(GemmOrder::kFastest), lt_canonical(GemmOrder::kCanonical, 0), canonical(GemmOrder::kCanonical);
   auto version = [](const char* name, Gemm* g) {
     return Version{name, [g](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
@@ -348,11 +343,11 @@ std::vector<Version> canonical_versions() {
   };
   return {version("f0 fastest (production: streaming at 1 row, cuBLASLt's choice beyond)", &fastest),
           version("c1 canonical: cuBLASLt without split-K", &lt_canonical),
-          version("c2 canonical: gemm_rows (200 KB of stages, whole tiles), cuBLASLt beyond 64 rows", &canonical),
-          rows_config("c3 gemm_rows: 200 KB, 16-row units", {200, 0, true}),
-          rows_config("c4 gemm_rows: 100 KB, 4 stages read ahead into L2", {100, 4, false}),
-          rows_config("c5 gemm_rows: 100 KB, 8 stages read ahead into L2", {100, 8, false}),
-          rows_config("c6 gemm_rows: 200 KB, 4 stages read ahead into L2", {200, 4, false})};
+          version("c2 canonical: gemm_rows up to 64 rows, cuBLASLt without split-K beyond", &canonical),
+          Version{"c3 canonical: gemm_rows alone",
+                  [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+                    gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
+                  }}};
 }
 
 // Every canonical version against c1 bit for bit at every row count, row 0

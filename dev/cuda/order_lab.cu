@@ -252,15 +252,11 @@ void instruction_variants(const Buffers& b, const Shape& s, int m) {
                 static_cast<long long>(n));
   }
   if (m <= kGemmRowsMax) {
-    const GemmRowsConfig configs[] = {{200, 0, false}, {200, 0, true}, {100, 4, false}, {200, 4, true}};
-    for (const GemmRowsConfig& config : configs) {
-      CK(cudaMemset(b.scratch, 0xff, n * 4));
-      gemm_rows_bf16(b.x, b.w[0], b.scratch, m, s.n_out, s.k, GemmOut::f32, false, nullptr, config);
-      CK(cudaDeviceSynchronize());
-      std::printf("  %-14s m=%-5d gemm_rows %3d KB ahead %d %s differ %llu / %lld\n", s.name, m, config.shared_kib,
-                  config.read_ahead_stages, config.unit_share ? "units" : "tiles",
-                  diff_count(b, b.scratch, n, Stage::kF32), static_cast<long long>(n));
-    }
+    CK(cudaMemset(b.scratch, 0xff, n * 4));
+    gemm_rows_bf16(b.x, b.w[0], b.scratch, m, s.n_out, s.k, GemmOut::f32, false, nullptr);
+    CK(cudaDeviceSynchronize());
+    std::printf("  %-14s m=%-5d %-28s differ %llu / %lld\n", s.name, m, "gemm_rows",
+                diff_count(b, b.scratch, n, Stage::kF32), static_cast<long long>(n));
   }
   if (m <= kGemvMaxRows && s.stage == Stage::kF32) {
     CK(cudaMemset(b.scratch, 0xff, n * 4));

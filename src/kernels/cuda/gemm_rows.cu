@@ -34,23 +34,24 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kTileRows = 64;     // weight rows per tile: wgmma's M
-constexpr int kUnitRows = 16;     // the grain of a CTA's share of the weight rows
+constexpr int kTileRows = 64;  // weight rows per tile: wgmma's M
 constexpr int kWeightPanelBytes = kTileRows * 128;
+constexpr int kSharedBudget = 200 * 1024;  // bytes of stages per CTA: one CTA per SM, many bytes in flight
 
 enum class OutKind : int { kBf16 = 0, kF32 = 1, kF32Add = 2 };
 
 // N input rows (a multiple of 8) on wgmma's N side; stages of P 64-column
 // panels of k (k a multiple of 64 P: a stage is never partial, so the
-// consumer's steps are one unrolled sequence); kBudget bytes of stages.
-template <int N, int P, int kBudget>
+// consumer's steps are one unrolled sequence).
+template <int N, int P>
 struct RowsShape {
   static constexpr int kStageK = 64 * P;
   static constexpr int kWeightBytes = P * kWeightPanelBytes;
   static constexpr int kInputPanelBytes = N * 128;
   static constexpr int kStageBytes = kWeightBytes + P * kInputPanelBytes;
   static constexpr int kMaxStages = 32 / P;
-  static constexpr int kStages = kBudget / kStageBytes < kMaxStages ? kBudget / kStageBytes : kMaxStages;
+  static constexpr int kStages =
+      kSharedBudget / kStageBytes < kMaxStages ? kSharedBudget / kStageBytes : kMaxStages;
   static constexpr int kSharedBytes = kStages * kStageBytes + 1024;  // + alignment slack
   static constexpr int kThreads = 128 + 32;                          // a consumer warpgroup, a producer warp
   static_assert(kStages >= 2, "stages do not fit");
@@ -58,48 +59,41 @@ struct RowsShape {
 
 // The k16 steps of a stage, in order; the first overwrites the accumulators
 // unless `accumulate`.
-template <int N, int P, int kBudget>
+template <int N, int P>
 __device__ __forceinline__ void issue_steps(float (&acc)[N / 2], uint64_t w_desc, uint64_t x_desc, bool accumulate) {
 #ifdef EXACTLY_HAS_WGMMA
 #pragma unroll
   for (int j = 0; j < 4 * P; ++j) {
     const uint32_t step = static_cast<uint32_t>((j % 4) * 32);
     wgmma_kk<N>(acc, wgmma_descriptor_advance(w_desc, (j / 4) * kWeightPanelBytes + step),
-                wgmma_descriptor_advance(x_desc, (j / 4) * RowsShape<N, P, kBudget>::kInputPanelBytes + step),
+                wgmma_descriptor_advance(x_desc, (j / 4) * RowsShape<N, P>::kInputPanelBytes + step),
                 accumulate || j > 0);
   }
 #endif
 }
 
 #ifdef EXACTLY_HAS_WGMMA
-// A CTA's share of the weight: rows [first, end), in 64-row tiles from
-// `first`; only the last may be shorter (a whole number of 16-row units).
+// A CTA's share of the weight: whole 64-row tiles [first, end) (the last
+// tile of the weight may be shorter).
 struct RowShare {
   int first, end;
   __device__ int tiles() const { return (end - first + kTileRows - 1) / kTileRows; }
   __device__ int rows_of(int t) const { return min(kTileRows, end - first - t * kTileRows); }
 };
 
-__device__ RowShare row_share(int n_out, bool by_units) {
-  if (!by_units) {  // whole 64-row tiles
-    const int tiles = (n_out + kTileRows - 1) / kTileRows;
-    const int t0 = static_cast<int>(int64_t{tiles} * blockIdx.x / gridDim.x);
-    const int t1 = static_cast<int>(int64_t{tiles} * (blockIdx.x + 1) / gridDim.x);
-    return {t0 * kTileRows, min(n_out, t1 * kTileRows)};
-  }
-  const int units = (n_out + kUnitRows - 1) / kUnitRows;
-  const int u0 = static_cast<int>(int64_t{units} * blockIdx.x / gridDim.x);
-  const int u1 = static_cast<int>(int64_t{units} * (blockIdx.x + 1) / gridDim.x);
-  return {u0 * kUnitRows, u1 * kUnitRows};
+__device__ RowShare row_share(int n_out) {
+  const int tiles = (n_out + kTileRows - 1) / kTileRows;
+  const int t0 = static_cast<int>(int64_t{tiles} * blockIdx.x / gridDim.x);
+  const int t1 = static_cast<int>(int64_t{tiles} * (blockIdx.x + 1) / gridDim.x);
+  return {t0 * kTileRows, min(n_out, t1 * kTileRows)};
 }
 #endif
 
-template <int N, int P, int kBudget>
-__global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
-    gemm_rows_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap w_unit_map,
-                     const __grid_constant__ CUtensorMap x_map, void* out, int m, int n_out, int k, int out_kind,
-                     int by_units, int read_ahead) {
-  using S = RowsShape<N, P, kBudget>;
+template <int N, int P>
+__global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
+    gemm_rows_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map, void* out,
+                     int m, int n_out, int k, int out_kind) {
+  using S = RowsShape<N, P>;
 #ifdef EXACTLY_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
   __shared__ __align__(8) uint64_t full[S::kStages], empty[S::kStages];
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
   auto weights_at = [&](int slot) { return base + static_cast<uint32_t>(slot * S::kStageBytes); };
   auto inputs_at = [&](int slot) { return weights_at(slot) + S::kWeightBytes; };
 
-  const RowShare share = row_share(n_out, by_units != 0);
+  const RowShare share = row_share(n_out);
   const int k_stages = k / S::kStageK;
   const int iterations = share.tiles() * k_stages;
   if (threadIdx.x == 0) {
@@ -122,35 +116,14 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
 
   if (threadIdx.x >= 128) {  // the producer warp; one lane issues
     if (threadIdx.x != 128) return;
-    // A whole tile is one copy per panel; a short one a copy per 16-row unit.
+    // Rows of the weight past n_out (in its last tile) read as zeros.
     auto issue_weights = [&](int it) {
       const int t = it / k_stages, ks = it % k_stages, slot = it % S::kStages;
-      const int row0 = share.first + t * kTileRows, rows = share.rows_of(t);
       const uint32_t bar = smem_address(&full[slot]);
-      const int boxed = rows == kTileRows ? kTileRows : (rows + kUnitRows - 1) / kUnitRows * kUnitRows;
-      mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(P * (boxed * 128 + S::kInputPanelBytes)));
-      for (int p = 0; p < P; ++p) {
-        const uint32_t dst = weights_at(slot) + p * kWeightPanelBytes;
-        const int col = ks * S::kStageK + p * 64;
-        if (rows == kTileRows) {
-          tma_load_2d(dst, &w_map, col, row0, bar);
-        } else {
-          for (int u = 0; u < rows; u += kUnitRows) tma_load_2d(dst + u * 128, &w_unit_map, col, row0 + u, bar);
-        }
-      }
-    };
-    // Weights of stages beyond the ring, brought into L2 ahead of their copy.
-    auto read_weights_ahead = [&](int it) {
-      if (it >= iterations) return;
-      const int t = it / k_stages, ks = it % k_stages, row0 = share.first + t * kTileRows;
-      for (int p = 0; p < P; ++p) {
-        const int col = ks * S::kStageK + p * 64;
-        if (share.rows_of(t) == kTileRows) {
-          tma_prefetch_2d(&w_map, col, row0);
-        } else {
-          for (int u = 0; u < share.rows_of(t); u += kUnitRows) tma_prefetch_2d(&w_unit_map, col, row0 + u);
-        }
-      }
+      mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(S::kStageBytes));
+      for (int p = 0; p < P; ++p)
+        tma_load_2d(weights_at(slot) + p * kWeightPanelBytes, &w_map, ks * S::kStageK + p * 64,
+                    share.first + t * kTileRows, bar);
     };
     auto issue_inputs = [&](int it) {
       const int ks = it % k_stages, slot = it % S::kStages;
@@ -160,14 +133,12 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
     };
     const int early = min(iterations, S::kStages);
     for (int it = 0; it < early; ++it) issue_weights(it);  // weights are never written: no need to wait
-    for (int it = early; it < early + read_ahead; ++it) read_weights_ahead(it);
     wait_for_predecessor();
     for (int it = 0; it < early; ++it) issue_inputs(it);
     for (int it = early; it < iterations; ++it) {
       mbarrier_wait(smem_address(&empty[it % S::kStages]), ((it / S::kStages) & 1) ^ 1);
       issue_weights(it);
       issue_inputs(it);
-      if (read_ahead > 0) read_weights_ahead(it + read_ahead);
     }
     return;
   }
@@ -185,7 +156,7 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
       const uint64_t x_desc = wgmma_descriptor(inputs_at(slot), S::kInputPanelBytes, 1024);
       wgmma_keep(acc);
       wgmma_fence();
-      issue_steps<N, P, kBudget>(acc, w_desc, x_desc, ks > 0);
+      issue_steps<N, P>(acc, w_desc, x_desc, ks > 0);
       wgmma_commit();
       // The stage before this one is done once at most this stage's group is
       // in flight: release it.
@@ -195,7 +166,6 @@ __global__ void __launch_bounds__(RowsShape<N, P, kBudget>::kThreads, 1)
     wgmma_wait<0>();
     wgmma_keep(acc);
     if (threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(t * k_stages + k_stages - 1) % S::kStages]));
-    // Rows of a short tile past its units hold stale weights: not stored.
     const int rows = share.rows_of(t);
 #pragma unroll
     for (int j = 0; j < N / 2; ++j) {
@@ -261,11 +231,11 @@ int multiprocessors() {
   return n;
 }
 
-template <int N, int P, int kBudget>
+template <int N, int P>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-            cudaStream_t stream, const GemmRowsConfig& config) {
-  using S = RowsShape<N, P, kBudget>;
-  constexpr auto kernel = gemm_rows_kernel<N, P, kBudget>;
+            cudaStream_t stream) {
+  using S = RowsShape<N, P>;
+  constexpr auto kernel = gemm_rows_kernel<N, P>;
   static const bool configured = [] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSharedBytes),
                "gemm_rows");
@@ -273,38 +243,28 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, i
   }();
   (void)configured;
   const CUtensorMap w_map = tensor_map(w, n_out, k, kTileRows);
-  const CUtensorMap w_unit_map = tensor_map(w, n_out, k, kUnitRows);
   const CUtensorMap x_map = tensor_map(x, m, k, N);
   // One CTA per SM, but no more than there are tiles.
   const int64_t tiles = (n_out + kTileRows - 1) / kTileRows;
   const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, multiprocessors()));
   launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
-                   w_map, w_unit_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
-                   static_cast<int>(kind), config.unit_share ? 1 : 0, config.read_ahead_stages);
+                   w_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
+                   static_cast<int>(kind));
 }
 
-template <int P, int kBudget>
+template <int P>
 void launch_for_rows(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-                     cudaStream_t stream, const GemmRowsConfig& config) {
+                     cudaStream_t stream) {
   switch ((m + 7) / 8) {
-    case 1: return launch<8, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    case 2: return launch<16, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    case 3: return launch<24, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    case 4: return launch<32, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    case 5: return launch<40, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    case 6: return launch<48, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    case 7: return launch<56, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-    default: return launch<64, P, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
+    case 1: return launch<8, P>(x, w, out, m, n_out, k, kind, stream);
+    case 2: return launch<16, P>(x, w, out, m, n_out, k, kind, stream);
+    case 3: return launch<24, P>(x, w, out, m, n_out, k, kind, stream);
+    case 4: return launch<32, P>(x, w, out, m, n_out, k, kind, stream);
+    case 5: return launch<40, P>(x, w, out, m, n_out, k, kind, stream);
+    case 6: return launch<48, P>(x, w, out, m, n_out, k, kind, stream);
+    case 7: return launch<56, P>(x, w, out, m, n_out, k, kind, stream);
+    default: return launch<64, P>(x, w, out, m, n_out, k, kind, stream);
   }
-}
-
-template <int kBudget>
-void launch_for_k(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-                  cudaStream_t stream, const GemmRowsConfig& config) {
-  // The widest stages that k allows: 256 columns (128 in a smaller budget), else 64.
-  constexpr int kWide = kBudget >= 200 * 1024 ? 4 : 2;
-  if (k % (64 * kWide) == 0) return launch_for_rows<kWide, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
-  launch_for_rows<1, kBudget>(x, w, out, m, n_out, k, kind, stream, config);
 }
 
 }  // namespace
@@ -316,15 +276,16 @@ bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const
 }
 
 void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream, const GemmRowsConfig& config) {
+                    bool accumulate, cudaStream_t stream) {
   EXACTLY_CUDA_REQUIRE(gemm_rows_applies(m, n_out, k, x, w),
                        "gemm_rows: %lld rows of a %lld x %lld weight (at most %d rows, k a multiple of 64)",
                        static_cast<long long>(m), static_cast<long long>(n_out), static_cast<long long>(k),
                        kGemmRowsMax);
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm_rows: accumulating needs an fp32 output");
   const OutKind kind = out_type == GemmOut::bf16 ? OutKind::kBf16 : accumulate ? OutKind::kF32Add : OutKind::kF32;
-  if (config.shared_kib == 100) return launch_for_k<100 * 1024>(x, w, out, m, n_out, k, kind, stream, config);
-  launch_for_k<200 * 1024>(x, w, out, m, n_out, k, kind, stream, config);
+  // Stages of 256 columns of k where k allows, else of 64.
+  if (k % 256 == 0) return launch_for_rows<4>(x, w, out, m, n_out, k, kind, stream);
+  launch_for_rows<1>(x, w, out, m, n_out, k, kind, stream);
 }
 
 }  // namespace exactly::kernels::cuda

@@ -17,18 +17,8 @@ inline constexpr int kGemmRowsMax = 64;
 // x and w 16-byte aligned, k a multiple of 64, 1 <= m <= kGemmRowsMax.
 bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const void* w);
 
-// How the kernel streams the weight (the kernel lab compares them; the bits
-// do not depend on any of it): shared memory for a CTA's stages (200 or 100
-// KiB), stages read ahead into L2 beyond them, and whether CTAs share the
-// weight by 16-row units or by whole 64-row tiles.
-struct GemmRowsConfig {
-  int shared_kib = 200;
-  int read_ahead_stages = 0;
-  bool unit_share = false;
-};
-
 // out[m, n_out] = x[m, k] · w[n_out, k]^T (+ out when accumulate; f32 only).
 void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream, const GemmRowsConfig& config = {});
+                    bool accumulate, cudaStream_t stream);
 
 }  // namespace exactly::kernels::cuda
