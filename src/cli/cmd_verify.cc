@@ -101,7 +101,8 @@ std::vector<std::vector<RequestParams>> one_per_phase(const std::vector<RequestP
 Check compare(const std::string& name, const std::vector<Outcome>& want, const std::vector<Outcome>& got,
               const std::vector<size_t>& pick) {
   for (size_t i = 0; i < want.size(); ++i)
-    if (auto d = first_difference(want[i], got[pick[i]])) return {name, false, strformat("request %zu: %s", i, d->c_str())};
+    if (auto d = first_difference(want[i], got[pick[i]]))
+      return {name, false, strformat("request %zu: %s", i, d->c_str())};
   return {name, true, ""};
 }
 

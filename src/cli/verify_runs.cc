@@ -30,7 +30,8 @@ std::optional<std::string> first_difference(const Outcome& a, const Outcome& b) 
       if (ta[i] != tb[i]) return strformat("token %zu of choice %zu", i, c);
     if (ta.size() != tb.size()) return strformat("the length of choice %zu", c);
     for (size_t i = 0; i < std::min(a.logprobs[c].size(), b.logprobs[c].size()); ++i)
-      if (!same_logprobs(a.logprobs[c][i], b.logprobs[c][i])) return strformat("logprobs of token %zu of choice %zu", i, c);
+      if (!same_logprobs(a.logprobs[c][i], b.logprobs[c][i]))
+        return strformat("logprobs of token %zu of choice %zu", i, c);
   }
   if (a.prompt_logprobs.size() != b.prompt_logprobs.size()) return std::string("the number of prompt logprobs");
   for (size_t i = 0; i < a.prompt_logprobs.size(); ++i) {

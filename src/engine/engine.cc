@@ -501,6 +501,12 @@ void Engine::pack_batch(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.scheduled) max_blocks = std::max(max_blocks, kv_manager_.block_table(c.id).size());
   b.reset(out.scheduled.size(), max_blocks);
   int64_t entries_left = model_.model->verified_draft_entries();  // for the verifies the model runs
+  // A model verifies drafts over one chunk of logits rows; a step that also
+  // scores prompts (many more rows) verifies on the host instead.
+  for (const ScheduledChunk& c : out.scheduled)
+    if (sequence_of(c.id).group->params.prompt_logprobs >= 0 &&
+        c.first_new_token < scheduler_->find(c.id)->num_prompt_tokens - 1)
+      entries_left = 0;
 
   std::vector<int32_t> chunk_rows(out.scheduled.size());  // each chunk's first token in the batch
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
@@ -766,7 +772,8 @@ std::vector<RequestOutput> Engine::step() {
   // Hand out what changed and retire finished groups.
   for (auto it = groups_.begin(); it != groups_.end();) {
     Group& g = *it->second;
-    if (g.params.prompt_logprobs >= 0 && !g.prompt_scores_sent && g.prompt_scores.size() + 1 == g.params.prompt.size()) {
+    const bool prompt_scored = g.prompt_scores.size() + 1 == g.params.prompt.size();
+    if (g.params.prompt_logprobs >= 0 && !g.prompt_scores_sent && prompt_scored) {
       std::vector<std::optional<TokenLogprobs>>& lp = g.pending.prompt_logprobs;
       lp.assign(1, std::nullopt);
       for (TokenLogprobs& t : g.prompt_scores) lp.emplace_back(std::move(t));

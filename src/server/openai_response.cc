@@ -113,7 +113,8 @@ std::vector<json> OpenAIResponse::prompt_chunks(size_t prompt) const {
       if (echo.empty() && !shape_.prompt_logprobs && !shape_.return_token_ids) continue;
       choice["text"] = echo;
       if (shape_.echo_logprobs)
-        choice["logprobs"] = echoed_logprobs(shape_.prompt_ids[prompt], prompts_[prompt].prompt_logprobs, nullptr, tok_);
+        choice["logprobs"] =
+            echoed_logprobs(shape_.prompt_ids[prompt], prompts_[prompt].prompt_logprobs, nullptr, tok_);
     }
     add_prompt_fields(choice, prompt);
     out.push_back(chunk(json::array({std::move(choice)})));

@@ -40,7 +40,8 @@ struct Gemm::Plan {
 Gemm::Gemm(GemmOrder order, int few_rows, size_t workspace_bytes)
     : order_(order), workspace_bytes_(workspace_bytes) {
   const int most = order == GemmOrder::kCanonical ? kGemmRowsMax : kGemvMaxRows;
-  few_rows_ = few_rows < 0 ? (order == GemmOrder::kCanonical ? kGemmRowsMax : kGemvDefaultRows) : std::min(few_rows, most);
+  const int by_default = order == GemmOrder::kCanonical ? kGemmRowsMax : kGemvDefaultRows;
+  few_rows_ = few_rows < 0 ? by_default : std::min(few_rows, most);
   // EXACTLY_CUDA_GEMV_ROWS=N overrides where the streaming kernel takes over
   // in the fastest order (0: cuBLASLt only), to compare the paths in place.
   if (const char* e = std::getenv("EXACTLY_CUDA_GEMV_ROWS"); e != nullptr && order == GemmOrder::kFastest)
@@ -91,9 +92,9 @@ bool tensor_core_fp32(const cublasLtMatmulAlgo_t& algo) {
   if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &flags, sizeof flags,
                                         &written) != CUBLAS_STATUS_SUCCESS)
     return false;
+  const uint64_t accumulator = flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK;
   return (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) != 0 &&
-         (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_TYPE_MASK) == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F &&
-         (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_GAUSSIAN) == 0;
+         accumulator == CUBLASLT_NUMERICAL_IMPL_FLAGS_ACCUMULATOR_32F && (flags & CUBLASLT_NUMERICAL_IMPL_FLAGS_GAUSSIAN) == 0;
 }
 
 }  // namespace

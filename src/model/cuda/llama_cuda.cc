@@ -99,7 +99,8 @@ CudaLlamaModel::CudaLlamaModel(ModelConfig config, const CudaModelOptions& optio
     throw Error(strformat("--device cuda: no CUDA device is visible (%s)",
                           st != cudaSuccess ? cudaGetErrorString(st) : "the driver reports none"),
                 ExitCode::kUsage);
-  gemm_ = std::make_unique<kc::Gemm>(options_.deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest);  // before the stream: a throw here leaks nothing
+  // Before the stream: a throw here leaks nothing.
+  gemm_ = std::make_unique<kc::Gemm>(options_.deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest);
   kc::check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   rope_layout_ = c.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit : kc::RopeLayout::kAdjacentPairs;
   ws_ = std::make_unique<Workspace>();
