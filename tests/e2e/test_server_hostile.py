@@ -9,7 +9,7 @@ import json
 import pytest
 import requests
 
-from test_server import ServerProcess
+from test_server import ServerProcess, assert_error
 
 
 @pytest.fixture(scope="module")
@@ -24,14 +24,7 @@ def post_raw(server, path, data: bytes):
 
 
 def assert_4xx(resp, needle=None, param=None):
-    assert 400 <= resp.status_code < 500, (resp.status_code, resp.text[:300])
-    err = resp.json()["error"]
-    assert set(err) == {"message", "type", "param", "code"}
-    if needle:
-        assert needle in err["message"], err
-    if param:
-        assert err["param"] == param, err
-    return err
+    return assert_error(resp, 400, needle, param)
 
 
 def assert_alive(server):
