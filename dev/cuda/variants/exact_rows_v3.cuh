@@ -1,0 +1,218 @@
+// exact_rows v3 (lab): the production kernel's arithmetic (src/kernels/cuda/
+// exact_rows.cu: the Hopper prefill kernel's steps on mma.sync) with the
+// work of one KV head spread over a CTA of four warps, so that latency is
+// hidden by warps rather than left to one:
+// - the copies: 128 threads share each 32-key chunk; a thread keeps one
+//   16-byte column and walks its rows by a stride, and a chunk's one or two
+//   blocks are found with one division per chunk, not one per row;
+// - S = Q Kᵀ: warp w computes the 8-key n-tile w of each chunk (the same
+//   k16 chain over D as any warp would), then every warp reads the whole
+//   tile's scores back from shared memory in the accumulator layout, so all
+//   four run the prefill kernel's softmax on the same values and get the
+//   same P and row sums;
+// - O += P V: warp w owns D / 4 of O's columns.
+// Every element goes through the same chain of operations as in v1, so the
+// bits are the same (checked against the prefill kernel by exact_rows_lab).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/online_softmax.cuh"
+
+namespace exactly::lab {
+
+namespace kc = exactly::kernels::cuda;
+
+struct ExactRowsV3Params {
+  const __nv_bfloat16* q;  // [tokens, n_heads, D]
+  __nv_bfloat16* out;      // [tokens, n_heads, D]
+  const __nv_bfloat16* k;  // [slots, n_kv_heads, D]
+  const __nv_bfloat16* v;
+  const int32_t* query_start;   // [n_seqs + 1]
+  const int32_t* seq_lens;      // [n_seqs]
+  const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq, block_size, n_kv_heads, n_heads, group;
+  float scale_log2;
+};
+
+constexpr int kV3BN = 128, kV3ChunkKeys = 32, kV3ChunksPerTile = kV3BN / kV3ChunkKeys, kV3Ring = 4, kV3Warps = 4;
+
+template <int D>
+__global__ void __launch_bounds__(kV3Warps * 32) exact_rows_v3_kernel(const ExactRowsV3Params p) {
+  using bf16 = __nv_bfloat16;
+  using kc::Elem;
+  constexpr int kChunkBytes = kV3ChunkKeys * D * 2, kPieces = D / 8;
+  __shared__ __align__(128) uint8_t ring[kV3Ring * kChunkBytes];
+  __shared__ float scores[16][kV3BN + 4];  // a tile's S, row by key (padded against bank conflicts)
+  const int s = blockIdx.x, kv_head = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, c = lane % 4, q_mat = lane / 8, q_row = lane % 8;
+  const int q0 = p.query_start[s], q_len = p.query_start[s + 1] - q0, ctx_len = p.seq_lens[s];
+  const int rows = q_len * p.group, row0 = blockIdx.z * 16;
+  if (row0 >= rows) return;
+  const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
+
+  auto row_ptr = [&](const bf16* base, int r) -> const bf16* {
+    const int packed = row0 + r;
+    if (packed >= rows) return nullptr;
+    return base + (int64_t{q0 + packed / p.group} * p.n_heads + kv_head * p.group + packed % p.group) * D;
+  };
+  uint32_t qf[D / 16][4];
+  {
+    const bf16* lo = row_ptr(p.q, g);
+    const bf16* hi = row_ptr(p.q, g + 8);
+    auto pair = [](const bf16* row, int col) -> uint32_t {
+      return row == nullptr ? 0u : *reinterpret_cast<const uint32_t*>(row + col);
+    };
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      qf[ks][0] = pair(lo, 16 * ks + 2 * c);
+      qf[ks][1] = pair(hi, 16 * ks + 2 * c);
+      qf[ks][2] = pair(lo, 16 * ks + 8 + 2 * c);
+      qf[ks][3] = pair(hi, 16 * ks + 8 + 2 * c);
+    }
+  }
+  const int pos_lo = ctx_len - q_len + (row0 + g) / p.group;
+  const int pos_hi = ctx_len - q_len + (row0 + g + 8) / p.group;
+
+  // A thread's copies: its 16-byte column of every (threads / pieces)-th row.
+  const int my_piece = tid % kPieces, my_row0 = tid / kPieces;
+  constexpr int kRowStep = kV3Warps * 32 / kPieces;
+  const int64_t head_stride = int64_t{p.n_kv_heads} * D;
+  const int n_tiles = (ctx_len + kV3BN - 1) / kV3BN;
+  const int n_chunks = n_tiles * 2 * kV3ChunksPerTile;
+  const uint32_t ring_addr = kc::smem_address(ring);
+  auto issue = [&](int i) {
+    if (i < n_chunks) {
+      const int tile = i / (2 * kV3ChunksPerTile), j = i % (2 * kV3ChunksPerTile);
+      const bf16* pool = (j >= kV3ChunksPerTile ? p.v : p.k) + int64_t{kv_head} * D + my_piece * 8;
+      const int key0 = tile * kV3BN + (j % kV3ChunksPerTile) * kV3ChunkKeys;
+      const int block0 = key0 / p.block_size, first = key0 - block0 * p.block_size;
+      const int64_t e0 = table[block0];
+      const int64_t e1 = first + kV3ChunkKeys > p.block_size && key0 + p.block_size - first < ctx_len
+                             ? int64_t{table[block0 + 1]}
+                             : e0;
+      const uint32_t slot_addr = ring_addr + (i % kV3Ring) * kChunkBytes;
+#pragma unroll
+      for (int j = 0; j < kV3ChunkKeys / kRowStep; ++j) {
+        const int r = my_row0 + j * kRowStep, within = first + r;
+        const bool valid = key0 + r < ctx_len;
+        const int64_t slot = within < p.block_size ? e0 * p.block_size + within
+                                                   : e1 * p.block_size + (within - p.block_size);
+        kc::cp_async_16(slot_addr + kc::swizzled(r, my_piece, D * 2), pool + (valid ? slot : 0) * head_stride, valid);
+      }
+    }
+    kc::cp_async_commit();
+  };
+  for (int i = 0; i < kV3Ring - 1; ++i) issue(i);
+
+  kc::OnlineSoftmax<kV3BN> sm;
+  constexpr int kMyCols = D / kV3Warps;  // O columns of this warp
+  float o[kMyCols / 2];
+#pragma unroll
+  for (int i = 0; i < kMyCols / 2; ++i) o[i] = 0.f;
+  float sc[kV3BN / 2];
+  uint32_t pk[kV3BN / 16][4];
+  int next = kV3Ring - 1;
+  for (int tile = 0; tile < n_tiles; ++tile) {
+#pragma unroll
+    for (int ch = 0; ch < kV3ChunksPerTile; ++ch) {
+      kc::cp_async_wait<kV3Ring - 2>();
+      __syncthreads();
+      const uint32_t chunk = ring_addr + ((tile * 2 * kV3ChunksPerTile + ch) % kV3Ring) * kChunkBytes;
+      float acc[4] = {0.f, 0.f, 0.f, 0.f};  // n-tile `warp` of the chunk: keys 8 warp ..
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ks += 2) {
+        uint32_t b[4];
+        kc::ldmatrix_x4(b, chunk + kc::swizzled(warp * 8 + q_row, 2 * ks + q_mat, D * 2));
+        Elem<bf16>::mma(acc, qf[ks], b[0], b[1]);
+        Elem<bf16>::mma(acc, qf[ks + 1], b[2], b[3]);
+      }
+      const int key = ch * kV3ChunkKeys + warp * 8 + 2 * c;
+      scores[g][key] = acc[0];
+      scores[g][key + 1] = acc[1];
+      scores[g + 8][key] = acc[2];
+      scores[g + 8][key + 1] = acc[3];
+      __syncthreads();  // the slot is read; the scores are written
+      issue(next++);
+    }
+#pragma unroll
+    for (int i = 0; i < kV3BN / 2; ++i)  // the accumulator layout of the whole tile
+      sc[i] = scores[g + 8 * ((i % 4) / 2)][(i / 4) * 8 + 2 * c + (i & 1)];
+    const int key0 = tile * kV3BN;
+#pragma unroll
+    for (int i = 0; i < kV3BN / 2; ++i) {
+      const int key = key0 + (i / 4) * 8 + c * 2 + (i & 1);
+      const int pos = (i % 4) < 2 ? pos_lo : pos_hi;
+      if (key >= ctx_len || key > pos) sc[i] = -INFINITY;
+    }
+    sm.update(sc, p.scale_log2);
+#pragma unroll
+    for (int ks = 0; ks < kV3BN / 16; ++ks) {
+      pk[ks][0] = Elem<bf16>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
+      pk[ks][1] = Elem<bf16>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
+      pk[ks][2] = Elem<bf16>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
+      pk[ks][3] = Elem<bf16>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+    }
+    sm.rescale(o);  // the first (kMyCols / 2) accumulators: correction by row, as for the whole O
+#pragma unroll
+    for (int ch = 0; ch < kV3ChunksPerTile; ++ch) {
+      kc::cp_async_wait<kV3Ring - 2>();
+      __syncthreads();
+      const uint32_t chunk =
+          ring_addr + ((tile * 2 * kV3ChunksPerTile + kV3ChunksPerTile + ch) % kV3Ring) * kChunkBytes;
+#pragma unroll
+      for (int dt = 0; dt < kMyCols / 8; dt += 2) {
+        const int col_tile = warp * (kMyCols / 8) + dt;  // 8-column tile of D
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          uint32_t b[4];
+          kc::ldmatrix_x4_trans(b, chunk + kc::swizzled(16 * kk + (q_mat % 2) * 8 + q_row, col_tile + q_mat / 2, D * 2));
+          float o0[4] = {o[4 * dt], o[4 * dt + 1], o[4 * dt + 2], o[4 * dt + 3]};
+          float o1[4] = {o[4 * dt + 4], o[4 * dt + 5], o[4 * dt + 6], o[4 * dt + 7]};
+          Elem<bf16>::mma(o0, pk[2 * ch + kk], b[0], b[1]);
+          Elem<bf16>::mma(o1, pk[2 * ch + kk], b[2], b[3]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[4 * dt + e] = o0[e], o[4 * dt + 4 + e] = o1[e];
+        }
+      }
+      __syncthreads();
+      issue(next++);
+    }
+  }
+  kc::cp_async_wait<0>();
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l = sm.row_sum(r);
+    inv[r] = l > 0.f ? 1.f / l : 0.f;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    bf16* dst = const_cast<bf16*>(row_ptr(p.out, g + 8 * r));
+    if (dst == nullptr) continue;
+#pragma unroll
+    for (int dt = 0; dt < kMyCols / 8; ++dt)
+      *reinterpret_cast<uint32_t*>(dst + warp * kMyCols + 8 * dt + 2 * c) =
+          Elem<bf16>::pack(o[4 * dt + 2 * r] * inv[r], o[4 * dt + 2 * r + 1] * inv[r]);
+  }
+}
+
+inline void exact_rows_v3(const kc::PagedKVDevice& c, const kc::AttentionBatchDevice& b, const void* q, int n_heads,
+                          float scale, void* out, cudaStream_t stream) {
+  const ExactRowsV3Params p{static_cast<const __nv_bfloat16*>(q), static_cast<__nv_bfloat16*>(out),
+                            static_cast<const __nv_bfloat16*>(c.k), static_cast<const __nv_bfloat16*>(c.v),
+                            b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
+                            c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f};
+  const dim3 grid(static_cast<unsigned>(b.n_seqs), static_cast<unsigned>(c.n_kv_heads),
+                  static_cast<unsigned>((b.max_query_len * p.group + 15) / 16));
+  if (c.head_dim == 64)
+    exact_rows_v3_kernel<64><<<grid, kV3Warps * 32, 0, stream>>>(p);
+  else
+    exact_rows_v3_kernel<128><<<grid, kV3Warps * 32, 0, stream>>>(p);
+}
+
+}  // namespace exactly::lab
