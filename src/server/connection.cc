@@ -347,6 +347,10 @@ void Connection::finish_response() {
     socket_.cancel(ignored);  // only the watch is pending: the response is written
   }
   if (keep_alive_ && !stopping_) return read_header();
+  // A client that sent nothing more has nothing to lose to a reset: on
+  // shutdown its connection closes at once instead of lingering.
+  error_code ec;
+  if (stopping_ && socket_.available(ec) == 0 && !ec) return close();
   linger_close();
 }
 
