@@ -2,7 +2,8 @@
 """`exactly serve` under hostile and heavy load, measured from outside.
 
 Starts the server binary given (so that two builds can be compared on the
-same machine in one run), then measures:
+same machine), then measures, with the idle and slow clients in a process of
+their own:
 
   health   /health latency (a new connection per probe, as a load balancer
            probes) with no other client, with --idle idle connections open and
@@ -10,13 +11,14 @@ same machine in one run), then measures:
            (reconnecting when the server closes them, so that as many stay
            open); probes that get no answer within --probe-timeout fail
   ttft     time to the first streamed token of a short completion, in the
-           same three conditions
+           same three conditions (phase "health"), and in alternating blocks
+           of the three (phase "ttft"), which cancels the machine's drift
   streams  --streams concurrent streaming clients, two waves: completions,
            errors, [DONE] and finish reasons, the most requests the engine
            ran at once (polled from /metrics), KV blocks in use afterwards and
-           the server's RSS growth per 1,000 requests
-  shutdown seconds from SIGTERM to exit while --idle idle connections, a
-           slow client and a stream that never reads are open
+           the server's RSS growth per 1,000 requests after the first wave
+  shutdown seconds from SIGTERM to exit while --slow slow connections, a
+           stream that reads and one that never reads are open
 
 Prints a table and writes --json. Standard library only.
 
@@ -236,7 +238,9 @@ async def slow_client(port: int, stop: asyncio.Event, counts: dict):
             writer.close()
 
 
-async def with_attackers(port: int, kind: str, n: int, body):
+async def attack(port: int, kind: str, n: int):
+    """The attacker process: keeps n connections open until stdin closes,
+    prints "ready" once 95% are open and its counts at the end."""
     stop = asyncio.Event()
     counts = {"open": 0, "refused": 0, "closed_by_server": 0}
     make = idle_client if kind == "idle" else slow_client
@@ -244,14 +248,30 @@ async def with_attackers(port: int, kind: str, n: int, body):
     deadline = time.monotonic() + 30
     while counts["open"] < n * 0.95 and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
+    print(json.dumps({"ready": counts["open"]}), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    counts["open_at_end"] = counts["open"]
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    print(json.dumps(counts), flush=True)
+
+
+async def with_attackers(port: int, kind: str, n: int, body):
+    """Runs `body` while another process keeps n idle or slow connections open
+    (apart, so that the attackers' work does not delay this process's clock)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--attack", kind, "--count", str(n), "--port", str(port),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+    ready = json.loads(await proc.stdout.readline())
     await asyncio.sleep(2)
-    opened = counts["open"]
     try:
         result = await body()
     finally:
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    result["attackers_open"] = opened
+        proc.stdin.close()
+        counts = json.loads(await proc.stdout.readline())
+        await proc.wait()
+    result["attackers_open"] = ready["ready"]
+    result["attackers_open_at_end"] = counts["open_at_end"]
     result["attackers_closed_by_server"] = counts["closed_by_server"]
     return result
 
@@ -263,9 +283,17 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+# Probing stops after this many failures (each costs the whole timeout); the
+# probes not sent count as failed.
+MAX_FAILURES = 10
+
+
 async def probe_health(port: int, n: int, timeout: float) -> dict:
     lat, failed = [], 0
     for _ in range(n):
+        if failed >= MAX_FAILURES:
+            failed = n - len(lat)
+            break
         start = time.monotonic()
         try:
             status, _ = await get(port, "/health", timeout)
@@ -284,6 +312,9 @@ async def probe_health(port: int, n: int, timeout: float) -> dict:
 async def measure_ttft(port: int, n: int, timeout: float) -> dict:
     ttfts, failed = [], 0
     for _ in range(n):
+        if failed >= MAX_FAILURES:
+            failed = n - len(ttfts)
+            break
         r = await stream(port, "Hello", 2, timeout)
         if r["ok"] and r["ttft"] is not None:
             ttfts.append(r["ttft"])
@@ -330,35 +361,55 @@ async def streams_wave(server: Server, n: int, max_tokens: int, timeout: float) 
 
 
 async def run_streams(server: Server, args) -> dict:
-    first = await streams_wave(server, args.streams, args.max_tokens, args.stream_timeout)
-    rss_first = server.rss_mib()
-    second = await streams_wave(server, args.streams, args.max_tokens, args.stream_timeout)
-    rss_second = server.rss_mib()
+    """Waves of concurrent streams; RSS growth is measured from the end of the
+    first wave (the allocator's first growth is not a leak) to the last."""
+    waves, rss = [], []
+    for _ in range(args.waves):
+        waves.append(await streams_wave(server, args.streams, args.max_tokens, args.stream_timeout))
+        rss.append(server.rss_mib())
     await asyncio.sleep(1)
     m = metrics(server.port)
-    return {"waves": [first, second], "rss_after_first_mib": rss_first, "rss_after_second_mib": rss_second,
-            "rss_growth_per_1000_requests_mib": (rss_second - rss_first) * 1000 / args.streams,
-            "kv_blocks_used_after": m["exactly_kv_blocks_used"],
-            "running_after": m["exactly_num_requests_running"]}
+    out = {"waves": waves, "rss_after_each_wave_mib": rss, "kv_blocks_used_after": m["exactly_kv_blocks_used"],
+           "running_after": m["exactly_num_requests_running"]}
+    if len(rss) > 1:
+        out["rss_growth_per_1000_requests_mib"] = (rss[-1] - rss[0]) * 1000 / (args.streams * (len(rss) - 1))
+    return out
+
+
+async def interleaved_ttft(server: Server, args) -> dict:
+    """TTFT in alternating blocks (no attack, idle connections, slow ones), so
+    that the machine's drift falls on every condition alike; medians of the
+    blocks' medians."""
+    async def block():
+        r = await measure_ttft(server.port, args.ttft_requests, args.probe_timeout)
+        return r["median_ms"]
+    per = {"none": [], "idle": [], "slow": []}
+    for _ in range(args.ttft_blocks):
+        per["none"].append(await block())
+        per["idle"].append((await with_attackers(server.port, "idle", args.idle, lambda: wrap(block)))["value"])
+        per["slow"].append((await with_attackers(server.port, "slow", args.slow, lambda: wrap(block)))["value"])
+    med = {k: statistics.median(v) for k, v in per.items()}
+    return {"blocks_ms": per, "median_ms": med, "idle_over_none": med["idle"] / med["none"],
+            "slow_over_none": med["slow"] / med["none"]}
+
+
+async def wrap(f) -> dict:
+    return {"value": await f()}
 
 
 async def shutdown_under_attack(server: Server, args) -> dict:
-    stop = asyncio.Event()
-    counts = {"open": 0, "refused": 0, "closed_by_server": 0}
-    tasks = [asyncio.ensure_future(idle_client(server.port, stop, counts)) for _ in range(args.idle)]
-    tasks.append(asyncio.ensure_future(slow_client(server.port, stop, counts)))
-    # A stream whose client never reads.
-    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-    writer.write(completion_request("Write a long story.", 4000))
-    live = asyncio.ensure_future(stream(server.port, "Write a long story.", 4000, 120))
-    await asyncio.sleep(3)
-    code, seconds = await asyncio.get_running_loop().run_in_executor(None, server.stop)
-    r = await live
-    stop.set()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    writer.close()
-    return {"exit_code": code, "seconds": seconds, "reading_stream_finishes": r["finishes"],
-            "reading_stream_done": r["done"]}
+    async def body():
+        # A stream whose client never reads, beside one that does.
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(completion_request("Write a long story.", 4000))
+        live = asyncio.ensure_future(stream(server.port, "Write a long story.", 4000, 120))
+        await asyncio.sleep(3)
+        code, seconds = await asyncio.get_running_loop().run_in_executor(None, server.stop)
+        r = await live
+        writer.close()
+        return {"exit_code": code, "seconds": seconds, "reading_stream_finishes": r["finishes"],
+                "reading_stream_done": r["done"]}
+    return await with_attackers(server.port, "slow", args.slow, body)
 
 
 async def main_async(args) -> dict:
@@ -375,6 +426,8 @@ async def main_async(args) -> dict:
             out["threads_with_idle"] = server.threads()
             out[f"with_{args.slow}_slow"] = await with_attackers(server.port, "slow", args.slow,
                                                                  lambda: condition(server.port, args))
+        if "ttft" in args.phases:
+            out["interleaved_ttft"] = await interleaved_ttft(server, args)
         if "streams" in args.phases:
             out["streams"] = await run_streams(server, args)
         if "shutdown" in args.phases:
@@ -397,7 +450,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--server", default=str(REPO / "build/bin/exactly"))
     p.add_argument("--model", default=str(REPO / "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    p.add_argument("--server-args", default="--kv-cache-memory 2GiB -t 2 --max-num-seqs 1024",
+    p.add_argument("--server-args", default="--kv-cache-memory 2GiB -t 2 --max-num-seqs 1024 --max-queued-requests 2048",
                    help="extra arguments of `exactly serve`")
     p.add_argument("--port", type=int, default=8391)
     p.add_argument("--label", default="")
@@ -406,13 +459,19 @@ def main():
     p.add_argument("--slow", type=int, default=2000)
     p.add_argument("--probes", type=int, default=200)
     p.add_argument("--probe-timeout", type=float, default=5.0)
-    p.add_argument("--ttft-requests", type=int, default=20)
+    p.add_argument("--ttft-requests", type=int, default=50)
     p.add_argument("--streams", type=int, default=1000)
+    p.add_argument("--waves", type=int, default=2)
+    p.add_argument("--ttft-blocks", type=int, default=5)
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--stream-timeout", type=float, default=600)
     p.add_argument("--log", default="/tmp/serve_stress_server.log")
     p.add_argument("--json")
+    p.add_argument("--attack", choices=["idle", "slow"], help=argparse.SUPPRESS)
+    p.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.attack:
+        return asyncio.run(attack(args.port, args.attack, args.count))
     out = asyncio.run(main_async(args))
     text = json.dumps(out, indent=2)
     print(text)

@@ -101,6 +101,20 @@ class Shutdown {
   std::chrono::steady_clock::time_point deadline_;
 };
 
+// Runs the event loop. A handler that throws (it should not: requests'
+// failures are replies) is logged and the loop goes on, so that one
+// connection's fault never stops the server.
+void run_event_loop(asio::io_context& io) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exactly serve: internal error in the event loop: %s\n", e.what());
+    }
+  }
+}
+
 }  // namespace
 
 void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOptions& options) {
@@ -130,8 +144,8 @@ void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOp
                o.host.c_str(), o.port, engine.max_model_len());
 
   std::vector<std::thread> io_threads;
-  for (int i = 1; i < o.http_threads; ++i) io_threads.emplace_back([&io] { io.run(); });
-  io.run();
+  for (int i = 1; i < o.http_threads; ++i) io_threads.emplace_back([&io] { run_event_loop(io); });
+  run_event_loop(io);
   for (std::thread& t : io_threads) t.join();
   // Connections are closed; what the pool still parses finds them so.
   parse_pool.stop();
