@@ -68,6 +68,14 @@ class Server:
         with open(f"/proc/{self.proc.pid}/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:")) / 1024
 
+    def cpu_seconds(self, main_thread_only: bool = False) -> float:
+        """CPU time of the process (or of its main thread, which runs the
+        event loop with --http-threads 1 and accepts with cpp-httplib)."""
+        path = f"/proc/{self.proc.pid}/task/{self.proc.pid}/stat" if main_thread_only else f"/proc/{self.proc.pid}/stat"
+        with open(path) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def threads(self) -> int:
         with open(f"/proc/{self.proc.pid}/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("Threads:"))
@@ -346,8 +354,11 @@ async def streams_wave(server: Server, n: int, max_tokens: int, timeout: float) 
 
     poller = asyncio.ensure_future(poll())
     start = time.monotonic()
+    cpu = (server.cpu_seconds(), server.cpu_seconds(True), time.process_time())
     results = await asyncio.gather(*(stream(server.port, p, max_tokens, timeout) for p in prompts))
     elapsed = time.monotonic() - start
+    cpu = [after - before for after, before in
+           zip((server.cpu_seconds(), server.cpu_seconds(True), time.process_time()), cpu)]
     done.set()
     await poller
     errors = {}
@@ -356,7 +367,8 @@ async def streams_wave(server: Server, n: int, max_tokens: int, timeout: float) 
             key = r["error"] or f"finishes={r['finishes']} done={r['done']}"
             errors[key] = errors.get(key, 0) + 1
     return {"clients": n, "completed": sum(r["ok"] for r in results), "errors": errors,
-            "seconds": elapsed, "peak_running": peak["running"],
+            "seconds": elapsed, "peak_running": peak["running"], "server_cpu_s": cpu[0],
+            "server_main_thread_cpu_s": cpu[1], "client_cpu_s": cpu[2],
             "ttft_median_ms": 1000 * statistics.median([r["ttft"] for r in results if r["ttft"] is not None])}
 
 

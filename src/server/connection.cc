@@ -109,10 +109,10 @@ void Connection::on_header(error_code ec) {
     if (ec == http::error::end_of_stream || nothing_read) return close();
     return refuse_framing(ec);
   }
-  ++server_.counters.requests_total;
+  const int64_t request_number = ++server_.counters.requests_total;
   phase_ = Phase::kReadingBody;
   request_id_ = strformat("%llx-%llx", static_cast<unsigned long long>(id_),
-                          static_cast<unsigned long long>(server_.counters.requests_total.load()));
+                          static_cast<unsigned long long>(request_number));
   keep_alive_ = parser_->get().keep_alive();
   if (!check_header()) return;
   if (parser_->is_done()) return dispatch();
@@ -166,12 +166,12 @@ void Connection::read_body() {
 void Connection::refuse_framing(error_code ec) {
   ++server_.counters.refused_total;
   const auto& o = server_.options;
-  if (timed_out_)
-    return reply(error_reply(ApiError{408, strformat("the request did not arrive within %g s", parser_->is_header_done()
-                                                                                                   ? o.body_timeout_s
-                                                                                                   : o.header_timeout_s),
+  if (timed_out_) {
+    const double limit = parser_->is_header_done() ? o.body_timeout_s : o.header_timeout_s;
+    return reply(error_reply(ApiError{408, strformat("the request did not arrive within %g s", limit),
                                       "invalid_request_error", "", "timeout"}),
                  false);
+  }
   if (ec == http::error::body_limit)
     return reply(error_reply(ApiError{413, strformat("the request body is larger than %zu bytes", o.max_body_bytes),
                                       "invalid_request_error", "", "request_too_large"}),

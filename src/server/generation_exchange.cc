@@ -15,8 +15,10 @@ namespace {
 
 // The engine takes a request at its next iteration; two minutes means it is stuck.
 constexpr auto kAcceptTimeout = 120s;
-// A stream quiet this long gets a comment line.
-constexpr auto kKeepAliveAfter = 1s;
+// A stream quiet this long gets a comment line, which keeps proxies from
+// timing it out and makes a write fail for a client that vanished without
+// closing (one that closes is seen at once: the connection watches its socket).
+constexpr auto kKeepAliveAfter = 15s;
 
 std::string sse(const json& j) { return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n"; }
 

@@ -40,8 +40,8 @@ class GenerationExchange {
   // What the channel holds, as bytes to send: an error reply, a stream's head
   // and chunks, or the whole reply once every prompt finished.
   std::string take_output();
-  // About once a second: the acceptance deadline, and a comment in a quiet
-  // stream (so a vanished client is noticed by a failing write).
+  // About once a second: the acceptance deadline, and a comment in a stream
+  // quiet for 15 s.
   std::string tick();
   // The last byte has been handed out.
   bool done() const { return phase_ == Phase::kDone; }

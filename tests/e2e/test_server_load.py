@@ -73,7 +73,7 @@ def test_disconnect_aborts_and_frees_blocks_and_sigterm_exits_cleanly(exactly_bi
     assert code == 0
     finishes = [json.loads(l[6:])["choices"][0]["finish_reason"] for l in seen
                 if l.startswith("data: {") and json.loads(l[6:])["choices"]]
-    assert finishes == ["abort"], finishes
+    assert [f for f in finishes if f] == ["abort"], finishes
     assert seen[-1] == "data: [DONE]", seen[-3:]
 
 
