@@ -23,6 +23,8 @@ their own:
 Prints a table and writes --json. Standard library only.
 
   bench/serve_stress.py --server build/bin/exactly --label beast --json OUT.json
+  bench/serve_stress.py --model bench/configs/llama-3-8b.json --token-ids --phases streams,shutdown \
+      --server-args "--device cuda --load-format dummy --max-num-seqs 1024 --max-queued-requests 2048"
 """
 
 from __future__ import annotations
@@ -45,12 +47,12 @@ REPO = Path(__file__).resolve().parents[1]
 # ---- the server ----
 
 class Server:
-    def __init__(self, binary: str, model: str, port: int, extra: list[str], log: Path):
+    def __init__(self, binary: str, model: str, port: int, extra: list[str], log: Path, startup_timeout: float):
         self.port = port
         self.log = open(log, "w")
         args = [binary, "serve", "-m", model, "--port", str(port), *extra]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 sys.exit(f"server exited with {self.proc.returncode}; see {log}")
@@ -136,7 +138,14 @@ async def get(port: int, path: str, timeout: float) -> tuple[int, bytes]:
     return await asyncio.wait_for(once(), timeout)
 
 
+# --token-ids: prompts go as token ids (one per word, from 100 up), for a
+# model without a real tokenizer (random weights of a config's shape).
+TOKEN_IDS = False
+
+
 def completion_request(prompt: str, max_tokens: int) -> bytes:
+    if TOKEN_IDS:
+        prompt = [100 + i for i in range(len(prompt.split()))]
     body = json.dumps({"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
                        "stream": True}).encode()
     return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -426,7 +435,8 @@ async def shutdown_under_attack(server: Server, args) -> dict:
 
 async def main_async(args) -> dict:
     out = {"label": args.label, "server": args.server, "commit": git_commit()}
-    server = Server(args.server, args.model, args.port, args.server_args.split(), Path(args.log))
+    server = Server(args.server, args.model, args.port, args.server_args.split(), Path(args.log),
+                    args.startup_timeout)
     try:
         out["threads_at_start"] = server.threads()
         for _ in range(3):
@@ -478,12 +488,16 @@ def main():
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--stream-timeout", type=float, default=600)
     p.add_argument("--log", default="/tmp/serve_stress_server.log")
+    p.add_argument("--startup-timeout", type=float, default=300)
+    p.add_argument("--token-ids", action="store_true", help="send prompts as token ids (models without a tokenizer)")
     p.add_argument("--json")
     p.add_argument("--attack", choices=["idle", "slow"], help=argparse.SUPPRESS)
     p.add_argument("--count", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.attack:
         return asyncio.run(attack(args.port, args.attack, args.count))
+    global TOKEN_IDS
+    TOKEN_IDS = args.token_ids
     out = asyncio.run(main_async(args))
     text = json.dumps(out, indent=2)
     print(text)
