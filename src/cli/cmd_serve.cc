@@ -36,8 +36,24 @@ void register_serve(CLI::App& app) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--max-queued-requests", s.max_queued_requests, "waiting requests beyond which new ones get 503")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--http-threads", s.http_threads, "connections served at once (each stream holds one)")
-      ->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_option("--http-threads", s.http_threads,
+                  "event-loop threads; connections (idle, slow or streaming) hold none")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--parse-threads", s.parse_threads, "threads that parse, render and tokenize request bodies")
+      ->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--max-connections", s.max_connections,
+                  "open connections at most; at the bound the longest-idle one is closed")
+      ->capture_default_str()->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  cmd->add_option("--header-timeout", s.header_timeout_s,
+                  "seconds for a request's headers to arrive (also a kept-alive connection's idle time)")
+      ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+  cmd->add_option("--body-timeout", s.body_timeout_s, "seconds for a request's body to arrive after its headers")
+      ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+  cmd->add_option("--send-timeout", s.send_timeout_s, "seconds a client may leave one write unread before it is closed")
+      ->capture_default_str()->check(CLI::Range(0.05, 3600.0));
+  cmd->add_option("--shutdown-timeout", s.shutdown_timeout_s,
+                  "on SIGTERM, seconds for streams to end before every connection is closed")
+      ->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   cmd->callback([o] { run(*o); });
 }
 

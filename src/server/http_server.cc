@@ -1,33 +1,30 @@
 #include "server/http_server.h"
 
-#include <sys/socket.h>
+#include <sys/resource.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <thread>
+#include <vector>
 
-#include <httplib.h>
-#include <nlohmann/json.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
-#include "core/error.h"
 #include "core/format.h"
 #include "engine/engine.h"
-#include "server/api_error.h"
+#include "server/connection.h"
 #include "server/engine_loop.h"
-#include "server/generation_handler.h"
-#include "server/metrics.h"
+#include "server/listener.h"
 
 namespace exactly::server {
 
-using nlohmann::json;
+namespace asio = boost::asio;
+using boost::system::error_code;
 
 namespace {
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  res.set_content(e.to_json().dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
 
 std::string default_model_name(const std::string& path) {
   std::string name = path.substr(path.find_last_of('/') + 1);
@@ -35,126 +32,125 @@ std::string default_model_name(const std::string& path) {
   return name;
 }
 
-// Routes and their guards: authentication before routing, OpenAI-shaped
-// errors for everything that fails (including cpp-httplib's own 404 and 413).
-void install_routes(httplib::Server& svr, const ServerOptions& o, const GenerationContext& ctx,
-                    const MetricsBoard& metrics, int32_t max_model_len) {
-  svr.set_pre_routing_handler([&o](const httplib::Request& req, httplib::Response& res) {
-    if (o.api_key.empty() || !req.path.starts_with("/v1/")) return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + o.api_key)
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, ApiError{401, "a valid API key is required: send 'Authorization: Bearer KEY'",
-                             "invalid_request_error", "", "invalid_api_key"});
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Called for every response of status >= 400; only fills an empty body.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([&o](const httplib::Request& req,
-                                                                 httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (res.status == 413)
-      send_error(res, ApiError{413, strformat("the request body is larger than %zu bytes", o.max_body_bytes),
-                               "invalid_request_error", "", "request_too_large"});
-    else if (res.status == 404)
-      send_error(res, ApiError{404, "no route for " + req.method + " " + req.path, "invalid_request_error", "", ""});
-    else
-      send_error(res, ApiError{res.status, strformat("HTTP error %d", res.status), "invalid_request_error", "", ""});
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    try {
-      std::rethrow_exception(ep);
-    } catch (const ApiError& e) {
-      send_error(res, e);
-    } catch (const std::exception& e) {
-      send_error(res, ApiError{500, e.what(), "server_error", "", ""});
-    } catch (...) {
-      send_error(res, ApiError{500, "unknown error", "server_error", "", ""});
-    }
-  });
+// Every connection is a descriptor: raise the soft limit to the hard one and
+// keep the connection bound under it (with room for the model's files and logs).
+size_t connection_bound(size_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  const size_t reserve = 64;
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= wanted + reserve) return wanted;
+  const size_t bound = lim.rlim_cur > 2 * reserve ? lim.rlim_cur - reserve : lim.rlim_cur / 2;
+  std::fprintf(stderr, "exactly serve: %zu connections at most (open file limit %llu)\n", bound,
+               static_cast<unsigned long long>(lim.rlim_cur));
+  return bound;
+}
 
-  auto generation = [&ctx](Endpoint endpoint) {
-    return [&ctx, endpoint](const httplib::Request& req, httplib::Response& res) {
-      try {
-        handle_generation(endpoint, req, res, ctx);
-      } catch (const ApiError& e) {
-        send_error(res, e);
-      }
-    };
-  };
-  svr.Post("/v1/completions", generation(Endpoint::kCompletions));
-  svr.Post("/v1/chat/completions", generation(Endpoint::kChat));
-  svr.Get("/v1/models", [&ctx, max_model_len](const httplib::Request&, httplib::Response& res) {
-    json model = {{"id", ctx.model_names.front()}, {"object", "model"}, {"created", std::time(nullptr)},
-                  {"owned_by", "exactly"}, {"max_model_len", max_model_len}};
-    res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(), "application/json");
-  });
-  svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  svr.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.read().prometheus_text(), "text/plain; version=0.0.4");
-  });
+// SIGTERM / SIGINT: stop accepting, let the engine end every request (streams
+// get their "abort" chunk and [DONE]), close connections as their responses
+// end, and stop the event loop when none is left or the time is up.
+class Shutdown {
+ public:
+  Shutdown(asio::io_context& io, Listener& listener, EngineLoop& loop, ServerContext& server,
+           std::atomic<bool>& stopping)
+      : io_(io), listener_(listener), loop_(loop), server_(server), stopping_(stopping), signals_(io, SIGINT, SIGTERM),
+        timer_(io) {
+    signals_.async_wait([this](error_code ec, int) {
+      if (!ec) begin();
+    });
+  }
+
+ private:
+  void begin() {
+    std::fprintf(stderr, "exactly serve: stopping\n");
+    stopping_.store(true);
+    listener_.stop();
+    loop_.stop();
+    server_.registry.for_each([](Connection& c) { c.stop_when_idle(); });
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(server_.options.shutdown_timeout_s));
+    poll();
+  }
+
+  void poll() {
+    if (server_.registry.size() == 0) return io_.stop();
+    if (std::chrono::steady_clock::now() >= deadline_) {
+      server_.registry.for_each([](Connection& c) { c.force_close(); });
+      timer_.expires_after(std::chrono::milliseconds(100));  // the closes run, then the loop stops
+      timer_.async_wait([this](error_code) { io_.stop(); });
+      return;
+    }
+    timer_.expires_after(std::chrono::milliseconds(20));
+    timer_.async_wait([this](error_code ec) {
+      if (!ec) poll();
+    });
+  }
+
+  asio::io_context& io_;
+  Listener& listener_;
+  EngineLoop& loop_;
+  ServerContext& server_;
+  std::atomic<bool>& stopping_;
+  asio::signal_set signals_;
+  asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+// Runs the event loop. A handler that throws (it should not: requests'
+// failures are replies) is logged and the loop goes on, so that one
+// connection's fault never stops the server.
+void run_event_loop(asio::io_context& io) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exactly serve: internal error in the event loop: %s\n", e.what());
+    }
+  }
 }
 
 }  // namespace
 
-void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOptions& o) {
-  // Signals are taken synchronously by one thread (below), so every thread
-  // created from here on must have them blocked.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOptions& options) {
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client is a failed write, not a dead server
+  ServerOptions o = options;
+  o.max_connections = connection_bound(o.max_connections);
 
   Engine engine(model, engine_config);
   EngineInbox inbox;
   MetricsBoard metrics;
   EngineLoop loop(engine, inbox, metrics);
+  std::atomic<bool> stopping{false};
   const std::string name = o.served_model_name.empty() ? default_model_name(o.model_path) : o.served_model_name;
-  const GenerationContext ctx{*model.tokenizer, model.config().vocab_size, engine.max_model_len(),
-                              {name, o.model_path}, inbox, o.max_queued_requests};
+  const ServedModel served{*model.tokenizer, model.config().vocab_size, engine.max_model_len(), {name, o.model_path}};
+  const GenerationExchange::Context exchange{inbox, o.max_queued_requests, *model.tokenizer, stopping};
+  HttpCounters counters;
+  ConnectionRegistry registry;
+  asio::thread_pool parse_pool(static_cast<size_t>(o.parse_threads));
+  ServerContext server{o, served, exchange, metrics, counters, parse_pool, registry};
 
-  httplib::Server svr;
-  const int http_threads = o.http_threads;
-  svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<size_t>(http_threads)); };
-  svr.set_payload_max_length(o.max_body_bytes);
-  // The library listens with a backlog of 5 connections: a burst of clients
-  // connecting at once overflows it and some see their connection reset.
-  // Remember the listening socket (keeping the library's SO_REUSEADDR) and
-  // widen its backlog once it is bound.
-  int listen_fd = -1;
-  svr.set_socket_options([&listen_fd](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd = sock;
-  });
-  install_routes(svr, o, ctx, metrics, engine.max_model_len());
-  if (!svr.bind_to_port(o.host, o.port))
-    throw Error(strformat("cannot listen on %s:%d", o.host.c_str(), o.port), ExitCode::kUsage);
-  if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
-
+  asio::io_context io(o.http_threads);
+  Listener listener(io, server);
+  Shutdown shutdown(io, listener, loop, server, stopping);
   std::thread engine_thread([&loop] { loop.run(); });
-  std::atomic<bool> done{false};
-  std::thread signal_thread([&] {
-    const timespec poll{0, 200'000'000};
-    while (!done.load()) {
-      if (sigtimedwait(&signals, nullptr, &poll) < 0) continue;
-      std::fprintf(stderr, "exactly serve: stopping\n");
-      // Abort in-flight requests first so their handlers finish, then stop
-      // the listener, whose shutdown waits for the handler threads.
-      loop.stop();
-      svr.stop();
-      return;
-    }
-  });
+  listener.start();
   std::fprintf(stderr, "exactly serve: model '%s' on http://%s:%d (context %d tokens)\n", name.c_str(),
                o.host.c_str(), o.port, engine.max_model_len());
-  svr.listen_after_bind();
-  done.store(true);
+
+  std::vector<std::thread> io_threads;
+  for (int i = 1; i < o.http_threads; ++i) io_threads.emplace_back([&io] { run_event_loop(io); });
+  run_event_loop(io);
+  for (std::thread& t : io_threads) t.join();
+  // Connections are closed; what the pool still parses finds them so.
+  parse_pool.stop();
+  parse_pool.join();
   loop.stop();
-  signal_thread.join();
   engine_thread.join();
 }
 

@@ -1,5 +1,8 @@
 // `exactly serve`: an OpenAI-compatible HTTP server over the batched engine.
-// HTTP threads parse and validate; one engine thread steps the Engine.
+// Connections are state on a few event-loop threads (Boost.Beast over Asio),
+// not threads: an idle, slow or streaming client costs memory, never a
+// thread. Request bodies are parsed, rendered and tokenized on a small pool;
+// one engine thread steps the Engine.
 #pragma once
 
 #include <cstdint>
@@ -18,11 +21,21 @@ struct ServerOptions {
   std::string model_path;          // also accepted as the request's "model"
   size_t max_body_bytes = 8u << 20;
   size_t max_queued_requests = 256;
-  int http_threads = 128;          // a streaming client holds one for its whole response
+  int http_threads = 1;            // event-loop threads; connections are not tied to them
+  int parse_threads = 2;           // threads that parse, render and tokenize request bodies
+  size_t max_connections = 4096;   // beyond it the longest-idle connection is closed
+  size_t max_header_bytes = 16384; // request line and header fields together
+  size_t max_header_fields = 100;
+  double header_timeout_s = 10;    // a request's headers (or an idle keep-alive connection's next ones)
+  double body_timeout_s = 60;      // a request's body, once its headers are in
+  double send_timeout_s = 30;      // one write the client does not take
+  double shutdown_timeout_s = 5;   // SIGTERM: streams finish, then everything is closed
 };
 
-// Serves until SIGINT or SIGTERM, then stops accepting, aborts what is in
-// flight and returns. Throws Error when the address cannot be bound.
+// Serves until SIGINT or SIGTERM, then stops accepting, ends every stream
+// with a final "abort" chunk and [DONE] and returns within
+// shutdown_timeout_s (plus one engine step). Throws Error when the address
+// cannot be bound.
 void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOptions& options);
 
 }  // namespace exactly::server

@@ -30,18 +30,21 @@ void merge_output(RequestOutput& last, RequestOutput&& next) {
 void OutputChannel::push(ChannelEvent event) {
   {
     std::lock_guard lock(mutex_);
-    if (events_.size() >= capacity_ && event.kind == ChannelEvent::Kind::kOutput) {
-      for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
-        if (it->kind == ChannelEvent::Kind::kOutput && it->prompt_index == event.prompt_index) {
-          merge_output(it->output, std::move(event.output));
-          ready_.notify_one();
-          return;
-        }
-      }
-    }
-    events_.push_back(std::move(event));
+    if (!merge_into_last(event)) events_.push_back(std::move(event));
   }
   ready_.notify_one();
+  if (wake_) wake_();
+}
+
+bool OutputChannel::merge_into_last(ChannelEvent& event) {
+  if (events_.size() < capacity_ || event.kind != ChannelEvent::Kind::kOutput) return false;
+  for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+    if (it->kind == ChannelEvent::Kind::kOutput && it->prompt_index == event.prompt_index) {
+      merge_output(it->output, std::move(event.output));
+      return true;
+    }
+  }
+  return false;
 }
 
 std::optional<ChannelEvent> OutputChannel::pop(std::chrono::milliseconds timeout) {

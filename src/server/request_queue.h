@@ -1,4 +1,4 @@
-// Where HTTP threads and the engine thread meet. HTTP threads put whole
+// Where the HTTP side and the engine thread meet. The HTTP side puts whole
 // requests into the EngineInbox; the engine thread answers each through the
 // request's OutputChannel. Only the engine thread touches the Engine.
 #pragma once
@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,10 @@ class OutputChannel {
   void push(ChannelEvent event);
   // Waits up to `timeout`; nullopt when nothing arrived.
   std::optional<ChannelEvent> pop(std::chrono::milliseconds timeout);
+  // Called after every push, outside the lock, so that an event loop learns
+  // of outputs without a thread waiting in pop(). Set before the channel is
+  // submitted; it must not block.
+  void set_wake(std::function<void()> wake) { wake_ = std::move(wake); }
 
   // The client went away (or the request failed): the engine thread aborts
   // whatever of this request is still running at its next iteration.
@@ -47,11 +52,16 @@ class OutputChannel {
   bool cancelled() const { return cancelled_.load(); }
 
  private:
+  // When the reader is behind, an output joins the last queued output of its
+  // prompt (under the lock). False when it must be queued on its own.
+  bool merge_into_last(ChannelEvent& event);
+
   size_t capacity_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<ChannelEvent> events_;
   std::atomic<bool> cancelled_{false};
+  std::function<void()> wake_;
 };
 
 // One HTTP request: one engine request per prompt, all answered on `channel`.
@@ -61,7 +71,7 @@ struct Submission {
   Clock::time_point arrival;
 };
 
-// HTTP threads → the engine thread.
+// The HTTP side → the engine thread.
 class EngineInbox {
  public:
   enum class Admit { kQueued, kOverloaded, kClosed };

@@ -39,8 +39,12 @@ template <class Json>
 jinja::ValueDict to_variables(const Json& variables) {
   if (!variables.is_object()) throw Error("chat template variables must be a JSON object");
   jinja::ValueDict dict;
-  for (auto it = variables.begin(); it != variables.end(); ++it)
-    dict.set(it.key(), jinja::Value::from_json(it.value()));
+  try {
+    for (auto it = variables.begin(); it != variables.end(); ++it)
+      dict.set(it.key(), jinja::Value::from_json(it.value()));
+  } catch (const jinja::EvalError& e) {
+    throw Error(std::string("chat template variables: ") + e.what(), ExitCode::kBadInput);
+  }
   return dict;
 }
 

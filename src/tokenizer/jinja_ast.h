@@ -43,6 +43,7 @@ struct Expr {
   std::vector<std::string> keyword_names;
   std::vector<std::string> compare_ops;  // == != < <= > >= in "not in"
   bool negated = false;                  // kTest: "is not"
+  int height = 1;                        // nodes on the longest path down to a leaf
 };
 
 struct Stmt;

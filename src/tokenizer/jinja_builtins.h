@@ -2,16 +2,12 @@
 // semantics. They throw EvalError; the evaluator adds the template location.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 
+#include "tokenizer/jinja_limits.h"
 #include "tokenizer/jinja_value.h"
 
 namespace exactly::jinja {
-
-struct EvalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // ---- jinja_ops.cc: operators and element access ----
 // obj.name: a dict key, a string or dict method, else Undefined (an error on Undefined).

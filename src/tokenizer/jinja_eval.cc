@@ -21,6 +21,7 @@ class Evaluator {
   }
 
   std::string run(const Body& body) {
+    WorkMeter meter(kRenderWork);
     exec_body(body);
     return std::move(out_);
   }
@@ -60,9 +61,33 @@ class Evaluator {
     return Flow::kNormal;
   }
 
+  // Counts one level of evaluation for as long as it lives: expressions and
+  // blocks nest as deep as the template's text (bounded by the parser), macro
+  // calls as deep as they recurse, which this bounds.
+  class Nested {
+   public:
+    explicit Nested(int& depth) : depth_(depth) {
+      if (++depth_ > kMaxEvalDepth) {
+        --depth_;
+        throw EvalError("evaluation nests more than " + std::to_string(kMaxEvalDepth) +
+                        " deep (a macro that calls itself without end?)");
+      }
+      WorkMeter::charge(kStepWork);
+    }
+    ~Nested() { --depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    int& depth_;
+  };
+
   Flow exec(const Stmt& s) {
     try {
-      return exec_unlocated(s);
+      Nested level(depth_);
+      Flow flow = exec_unlocated(s);
+      check_string_size(out_.size());
+      return flow;
     } catch (const EvalError& e) {
       throw Error(located(s.where, e.what()), ExitCode::kBadInput);
     }
@@ -94,6 +119,8 @@ class Evaluator {
     Value ns = lookup(s.targets[0]);
     if (ns.kind != Value::Kind::kNamespace)
       throw EvalError("cannot assign attribute on non-namespace object '" + s.targets[0] + "'");
+    // A namespace in a namespace could close a cycle that is never freed.
+    if (value.holds_namespace) throw EvalError("a namespace attribute cannot hold a namespace");
     ns.dict->set(s.target_attribute, value);
   }
 
@@ -112,12 +139,14 @@ class Evaluator {
     if (s.loop_filter) {
       ValueList kept;
       for (const Value& item : items) {
+        WorkMeter::charge(kStepWork);
         assign(s.targets, item, scopes_.back());
         if (eval(*s.loop_filter).truthy()) kept.push_back(item);
       }
       items = std::move(kept);
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      WorkMeter::charge(kIterationWork);
       assign(s.targets, items[i], scopes_.back());
       scopes_.back()["loop"] = loop_value(items, i);
       if (exec_body(s.body) == Flow::kBreak) break;
@@ -184,9 +213,19 @@ class Evaluator {
 
   // ---- expressions ----
 
+  // Every value an expression makes is counted against the render's work
+  // and checked against the size limits.
   Value eval(const Expr& e) {
     try {
-      return eval_unlocated(e);
+      Nested level(depth_);
+      Value v = eval_unlocated(e);
+      if (v.is_string()) {
+        check_string_size(v.text.size());
+        WorkMeter::charge(v.text.size());
+      } else if (v.is_list()) {
+        WorkMeter::charge(v.list->size() * sizeof(Value));
+      }
+      return v;
     } catch (const EvalError& err) {
       throw Error(located(e.where, err.what()), ExitCode::kBadInput);
     }
@@ -338,6 +377,7 @@ class Evaluator {
   const RenderOptions& options_;
   std::vector<Scope> scopes_;  // [0] builtins, [1] template top level, then loops and macro calls
   size_t visible_from_ = 0;    // scopes below this (except 0 and 1) are a macro caller's, hidden
+  int depth_ = 0;              // evaluations in progress, nested
   std::string out_;
 };
 

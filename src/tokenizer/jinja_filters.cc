@@ -1,7 +1,10 @@
 // jinja2's filters and tests, restricted to what chat templates use. `tojson`
 // is Hugging Face's replacement: json.dumps(ensure_ascii=False, indent=...).
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
+#include <stdexcept>
 
 #include "tokenizer/jinja_builtins.h"
 
@@ -29,9 +32,15 @@ std::string jinja_title(const std::string& s) {
   return out;
 }
 
+// A float's integer part; integers are 64-bit here, not Python's unbounded ones.
+Value truncated(double d) {
+  if (!(std::fabs(d) < 9.2e18)) throw EvalError("integer overflow (integers are 64-bit here)");
+  return Value::from_int(static_cast<int64_t>(d));
+}
+
 Value to_int(const Value& v, const Value& fallback) {
   if (v.is_integral()) return Value::from_int(v.as_int());
-  if (v.kind == Value::Kind::kFloat && std::isfinite(v.real)) return Value::from_int(static_cast<int64_t>(v.real));
+  if (v.kind == Value::Kind::kFloat && std::isfinite(v.real)) return truncated(v.real);
   if (v.is_string()) {
     std::string s = py_strip(v.text, Value::undefined(), true, true);
     try {
@@ -39,8 +48,9 @@ Value to_int(const Value& v, const Value& fallback) {
       long long i = std::stoll(s, &used, 10);
       if (used == s.size()) return Value::from_int(i);
       double d = std::stod(s, &used);
-      if (used == s.size() && std::isfinite(d)) return Value::from_int(static_cast<int64_t>(d));
-    } catch (const std::exception&) {
+      if (used == s.size() && std::isfinite(d)) return truncated(d);
+    } catch (const std::invalid_argument&) {
+    } catch (const std::out_of_range&) {
     }
   }
   return fallback.is_undefined() ? Value::from_int(0) : fallback;
@@ -107,8 +117,10 @@ std::string join(const Value& subject, const CallArgs& args) {
   ValueList items = iterate(subject);
   for (size_t i = 0; i < items.size(); ++i) {
     const Value v = attribute.is_undefined() ? items[i] : get_attribute(items[i], to_str(attribute));
-    out += (i ? separator : "") + to_str(v);
+    if (i) append_bounded(out, separator);
+    append_bounded(out, to_str(v));
   }
+  WorkMeter::charge(out.size());
   return out;
 }
 
@@ -116,6 +128,7 @@ Value tojson(const Value& subject, const CallArgs& args) {
   Value indent = args.get(1, "indent", Value::none());
   if (indent.is_none()) return Value::from_string(to_json(subject, 0, false));
   if (!indent.is_integral()) throw EvalError("tojson indent must be an integer");
+  if (indent.as_int() > 64) throw EvalError("tojson indent above 64");
   return Value::from_string(to_json(subject, static_cast<int>(std::max<int64_t>(0, indent.as_int())), true));
 }
 
@@ -156,7 +169,10 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
   }
   if (name == "unique") {
     ValueList out;
-    for (const Value& v : iterate(subject))
+    const ValueList items = iterate(subject);
+    // Each item is compared with the kept ones: quadratic work.
+    WorkMeter::charge(static_cast<uint64_t>(items.size()) * items.size());
+    for (const Value& v : items)
       if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return equals(o, v); })) out.push_back(v);
     return Value::from_list(std::move(out));
   }
@@ -175,7 +191,10 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
   if (name == "float") return to_float(subject, args.get(0, "default"));
   if (name == "abs") {
     if (subject.kind == Value::Kind::kFloat) return Value::from_float(std::fabs(subject.real));
-    if (subject.is_integral()) return Value::from_int(std::llabs(subject.as_int()));
+    if (subject.is_integral()) {
+      if (subject.as_int() == INT64_MIN) throw EvalError("integer overflow (integers are 64-bit here)");
+      return Value::from_int(std::llabs(subject.as_int()));
+    }
     throw EvalError("bad operand type for abs(): '" + subject.type_name() + "'");
   }
   // The rest work on str(subject).

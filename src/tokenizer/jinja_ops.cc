@@ -1,7 +1,9 @@
 // Operators and element access with Python semantics (floor division and
 // modulo follow the divisor's sign; bool counts as int; strings by code point).
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "tokenizer/jinja_builtins.h"
 
@@ -45,20 +47,61 @@ void slice_indices(int64_t size, const Value& start_v, const Value& stop_v, int6
   stop = bound(stop_v, step > 0 ? size : -1);
 }
 
+[[noreturn]] void overflow() { throw EvalError("integer overflow (integers are 64-bit here)"); }
+
 int64_t floor_div(int64_t a, int64_t b) {
+  if (a == INT64_MIN && b == -1) overflow();
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
 
+int64_t add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+int64_t sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) overflow();
+  return r;
+}
+
+// x ** y for y >= 0 by squaring: about 2 * 63 multiplications at most.
+int64_t int_power(int64_t x, int64_t y) {
+  int64_t result = 1;
+  while (y > 0) {
+    if (y & 1) result = mul(result, x);
+    y >>= 1;
+    if (y > 0) x = mul(x, x);
+  }
+  return result;
+}
+
+// The size is checked before anything is built.
 Value repeat(const Value& seq, int64_t times) {
+  const size_t unit = seq.is_string() ? seq.text.size() : seq.list->size();
+  const size_t n = times > 0 ? static_cast<size_t>(times) : 0;
+  const size_t limit = seq.is_string() ? kMaxStringBytes : kMaxListItems;
+  if (unit > 0 && n > limit / unit) {
+    if (seq.is_string()) check_string_size(limit + 1);
+    check_list_size(limit + 1);
+  }
   if (seq.is_string()) {
     std::string out;
-    for (int64_t i = 0; i < times; ++i) out += seq.text;
+    out.reserve(unit * n);
+    for (size_t i = 0; i < n; ++i) out += seq.text;
     return Value::from_string(std::move(out));
   }
   ValueList out;
-  for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.list->begin(), seq.list->end());
+  for (size_t i = 0; i < n; ++i) out.insert(out.end(), seq.list->begin(), seq.list->end());
   return Value::from_list(std::move(out));
 }
 
@@ -95,7 +138,10 @@ Value get_item(const Value& obj, const Value& key) {
     case Value::Kind::kString: {
       if (!key.is_integral()) break;
       std::vector<char32_t> chars;
-      if (obj.is_string()) chars = decode_utf8(obj.text);
+      if (obj.is_string()) {
+        WorkMeter::charge(obj.text.size() * kDecodeWork);  // strings index by code point: a decode each time
+        chars = decode_utf8(obj.text);
+      }
       int64_t size = obj.is_string() ? static_cast<int64_t>(chars.size()) : static_cast<int64_t>(obj.list->size());
       int64_t i = key.as_int() < 0 ? key.as_int() + size : key.as_int();
       if (i < 0 || i >= size) break;
@@ -123,6 +169,7 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
   if (step == 0) throw EvalError("slice step cannot be zero");
   std::vector<char32_t> chars;
   if (obj.is_string()) chars = decode_utf8(obj.text);
+  WorkMeter::charge(obj.is_string() ? obj.text.size() * kDecodeWork : obj.list->size() * sizeof(Value));
   int64_t size = obj.is_string() ? static_cast<int64_t>(chars.size()) : static_cast<int64_t>(obj.list->size());
   int64_t start = 0, stop = 0;
   slice_indices(size, start_v, stop_v, step, start, stop);
@@ -138,7 +185,10 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
 
 Value negate(const Value& v) {
   if (v.kind == Value::Kind::kFloat) return Value::from_float(-v.real);
-  if (v.is_integral()) return Value::from_int(-v.as_int());
+  if (v.is_integral()) {
+    if (v.as_int() == INT64_MIN) overflow();
+    return Value::from_int(-v.as_int());
+  }
   throw EvalError("bad operand type for unary -: '" + v.type_name() + "'");
 }
 
@@ -154,17 +204,13 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
     if (integral) {
       int64_t x = a.as_int(), y = b.as_int();
-      if (op == "+") return Value::from_int(x + y);
-      if (op == "-") return Value::from_int(x - y);
-      if (op == "*") return Value::from_int(x * y);
+      if (op == "+") return Value::from_int(add(x, y));
+      if (op == "-") return Value::from_int(sub(x, y));
+      if (op == "*") return Value::from_int(mul(x, y));
       if ((op == "//" || op == "%") && y == 0) throw EvalError("integer division or modulo by zero");
       if (op == "//") return Value::from_int(floor_div(x, y));
-      if (op == "%") return Value::from_int(x - floor_div(x, y) * y);
-      if (op == "**" && y >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < y; ++i) r *= x;
-        return Value::from_int(r);
-      }
+      if (op == "%") return Value::from_int(x == INT64_MIN && y == -1 ? 0 : x - floor_div(x, y) * y);
+      if (op == "**" && y >= 0) return Value::from_int(int_power(x, y));
     }
     double x = a.as_double(), y = b.as_double();
     if (op == "+") return Value::from_float(x + y);
@@ -211,8 +257,10 @@ bool contains(const Value& container, const Value& item) {
     case Value::Kind::kUndefined: return false;
     case Value::Kind::kString:
       if (!item.is_string()) throw EvalError("'in <string>' requires string as left operand, not " + item.type_name());
+      WorkMeter::charge(container.text.size());
       return container.text.find(item.text) != std::string::npos;
     case Value::Kind::kList:
+      WorkMeter::charge(container.list->size() * sizeof(Value));
       return std::any_of(container.list->begin(), container.list->end(),
                          [&](const Value& v) { return equals(v, item); });
     case Value::Kind::kDict:
@@ -224,7 +272,9 @@ bool contains(const Value& container, const Value& item) {
 int64_t length(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kUndefined: return 0;
-    case Value::Kind::kString: return static_cast<int64_t>(decode_utf8(v.text).size());
+    case Value::Kind::kString:
+      WorkMeter::charge(v.text.size() * kDecodeWork);
+      return static_cast<int64_t>(decode_utf8(v.text).size());
     case Value::Kind::kList: return static_cast<int64_t>(v.list->size());
     case Value::Kind::kDict: return static_cast<int64_t>(v.dict->items.size());
     default: throw EvalError("object of type '" + v.type_name() + "' has no len()");
@@ -234,13 +284,19 @@ int64_t length(const Value& v) {
 ValueList iterate(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kUndefined: return {};
-    case Value::Kind::kList: return *v.list;
+    case Value::Kind::kList:
+      WorkMeter::charge(v.list->size() * sizeof(Value));
+      return *v.list;
     case Value::Kind::kString: {
+      WorkMeter::charge(v.text.size() * sizeof(Value));
+      const std::vector<char32_t> chars = decode_utf8(v.text);
+      check_list_size(chars.size());
       ValueList out;
-      for (char32_t c : decode_utf8(v.text)) out.push_back(Value::from_string(encode_utf8({c})));
+      for (char32_t c : chars) out.push_back(Value::from_string(encode_utf8({c})));
       return out;
     }
     case Value::Kind::kDict: {
+      WorkMeter::charge(v.dict->items.size() * sizeof(Value));
       ValueList out;
       for (const auto& item : v.dict->items) out.push_back(Value::from_string(item.first));
       return out;

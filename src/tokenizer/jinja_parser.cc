@@ -2,10 +2,12 @@
 // `x if c else y`, or, and, not, comparisons (== != < <= > >= in, not in),
 // + -, ~, * / // %, **, unary -, then postfix (.attr, [i], [a:b:c], call)
 // and filters / tests (`|f`, `is t`), which bind tighter than arithmetic.
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
 #include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja_limits.h"
 
 namespace exactly::jinja {
 namespace {
@@ -21,6 +23,23 @@ class Parser {
   }
 
  private:
+  // One level of nesting (a block, a parenthesised or bracketed expression,
+  // a unary operator) for as long as it lives: the parser recurses once per
+  // level, so the template's text may not decide the depth.
+  class Nested {
+   public:
+    Nested(Parser& p, const Location& where) : p_(p) {
+      if (++p_.depth_ > kMaxParseDepth) p_.fail(where, "expressions and blocks nest more than " +
+                                                           std::to_string(kMaxParseDepth) + " deep");
+    }
+    ~Nested() { --p_.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
   const Token& peek(size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
   const Token& next() { return tokens_[pos_ < tokens_.size() - 1 ? pos_++ : pos_]; }
 
@@ -78,6 +97,7 @@ class Parser {
   // (the caller reads the rest of that tag) and stores it in `end_tag`.
   Body parse_body(const std::set<std::string>& end_tags, std::string& end_tag, const std::string& opener,
                   Location opened_at = {}) {
+    Nested level(*this, peek().where);
     Body body;
     while (true) {
       const Token& t = peek();
@@ -215,6 +235,20 @@ class Parser {
     return e;
   }
 
+  // Sets a node's height once its children are attached. Chains such as
+  // `a + b + c + ...` or `x|f|f|...` grow the tree without recursing here,
+  // but evaluating and freeing it recurse once per level, so the height is
+  // bounded too.
+  ExprPtr finish(ExprPtr e) {
+    int tallest = 0;
+    for (const ExprPtr& c : e->children)
+      if (c) tallest = std::max(tallest, c->height);
+    if (tallest >= kMaxParseDepth)
+      fail(e->where, "expressions nest more than " + std::to_string(kMaxParseDepth) + " deep");
+    e->height = tallest + 1;
+    return e;
+  }
+
   // `a, b` at the top of `{{ }}` or a `set` value is a tuple.
   ExprPtr parse_tuple_or_expression() {
     Location where = peek().where;
@@ -223,10 +257,11 @@ class Parser {
     auto tuple = make(Expr::Kind::kTuple, where);
     tuple->children.push_back(std::move(first));
     while (skip_operator(",")) tuple->children.push_back(parse_expression());
-    return tuple;
+    return finish(std::move(tuple));
   }
 
   ExprPtr parse_expression() {
+    Nested level(*this, peek().where);
     ExprPtr value = parse_or();
     while (at_name("if")) {
       auto e = make(Expr::Kind::kConditional, next().where);
@@ -235,7 +270,7 @@ class Parser {
       e->children.push_back(std::move(condition));
       e->children.push_back(std::move(value));
       e->children.push_back(std::move(otherwise));
-      value = std::move(e);
+      value = finish(std::move(e));
     }
     return value;
   }
@@ -245,7 +280,7 @@ class Parser {
     e->name = std::move(op);
     e->children.push_back(std::move(lhs));
     e->children.push_back(std::move(rhs));
-    return e;
+    return finish(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -268,9 +303,10 @@ class Parser {
 
   ExprPtr parse_not() {
     if (at_name("not")) {
+      Nested level(*this, peek().where);
       auto e = make(Expr::Kind::kNot, next().where);
       e->children.push_back(parse_not());
-      return e;
+      return finish(std::move(e));
     }
     return parse_compare();
   }
@@ -300,7 +336,7 @@ class Parser {
       cmp->compare_ops.push_back(op);
       cmp->children.push_back(parse_math1());
     }
-    return cmp ? std::move(cmp) : std::move(first);
+    return cmp ? finish(std::move(cmp)) : std::move(first);
   }
 
   ExprPtr parse_math1() {
@@ -342,13 +378,14 @@ class Parser {
   ExprPtr parse_unary(bool with_filters) {
     ExprPtr node;
     if (at_operator("-") || at_operator("+")) {
+      Nested level(*this, peek().where);
       bool negate = peek().value == "-";
       Location where = next().where;
       node = parse_unary(false);
       if (negate) {
         auto e = make(Expr::Kind::kNegate, where);
         e->children.push_back(std::move(node));
-        node = std::move(e);
+        node = finish(std::move(e));
       }
     } else {
       node = parse_primary();
@@ -383,12 +420,7 @@ class Parser {
       case TokenKind::kFloat: {
         next();
         auto e = make(Expr::Kind::kLiteral, t.where);
-        try {
-          e->literal = t.kind == TokenKind::kInt ? Value::from_int(std::stoll(t.value))
-                                                 : Value::from_float(std::stod(t.value));
-        } catch (const std::exception&) {
-          fail(t.where, "number out of range: " + t.value);
-        }
+        e->literal = t.kind == TokenKind::kInt ? int_literal(t) : float_literal(t);
         return e;
       }
       case TokenKind::kOperator:
@@ -397,6 +429,22 @@ class Parser {
         if (t.value == "{") return parse_dict();
         [[fallthrough]];
       default: fail(t.where, "unexpected " + describe(t) + " in expression");
+    }
+  }
+
+  Value int_literal(const Token& t) const {
+    try {
+      return Value::from_int(std::stoll(t.value));
+    } catch (const std::exception&) {
+      fail(t.where, "number out of range: " + t.value);
+    }
+  }
+
+  Value float_literal(const Token& t) const {
+    try {
+      return Value::from_float(std::stod(t.value));
+    } catch (const std::exception&) {
+      fail(t.where, "number out of range: " + t.value);
     }
   }
 
@@ -412,7 +460,7 @@ class Parser {
       tuple->children.push_back(parse_expression());
     }
     expect_operator(")");
-    return tuple;
+    return finish(std::move(tuple));
   }
 
   ExprPtr parse_list() {
@@ -422,7 +470,7 @@ class Parser {
       if (!skip_operator(",")) break;
     }
     expect_operator("]");
-    return e;
+    return finish(std::move(e));
   }
 
   ExprPtr parse_dict() {
@@ -434,7 +482,7 @@ class Parser {
       if (!skip_operator(",")) break;
     }
     expect_operator("}");
-    return e;
+    return finish(std::move(e));
   }
 
   ExprPtr parse_postfix(ExprPtr node) {
@@ -445,14 +493,14 @@ class Parser {
         if (peek().kind == TokenKind::kInt) e->kind = Expr::Kind::kSubscript;  // x.0 is x[0]
         if (e->kind == Expr::Kind::kSubscript) {
           auto index = make(Expr::Kind::kLiteral, peek().where);
-          index->literal = Value::from_int(std::stoll(next().value));
+          index->literal = int_literal(next());
           e->children.push_back(std::move(node));
           e->children.push_back(std::move(index));
         } else {
           e->name = expect_name("an attribute name");
           e->children.push_back(std::move(node));
         }
-        node = std::move(e);
+        node = finish(std::move(e));
       } else if (at_operator("[")) {
         node = parse_subscript(std::move(node));
       } else if (at_operator("(")) {
@@ -480,7 +528,7 @@ class Parser {
     e->children.push_back(std::move(node));
     if (!colons && !parts[0]) fail(where, "empty subscript");
     for (int i = 0; i < (colons ? 3 : 1); ++i) e->children.push_back(std::move(parts[i]));
-    return e;
+    return finish(std::move(e));
   }
 
   // Parses `(args, name=value)` after `callee` (kCall) or after a filter name.
@@ -488,7 +536,7 @@ class Parser {
     auto e = make(kind, peek().where);
     e->name = name;
     e->children.push_back(std::move(callee));
-    if (!skip_operator("(")) return e;
+    if (!skip_operator("(")) return finish(std::move(e));
     std::vector<ExprPtr> keywords;
     while (!at_operator(")")) {
       if (peek().kind == TokenKind::kName && peek(1).kind == TokenKind::kOperator && peek(1).value == "=") {
@@ -503,7 +551,7 @@ class Parser {
     }
     expect_operator(")");
     for (auto& k : keywords) e->children.push_back(std::move(k));
-    return e;
+    return finish(std::move(e));
   }
 
   ExprPtr parse_filters_and_tests(ExprPtr node) {
@@ -533,7 +581,7 @@ class Parser {
                                  t.value != "and" && t.value != "if" && t.value != "is" && t.value != "in" &&
                                  t.value != "not");
           if (takes_argument) e->children.push_back(parse_postfix(parse_primary()));
-          node = std::move(e);
+          node = finish(std::move(e));
         }
         node->negated = negated;
         node->where = where;
@@ -547,6 +595,7 @@ class Parser {
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int depth_ = 0;  // levels of nesting being parsed
 };
 
 }  // namespace

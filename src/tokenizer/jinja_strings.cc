@@ -132,20 +132,22 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
     auto cps = decode_utf8(s);
     int64_t done = 0;
     for (char32_t c : cps) {
-      if (count < 0 || done < count) out += replacement, ++done;
-      out += encode_utf8({c});
+      if (count < 0 || done < count) append_bounded(out, replacement), ++done;
+      append_bounded(out, encode_utf8({c}));
     }
-    if (count < 0 || done < count) out += replacement;
+    if (count < 0 || done < count) append_bounded(out, replacement);
     return out;
   }
   size_t start = 0;
   for (int64_t done = 0; count < 0 || done < count; ++done) {
     size_t found = s.find(old, start);
     if (found == std::string::npos) break;
-    out += s.substr(start, found - start) + replacement;
+    append_bounded(out, std::string_view(s).substr(start, found - start));
+    append_bounded(out, replacement);
     start = found + old.size();
   }
-  return out + s.substr(start);
+  append_bounded(out, std::string_view(s).substr(start));
+  return out;
 }
 
 bool is_string_method(const std::string& name) {
@@ -175,7 +177,8 @@ Value call_string_method(const std::string& self, const std::string& name, const
     ValueList items = iterate(needle);
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) throw EvalError("sequence item " + std::to_string(i) + ": expected str instance");
-      out += (i ? self : "") + items[i].text;
+      if (i) append_bounded(out, self);
+      append_bounded(out, items[i].text);
     }
     return Value::from_string(std::move(out));
   }

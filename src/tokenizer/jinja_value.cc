@@ -59,21 +59,44 @@ Value Value::from_string(std::string s) {
   v.text = std::move(s);
   return v;
 }
+namespace {
+
+// The depth and namespace flag of a container of `children`.
+template <class Range, class Get>
+void measure(Value& v, const Range& children, Get get) {
+  int deepest = 0;
+  for (const auto& c : children) {
+    deepest = std::max(deepest, get(c).depth);
+    v.holds_namespace |= get(c).holds_namespace;
+  }
+  if (deepest >= kMaxValueDepth)
+    throw EvalError("a value nests more than " + std::to_string(kMaxValueDepth) + " lists and dicts deep");
+  v.depth = deepest + 1;
+}
+
+}  // namespace
+
 Value Value::from_list(ValueList items) {
+  check_list_size(items.size());
   Value v;
   v.kind = Kind::kList;
+  measure(v, items, [](const Value& c) -> const Value& { return c; });
   v.list = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
 Value Value::from_dict(ValueDict d) {
+  check_list_size(d.items.size());
   Value v;
   v.kind = Kind::kDict;
+  measure(v, d.items, [](const auto& item) -> const Value& { return item.second; });
   v.dict = std::make_shared<ValueDict>(std::move(d));
   return v;
 }
 Value Value::new_namespace(ValueDict d) {
   Value v = from_dict(std::move(d));
+  if (v.holds_namespace) throw EvalError("a namespace cannot hold a namespace");
   v.kind = Kind::kNamespace;
+  v.holds_namespace = true;
   return v;
 }
 Value Value::from_function(Function f) {
@@ -256,6 +279,7 @@ void json_into(const Value& v, int indent, bool pretty, int depth, std::string& 
         if (i > 0) out += pretty ? "," : ", ";
         if (pretty) newline(depth + 1);
         json_into((*v.list)[i], indent, pretty, depth + 1, out);
+        check_string_size(out.size());
       }
       if (pretty) newline(depth);
       out += ']';
@@ -272,6 +296,7 @@ void json_into(const Value& v, int indent, bool pretty, int depth, std::string& 
         if (pretty) newline(depth + 1);
         out += json_string(v.dict->items[i].first) + ": ";
         json_into(v.dict->items[i].second, indent, pretty, depth + 1, out);
+        check_string_size(out.size());
       }
       if (pretty) newline(depth);
       out += '}';
@@ -305,13 +330,19 @@ std::string to_str(const Value& v) {
     case Value::Kind::kString: return v.text;
     case Value::Kind::kList: {
       std::string out = "[";
-      for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + to_repr((*v.list)[i]);
+      for (size_t i = 0; i < v.list->size(); ++i) {
+        if (i) out += ", ";
+        append_bounded(out, to_repr((*v.list)[i]));
+      }
       return out + "]";
     }
     case Value::Kind::kDict: {
       std::string out = "{";
-      for (size_t i = 0; i < v.dict->items.size(); ++i)
-        out += (i ? ", " : "") + string_repr(v.dict->items[i].first) + ": " + to_repr(v.dict->items[i].second);
+      for (size_t i = 0; i < v.dict->items.size(); ++i) {
+        if (i) out += ", ";
+        append_bounded(out, string_repr(v.dict->items[i].first) + ": ");
+        append_bounded(out, to_repr(v.dict->items[i].second));
+      }
       return out + "}";
     }
     case Value::Kind::kNamespace: return "<Namespace>";
@@ -321,6 +352,7 @@ std::string to_str(const Value& v) {
 }
 
 bool equals(const Value& a, const Value& b) {
+  WorkMeter::charge(1);
   if (a.is_number() && b.is_number()) {
     if (a.is_integral() && b.is_integral()) return a.as_int() == b.as_int();
     return a.as_double() == b.as_double();

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "tokenizer/jinja_limits.h"
 
 namespace exactly::jinja {
 
@@ -46,6 +47,12 @@ struct Value {
   std::shared_ptr<ValueDict> dict;         // kDict (treated as immutable) and kNamespace (mutable)
   std::shared_ptr<const Function> function;
   std::string undefined_name;              // why it is undefined, worded as jinja2 does
+  // Lists and dicts nested in this value (0 for a scalar, 1 for a flat list),
+  // counted when it is built; a namespace counts as one level whatever it
+  // holds later, and holds no namespace itself, so the true depth stays
+  // within twice kMaxValueDepth.
+  int depth = 0;
+  bool holds_namespace = false;            // a namespace is in it (or it is one)
 
   static Value undefined(std::string name = {});
   static Value none();
@@ -53,13 +60,16 @@ struct Value {
   static Value from_int(int64_t i);
   static Value from_float(double d);
   static Value from_string(std::string s);
+  // These three throw EvalError past kMaxValueDepth or kMaxListItems;
+  // new_namespace also when an attribute holds a namespace (a cycle of
+  // namespaces could never be freed).
   static Value from_list(ValueList items);
   static Value from_dict(ValueDict d);
   static Value new_namespace(ValueDict d);
   static Value from_function(Function f);
   // JSON nested deeper than kMaxJsonDepth is refused (Error): the conversion
   // and everything that walks a Value later recurse once per level.
-  static constexpr int kMaxJsonDepth = 256;
+  static constexpr int kMaxJsonDepth = kMaxValueDepth;
   template <class Json>
   static Value from_json(const Json& j, int depth = 0);
 

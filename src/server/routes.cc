@@ -1,0 +1,74 @@
+#include "server/routes.h"
+
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+namespace exactly::server {
+
+using nlohmann::json;
+
+namespace {
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+// Compares without an early exit, so the time taken does not tell how much of a key matched.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+}  // namespace
+
+Route find_route(std::string_view method, std::string_view target) {
+  struct Entry {
+    std::string_view path, method;
+    Route route;
+  };
+  static constexpr Entry kRoutes[] = {{"/health", "GET", Route::kHealth},
+                                      {"/metrics", "GET", Route::kMetrics},
+                                      {"/v1/models", "GET", Route::kModels},
+                                      {"/v1/completions", "POST", Route::kCompletions},
+                                      {"/v1/chat/completions", "POST", Route::kChat}};
+  const std::string_view path = path_of(target);
+  for (const Entry& e : kRoutes)
+    if (e.path == path) return e.method == method ? e.route : Route::kWrongMethod;
+  return Route::kNotFound;
+}
+
+bool authorized(std::string_view target, std::string_view authorization, const std::string& api_key) {
+  if (api_key.empty() || !path_of(target).starts_with("/v1/")) return true;
+  return same_secret(authorization, "Bearer " + api_key);
+}
+
+HttpReply unauthorized_reply() {
+  return error_reply(ApiError{401, "a valid API key is required: send 'Authorization: Bearer KEY'",
+                              "invalid_request_error", "", "invalid_api_key"});
+}
+
+HttpReply no_route_reply(Route route, std::string_view method, std::string_view target) {
+  const std::string what = std::string(method) + " " + std::string(path_of(target));
+  if (route == Route::kWrongMethod) {
+    HttpReply r = error_reply(ApiError{405, "method not allowed: " + what, "invalid_request_error", "", ""});
+    r.extra_headers = path_of(target).starts_with("/v1/c") ? "Allow: POST\r\n" : "Allow: GET\r\n";
+    return r;
+  }
+  return error_reply(ApiError{404, "no route for " + what, "invalid_request_error", "", ""});
+}
+
+HttpReply health_reply() { return json_reply(200, R"({"status":"ok"})"); }
+
+HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters) {
+  HttpReply r{200, "text/plain; version=0.0.4", metrics.read().prometheus_text(), ""};
+  counters.render(r.body);
+  return r;
+}
+
+HttpReply models_reply(const std::string& model_name, int32_t max_model_len) {
+  json model = {{"id", model_name}, {"object", "model"}, {"created", std::time(nullptr)},
+                {"owned_by", "exactly"}, {"max_model_len", max_model_len}};
+  return json_reply(200, json{{"object", "list"}, {"data", json::array({model})}}.dump());
+}
+
+}  // namespace exactly::server
