@@ -358,6 +358,8 @@ void Connection::finish_response() {
 // closes too or the linger time ends.
 void Connection::linger_close() {
   exchange_.reset();
+  tick_timer_.cancel();
+  ++watch_epoch_;  // a pending watch is moot: the drain below sees the end
   phase_ = Phase::kClosing;
   error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
