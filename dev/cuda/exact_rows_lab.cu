@@ -2,15 +2,15 @@
 // against the Hopper prefill kernel's, bit for bit, and its time against the
 // split-KV decode kernel and the prefill kernel on the same decode rows.
 //
-// Validation (production and the lab's v3, variants/exact_rows_v3.cuh):
+// Validation:
 // random paged pools (blocks shuffled), random queries; decode
 // rows (one token per sequence) and short queries (2-5 tokens, as verifies),
 // contexts from 1 to 5,000 keys, head dims 64 (9 heads over 3) and 128 (32
 // over 8); every output element compared bit for bit with the prefill
 // kernel's, outputs poisoned (NaN) first.
 // Timing: a decode step's attention over 32 layers' pools (so the KV comes
-// from memory, not L2), batch 1 / 32 / 128 at 640 keys and batch 1 / 16 at
-// 4,096, Llama-3-8B's heads; median of 20 graph replays.
+// from memory, not L2), batch 1 to 128 at 640 keys and 1 to 16 at 4,096,
+// Llama-3-8B's heads; median of 20 graph replays.
 //
 //   exact_rows_lab
 #include <cuda_bf16.h>
@@ -26,7 +26,6 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/layer_ops.h"
 #include "lab_common.h"
-#include "variants/exact_rows_v3.cuh"
 
 namespace kc = exactly::kernels::cuda;
 
@@ -93,37 +92,32 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   const Batch b = make_batch(lens, q_lens, blocks, rng);
   DeviceBatch db(b);
   const int64_t pool = blocks * kBlock * n_kv * head_dim, q_elems = b.tokens() * n_heads * head_dim;
-  void *k, *v, *q, *out_prefill, *out_exact, *out_v3;
+  void *k, *v, *q, *out_prefill, *out_exact;
   CK(cudaMalloc(&k, pool * 2));
   CK(cudaMalloc(&v, pool * 2));
   CK(cudaMalloc(&q, q_elems * 2));
   CK(cudaMalloc(&out_prefill, q_elems * 2));
   CK(cudaMalloc(&out_exact, q_elems * 2));
-  CK(cudaMalloc(&out_v3, q_elems * 2));
   kc::fill_uniform_bf16(k, pool, 1.0f, seed * 3 + 1, nullptr);
   kc::fill_uniform_bf16(v, pool, 1.0f, seed * 3 + 2, nullptr);
   kc::fill_uniform_bf16(q, q_elems, 1.0f, seed * 3 + 3, nullptr);
   CK(cudaMemset(out_prefill, 0xff, q_elems * 2));
   CK(cudaMemset(out_exact, 0xff, q_elems * 2));
-  CK(cudaMemset(out_v3, 0xff, q_elems * 2));
   const kc::PagedKVDevice cache{k, v, blocks, kBlock, n_kv, head_dim, kc::DType::bf16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   kc::flash_attention_prefill(cache, db.view, q, n_heads, scale, true, out_prefill, nullptr);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr);
-  exactly::lab::exact_rows_v3(cache, db.view, q, n_heads, scale, out_v3, nullptr);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)), y(static_cast<size_t>(q_elems));
+  std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems));
   CK(cudaMemcpy(a.data(), out_prefill, a.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(x.data(), out_exact, x.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(y.data(), out_v3, y.size() * 2, cudaMemcpyDeviceToHost));
   int64_t diff = 0, nan = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     diff += a[i] != x[i];
-    diff += a[i] != y[i];  // v3 (lab) against the same
     nan += (x[i] & 0x7f80) == 0x7f80 && (x[i] & 0x7f) != 0;
   }
-  for (void* p : {k, v, q, out_prefill, out_exact, out_v3}) cudaFree(p);
+  for (void* p : {k, v, q, out_prefill, out_exact}) cudaFree(p);
   return diff + nan;
 }
 
@@ -161,13 +155,10 @@ void time_decode(int batch, int ctx) {
   const float prefill = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::flash_attention_prefill(c, db.view, q, kHeads, scale, true, out, st);
   });
-  const float v3 = time_graph([&](cudaStream_t st) {
-    for (const auto& c : caches) exactly::lab::exact_rows_v3(c, db.view, q, kHeads, scale, out, st);
-  });
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("batch %3d x %5d keys, 32 layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows %7.3f ms (%4.0f GB/s, "
-              "x%.2f) | v3 %7.3f ms (x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
-              batch, ctx, split, bytes / split / 1e6, exact, bytes / exact / 1e6, split / exact, v3, split / v3,
+              "x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
+              batch, ctx, split, bytes / split / 1e6, exact, bytes / exact / 1e6, split / exact,
               prefill, split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);
@@ -207,6 +198,6 @@ int main() {
   std::printf(bad == 0 ? "exact rows: all %d cases bit-identical to the prefill kernel\n"
                        : "EXACT ROWS DIFFER from the prefill kernel (%d cases)\n",
               cases);
-  for (auto [batch, ctx] : {std::pair{1, 640}, {32, 640}, {128, 640}, {1, 4096}, {16, 4096}}) time_decode(batch, ctx);
+  for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {128, 640}, {1, 4096}, {4, 4096}, {8, 4096}, {16, 4096}}) time_decode(batch, ctx);
   return bad == 0 ? 0 : 1;
 }

@@ -13,6 +13,14 @@
 // tile's whole k. CTAs are persistent, one per SM, each over an equal share of
 // the tiles. Under dependent launch the producer starts streaming weights
 // before the kernel ahead has finished (weights are never written).
+//
+// Whole tiles per CTA leave SMs idle in the last round (448 tiles on 132 SMs
+// is 3.4 rounds of 4), so a CTA's share is an equal run of (tile, k-stage)
+// steps instead. A tile cut between two CTAs keeps its one chain: the CTA
+// with the tile's first stages runs them before anything else and leaves its
+// accumulators in a hand-off slot; the next CTA runs the tile's last stages
+// after all its own work, continuing from those accumulators (fp32 values
+// moved, not re-rounded), so the bits are those of an uncut tile.
 #include "kernels/cuda/gemm_rows.h"
 
 #include <cuda.h>
@@ -72,20 +80,78 @@ __device__ __forceinline__ void issue_steps(float (&acc)[N / 2], uint64_t w_desc
 #endif
 }
 
+constexpr int kMaxGrid = 256;  // CTAs of a launch: one per SM, at most this many
+
+// Hand-off slots, one per CTA: slot b holds the accumulators that CTA b - 1
+// leaves for CTA b (128 threads x at most 32 values), and its flag. A flag is
+// set by one CTA and cleared by the next within a launch, so launches in one
+// stream share them; launches on two streams at once would not.
+__device__ float handoff_values[kMaxGrid * 32 * 128];
+__device__ unsigned handoff_ready[kMaxGrid];
+
 #ifdef EXACTLY_HAS_WGMMA
-// A CTA's share of the weight: whole 64-row tiles [first, end) (the last
-// tile of the weight may be shorter).
-struct RowShare {
-  int first, end;
-  __device__ int tiles() const { return (end - first + kTileRows - 1) / kTileRows; }
-  __device__ int rows_of(int t) const { return min(kTileRows, end - first - t * kTileRows); }
+// A CTA's share: the steps [begin, end) of the weight's tiles x k-stages,
+// run as up to three segments: the first stages of the tile that `end` cuts
+// (handed off), the whole tiles, then the last stages of the tile that
+// `begin` cuts (continued). A share is at least one tile long (the grid has
+// no more CTAs than tiles), so the two cut tiles differ.
+struct Segment {
+  int tile, ks_begin, ks_end;
+  __device__ int stages() const { return ks_end - ks_begin; }
 };
 
-__device__ RowShare row_share(int n_out) {
-  const int tiles = (n_out + kTileRows - 1) / kTileRows;
-  const int t0 = static_cast<int>(int64_t{tiles} * blockIdx.x / gridDim.x);
-  const int t1 = static_cast<int>(int64_t{tiles} * (blockIdx.x + 1) / gridDim.x);
-  return {t0 * kTileRows, min(n_out, t1 * kTileRows)};
+struct StepShare {
+  int k_stages, begin, end;
+  __device__ StepShare(int tiles, int k_stages_) : k_stages(k_stages_) {
+    const int64_t total = int64_t{tiles} * k_stages;
+    begin = static_cast<int>(total * blockIdx.x / gridDim.x);
+    end = static_cast<int>(total * (blockIdx.x + 1) / gridDim.x);
+  }
+  __device__ int whole_first() const { return (begin + k_stages - 1) / k_stages; }
+  __device__ int whole_end() const { return end / k_stages; }
+  __device__ int segments() const { return 2 + (whole_end() - whole_first()); }  // with empty ones
+  // Segment i: 0 the handed-off head, 1 .. n the whole tiles, n + 1 the tail.
+  __device__ Segment segment(int i) const {
+    const int wf = whole_first(), we = whole_end();
+    if (i == 0) return {we, 0, end - we * k_stages};
+    if (i <= we - wf) return {wf + i - 1, 0, k_stages};
+    return {begin / k_stages, begin % k_stages, begin % k_stages == 0 ? 0 : k_stages};
+  }
+};
+#endif
+
+#ifdef EXACTLY_HAS_WGMMA
+// The consumer warpgroup's accumulators into slot blockIdx.x + 1, then its
+// flag (release: every thread's values are visible before the flag is).
+template <int N>
+__device__ __forceinline__ void hand_off_accumulators(const float (&acc)[N / 2]) {
+  float* slot = handoff_values + int64_t{blockIdx.x + 1} * 32 * 128;
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) __stcg(slot + j * 128 + threadIdx.x, acc[j]);
+  __threadfence();
+  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  if (threadIdx.x == 0)
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(handoff_ready + blockIdx.x + 1), "r"(1u) : "memory");
+}
+
+// Waits for slot blockIdx.x's flag, clears it for the next launch and reads
+// the accumulators the previous CTA left there.
+template <int N>
+__device__ __forceinline__ void resume_accumulators(float (&acc)[N / 2]) {
+  if (threadIdx.x == 0) {
+    unsigned ready = 0;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(ready) : "l"(handoff_ready + blockIdx.x) : "memory");
+      if (ready) break;
+      __nanosleep(64);
+    }
+    handoff_ready[blockIdx.x] = 0;
+    __threadfence();
+  }
+  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  const float* slot = handoff_values + int64_t{blockIdx.x} * 32 * 128;
+#pragma unroll
+  for (int j = 0; j < N / 2; ++j) acc[j] = __ldcg(slot + j * 128 + threadIdx.x);
 }
 #endif
 
@@ -101,9 +167,8 @@ __global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
   auto weights_at = [&](int slot) { return base + static_cast<uint32_t>(slot * S::kStageBytes); };
   auto inputs_at = [&](int slot) { return weights_at(slot) + S::kWeightBytes; };
 
-  const RowShare share = row_share(n_out);
-  const int k_stages = k / S::kStageK;
-  const int iterations = share.tiles() * k_stages;
+  const StepShare share((n_out + kTileRows - 1) / kTileRows, k / S::kStageK);
+  const int iterations = share.end - share.begin;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       mbarrier_init(smem_address(&full[s]), 1);
@@ -116,61 +181,78 @@ __global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
 
   if (threadIdx.x >= 128) {  // the producer warp; one lane issues
     if (threadIdx.x != 128) return;
+    // The CTA's steps in the consumer's order: (tile, k-stage) of step `it`.
+    int seg = 0, seg_first = 0;
+    Segment cur = share.segment(0);
+    auto step = [&](int it, int& tile, int& ks) {
+      while (it - seg_first >= cur.stages()) seg_first += cur.stages(), cur = share.segment(++seg);
+      tile = cur.tile, ks = cur.ks_begin + (it - seg_first);
+    };
     // Rows of the weight past n_out (in its last tile) read as zeros.
-    auto issue_weights = [&](int it) {
-      const int t = it / k_stages, ks = it % k_stages, slot = it % S::kStages;
+    auto issue_weights = [&](int it, int ks, int tile) {
+      const int slot = it % S::kStages;
       const uint32_t bar = smem_address(&full[slot]);
       mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(S::kStageBytes));
       for (int p = 0; p < P; ++p)
-        tma_load_2d(weights_at(slot) + p * kWeightPanelBytes, &w_map, ks * S::kStageK + p * 64,
-                    share.first + t * kTileRows, bar);
+        tma_load_2d(weights_at(slot) + p * kWeightPanelBytes, &w_map, ks * S::kStageK + p * 64, tile * kTileRows,
+                    bar);
     };
-    auto issue_inputs = [&](int it) {
-      const int ks = it % k_stages, slot = it % S::kStages;
+    auto issue_inputs = [&](int it, int ks) {
+      const int slot = it % S::kStages;
       for (int p = 0; p < P; ++p)
         tma_load_2d(inputs_at(slot) + p * S::kInputPanelBytes, &x_map, ks * S::kStageK + p * 64, 0,
                     smem_address(&full[slot]));
     };
     const int early = min(iterations, S::kStages);
-    for (int it = 0; it < early; ++it) issue_weights(it);  // weights are never written: no need to wait
+    int tile = 0, ks = 0;
+    for (int it = 0; it < early; ++it) {  // weights are never written: no need to wait
+      step(it, tile, ks);
+      issue_weights(it, ks, tile);
+    }
     wait_for_predecessor();
-    for (int it = 0; it < early; ++it) issue_inputs(it);
+    seg = 0, seg_first = 0, cur = share.segment(0);
+    for (int it = 0; it < early; ++it) {
+      step(it, tile, ks);
+      issue_inputs(it, ks);
+    }
     for (int it = early; it < iterations; ++it) {
+      step(it, tile, ks);
       mbarrier_wait(smem_address(&empty[it % S::kStages]), ((it / S::kStages) & 1) ^ 1);
-      issue_weights(it);
-      issue_inputs(it);
+      issue_weights(it, ks, tile);
+      issue_inputs(it, ks);
     }
     return;
   }
 
   wait_for_predecessor();  // the epilogue reads and writes `out`
   const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4, c = threadIdx.x % 4;
-  for (int t = 0; t < share.tiles(); ++t) {
-    float acc[N / 2];
-#pragma unroll
-    for (int j = 0; j < N / 2; ++j) acc[j] = 0.0f;
-    for (int ks = 0; ks < k_stages; ++ks) {
-      const int it = t * k_stages + ks, slot = it % S::kStages;
+  int it = 0;  // the CTA's step, as the producer counts them
+  // A segment's stages on acc: from zero, or continuing acc's values.
+  auto run_stages = [&](float(&acc)[N / 2], int stages, bool continuing) {
+    for (int s = 0; s < stages; ++s, ++it) {
+      const int slot = it % S::kStages;
       mbarrier_wait(smem_address(&full[slot]), (it / S::kStages) & 1);
       const uint64_t w_desc = wgmma_descriptor(weights_at(slot), kWeightPanelBytes, 1024);
       const uint64_t x_desc = wgmma_descriptor(inputs_at(slot), S::kInputPanelBytes, 1024);
       wgmma_keep(acc);
       wgmma_fence();
-      issue_steps<N, P>(acc, w_desc, x_desc, ks > 0);
+      issue_steps<N, P>(acc, w_desc, x_desc, continuing || s > 0);
       wgmma_commit();
       // The stage before this one is done once at most this stage's group is
       // in flight: release it.
       wgmma_wait<1>();
-      if (ks > 0 && threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(it - 1) % S::kStages]));
+      if (s > 0 && threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(it - 1) % S::kStages]));
     }
     wgmma_wait<0>();
     wgmma_keep(acc);
-    if (threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(t * k_stages + k_stages - 1) % S::kStages]));
-    const int rows = share.rows_of(t);
+    if (threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(it - 1) % S::kStages]));
+  };
+  auto store = [&](const float(&acc)[N / 2], int tile) {
+    const int rows = min(kTileRows, n_out - tile * kTileRows);
 #pragma unroll
     for (int j = 0; j < N / 2; ++j) {
       const int local = 16 * warp + g + ((j % 4) >= 2 ? 8 : 0);
-      const int row = share.first + t * kTileRows + local;
+      const int row = tile * kTileRows + local;
       const int token = 8 * (j / 4) + 2 * c + (j % 2);
       if (local >= rows || row >= n_out || token >= m) continue;
       const int64_t at = int64_t{token} * n_out + row;
@@ -181,9 +263,29 @@ __global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
         *o = out_kind == static_cast<int>(OutKind::kF32Add) ? __fadd_rn(*o, acc[j]) : acc[j];
       }
     }
+  };
+  // Each kind of segment has its own copy of the stage loop, so that no
+  // accumulator has two definitions merging ahead of a wgmma (ptxas would
+  // serialize every wgmma of the kernel).
+  if (const Segment head = share.segment(0); head.stages() > 0) {
+    float acc[N / 2] = {};
+    run_stages(acc, head.stages(), false);
+    hand_off_accumulators<N>(acc);
+  }
+  for (int si = 1; si + 1 < share.segments(); ++si) {
+    float acc[N / 2] = {};
+    run_stages(acc, share.k_stages, false);
+    store(acc, share.segment(si).tile);
+  }
+  if (const Segment tail = share.segment(share.segments() - 1); tail.stages() > 0) {
+    float acc[N / 2];
+    resume_accumulators<N>(acc);
+    run_stages(acc, tail.stages(), true);
+    store(acc, tail.tile);
   }
 #else
   static_assert(S::kStageK > 0 && S::kSharedBytes > 0 && S::kThreads > 0);  // sm_80: wgmma is not there
+  (void)handoff_values, (void)handoff_ready;
 #endif
 }
 
@@ -244,9 +346,10 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, i
   (void)configured;
   const CUtensorMap w_map = tensor_map(w, n_out, k, kTileRows);
   const CUtensorMap x_map = tensor_map(x, m, k, N);
-  // One CTA per SM, but no more than there are tiles.
+  // One CTA per SM, but no more than there are tiles (a share is at least a
+  // tile: StepShare) or hand-off slots.
   const int64_t tiles = (n_out + kTileRows - 1) / kTileRows;
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, multiprocessors()));
+  const auto grid = static_cast<unsigned>(std::min<int64_t>({tiles, multiprocessors(), kMaxGrid}));
   launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
                    w_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
                    static_cast<int>(kind));
