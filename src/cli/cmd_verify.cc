@@ -237,7 +237,7 @@ void run(const VerifyOptions& o) {
   if (o.context < 64) throw Error("--context must be at least 64 tokens", ExitCode::kUsage);
   LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   std::printf("exactly verify: %s on %s%s\n", o.model.model.c_str(), m.model->device(),
-              o.model.deterministic ? " (--deterministic)" : "");
+              o.model.deterministic ? "" : " (--no-deterministic)");
   const std::vector<Check> checks = run_checks(m, o);
   int failed = 0;
   nlohmann::json report = nlohmann::json::array();

@@ -44,8 +44,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
                  "auto (a GGUF file) or dummy (random weights of the shape of the config.json given as --model)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "gguf", "dummy"}));
   cmd.add_flag("--enforce-eager", opts.enforce_eager, "cuda: launch every kernel from the host (no CUDA graphs)");
-  cmd.add_flag("--deterministic", opts.deterministic,
-               "cuda: batch-invariant matrix products (a request's bits never depend on the batch)");
+  cmd.add_flag("--deterministic,!--no-deterministic", opts.deterministic,
+               "cuda: the canonical order, on by default: a request's bits never depend on the batch; "
+               "--no-deterministic trades that for the fastest kernels at each batch size");
 }
 
 void add_sampling_options(CLI::App& cmd, SamplingParams& p) {

@@ -16,7 +16,7 @@ struct ModelOptions {
   int threads = 0;    // 0: all hardware threads
   std::string device = "cpu";
   std::string load_format = "auto";
-  bool deterministic = false;
+  bool deterministic = true;
   bool enforce_eager = false;
   int resolved_threads() const;
   LoadOptions load_options() const;

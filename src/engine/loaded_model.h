@@ -22,7 +22,7 @@ enum class LoadFormat {
 struct LoadOptions {
   Device device = Device::kCpu;
   LoadFormat format = LoadFormat::kAuto;
-  bool deterministic = false;  // GPU: batch-invariant matrix products
+  bool deterministic = true;   // GPU: the canonical order (batch-invariant bits)
   bool cuda_graphs = true;     // GPU: replay decode steps as CUDA graphs
   uint64_t seed = 0;           // of dummy weights
 };

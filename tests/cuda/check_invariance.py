@@ -109,7 +109,7 @@ def main() -> int:
     ap.add_argument("--exactly", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--flags", default="", help="engine flags of every run, e.g. --deterministic")
+    ap.add_argument("--flags", default="", help="engine flags of every run, e.g. --no-deterministic")
     ap.add_argument("--fillers", type=int, default=127)
     ap.add_argument("--json")
     a = ap.parse_args()

@@ -399,15 +399,15 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // the decode kernel for its runs of decode rows: in the prefill kernel a
 // decode row fills one row of a query block of 64-128 per head, and every key
 // tile costs the whole block's products (BENCHMARKS.md §6, "Decode rows in
-// prompt steps"). The decode kernel is the split-KV one; in canonical order
-// (--deterministic) a row must have the prefill kernel's bits whatever run it
-// lands in, so decode rows go to the prefill kernel itself, or to
-// exact_rows_attention (the same bits, checked element by element in
-// dev/cuda/exact_rows_lab.cu) once a step has kExactRowsFrom of them, where
-// that is the faster of the two (BENCHMARKS.md §6).
+// prompt steps"). In the canonical order (the default) a row must have the
+// prefill kernel's bits whatever run it lands in, so decode rows go to the
+// prefill kernel itself, or to exact_rows_attention (the same bits, checked
+// element by element in dev/cuda/exact_rows_lab.cu) once a step has
+// kExactRowsFrom of them, where that is the faster of the two
+// (dev/cuda/NOTES.md); --no-deterministic sends them to the split-KV kernel.
 void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
   attention_launches_.clear();
-  constexpr int kExactRowsFrom = 64;
+  constexpr int kExactRowsFrom = 8;
   auto decode_kernel = [&](int32_t rows) {
     if (!options_.deterministic) return AttentionKernel::kSplitDecode;
     return rows >= kExactRowsFrom ? AttentionKernel::kExactRows : AttentionKernel::kPrefill;

@@ -32,8 +32,9 @@ class CudaKVPool;
 struct WeightLayout;
 
 struct CudaModelOptions {
-  // Batch-invariant products (one cuBLASLt algorithm per weight, no split-K).
-  bool deterministic = false;
+  // The canonical order: products and attention whose bits for a row never
+  // depend on the batch (docs/ARCHITECTURE.md, "The canonical order").
+  bool deterministic = true;
   // Decode steps replay CUDA graphs (one per padded batch size and context
   // bound) instead of launching every kernel from the host.
   bool cuda_graphs = true;
