@@ -125,6 +125,7 @@ void register_bench(CLI::App& app) {
   register_bench_kv(*bench);
   register_bench_serve(*bench);
   register_bench_throughput(*bench);
+  register_bench_spec_cost(*bench);
 }
 
 }  // namespace exactly::cli
