@@ -149,8 +149,9 @@ void run(const SpecCostOptions& o) {
   LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const int max_batch = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   StepBench bench(m, max_batch, o.context, o.max_drafts);
+  const std::string name = m.config().name.empty() ? o.model.model : m.config().name;
   std::printf("%s on %s: a step of 1 + k tokens per sequence at %d tokens of context, ms (median of %d)\n",
-              m.config().name.c_str(), m.model->device(), o.context, o.repetitions);
+              name.c_str(), m.model->device(), o.context, o.repetitions);
   std::printf("| batch |");
   for (int k = 0; k <= o.max_drafts; ++k) std::printf(" k=%d |", k);
   std::printf("\n| ---: |");
@@ -192,7 +193,7 @@ void run(const SpecCostOptions& o) {
     results.push_back(row);
   }
   if (!o.json_out.empty()) {
-    nlohmann::json j = {{"model", m.config().name}, {"device", m.model->device()}, {"context", o.context},
+    nlohmann::json j = {{"model", name}, {"device", m.model->device()}, {"context", o.context},
                         {"repetitions", o.repetitions}, {"results", results}};
     std::ofstream(o.json_out) << j.dump(2) << '\n';
   }
