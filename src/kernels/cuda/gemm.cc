@@ -107,7 +107,10 @@ struct Gemm::Candidate {
 // One plan per shape, made on first use: in the fastest order cuBLASLt's
 // first heuristic choice (or the streaming kernel for a few rows); in
 // canonical order the fastest of gemm_rows and cuBLASLt's first choices
-// without split-K, timed, for up to kTunedRows rows, else the first choice.
+// without split-K, timed once per power-of-two bucket of rows up to
+// kTunedRows (timing costs about a millisecond a shape, and a server's steps
+// take every row count), else the first choice. Every candidate sums in the
+// same order, so which one a bucket picks changes no bit.
 const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate, const void* x,
                                  const void* w, cudaStream_t stream) {
   auto key = std::make_tuple(n, m, k, static_cast<int>(out_type), accumulate);
@@ -157,8 +160,17 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   // The fastest order keeps its fixed rule; canonical shapes of few rows take
   // whichever candidate is fastest here.
   size_t chosen = 0;
-  if (canonical && n <= kTunedRows && candidates.size() > 1)
-    chosen = fastest_candidate(*plan, candidates, n, m, k, out_type, accumulate, x, w, stream);
+  if (canonical && n <= kTunedRows && candidates.size() > 1) {
+    int64_t bucket = 1;
+    while (bucket < n) bucket *= 2;
+    const auto tuned_key = std::make_tuple(bucket, m, k, static_cast<int>(out_type), accumulate);
+    if (auto t = tuned_.find(tuned_key); t != tuned_.end()) {
+      chosen = std::min(t->second, candidates.size() - 1);
+    } else {
+      chosen = fastest_candidate(*plan, candidates, n, m, k, out_type, accumulate, x, w, stream);
+      tuned_.emplace(tuned_key, chosen);
+    }
+  }
   plan->few_rows = candidates[chosen].few_rows;
   plan->algo = candidates[chosen].algo;
   return *plans_.emplace(key, std::move(plan)).first->second;

@@ -76,6 +76,10 @@ class Gemm {
   void* workspace_ = nullptr;
   void* handle_ = nullptr;  // cublasLtHandle_t
   std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, std::unique_ptr<Plan>> plans_;
+  // The timed choice of canonical products, per row bucket (the row count
+  // rounded up to a power of two) and shape: the candidate's index, so that
+  // a step of any size times a shape at most once per bucket.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, bool>, size_t> tuned_;
 };
 
 }  // namespace exactly::kernels::cuda
