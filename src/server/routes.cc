@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/chat_page.h"
+
 namespace exactly::server {
 
 using nlohmann::json;
@@ -26,7 +28,8 @@ Route find_route(std::string_view method, std::string_view target) {
     std::string_view path, method;
     Route route;
   };
-  static constexpr Entry kRoutes[] = {{"/health", "GET", Route::kHealth},
+  static constexpr Entry kRoutes[] = {{"/", "GET", Route::kChatPage},
+                                      {"/health", "GET", Route::kHealth},
                                       {"/metrics", "GET", Route::kMetrics},
                                       {"/v1/models", "GET", Route::kModels},
                                       {"/v1/completions", "POST", Route::kCompletions},
@@ -55,6 +58,15 @@ HttpReply no_route_reply(Route route, std::string_view method, std::string_view 
     return r;
   }
   return error_reply(ApiError{404, "no route for " + what, "invalid_request_error", "", ""});
+}
+
+// The page loads nothing from elsewhere, and the policy says so to the
+// browser: its own script and style only, requests to this server only.
+HttpReply chat_page_reply() {
+  return HttpReply{200, "text/html; charset=utf-8", std::string(chat_page_html()),
+                   "Cache-Control: no-cache\r\n"
+                   "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "
+                   "style-src 'unsafe-inline'; connect-src 'self'\r\n"};
 }
 
 HttpReply health_reply() { return json_reply(200, R"({"status":"ok"})"); }
