@@ -9,4 +9,8 @@ namespace exactly::server {
 
 std::string_view chat_page_html();
 
+// Where the page's one <script> element carries its nonce; chat_page_reply
+// puts a fresh one there (and into its Content-Security-Policy) per reply.
+inline constexpr std::string_view kChatPageNonceSlot = "CSP-NONCE";
+
 }  // namespace exactly::server

@@ -1,6 +1,7 @@
 #include "server/routes.h"
 
 #include <ctime>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -61,12 +62,20 @@ HttpReply no_route_reply(Route route, std::string_view method, std::string_view 
 }
 
 // The page loads nothing from elsewhere, and the policy says so to the
-// browser: its own script and style only, requests to this server only.
+// browser: its style, requests to this server only, and only the script
+// carrying this reply's nonce, so markup that model output might smuggle into
+// the page (an inline handler, a script element) never runs.
 HttpReply chat_page_reply() {
-  return HttpReply{200, "text/html; charset=utf-8", std::string(chat_page_html()),
+  std::random_device entropy;
+  const std::string nonce = std::to_string(entropy()) + std::to_string(entropy()) + std::to_string(entropy());
+  std::string page(chat_page_html());
+  const size_t at = page.find(kChatPageNonceSlot);
+  page.replace(at, kChatPageNonceSlot.size(), nonce);
+  return HttpReply{200, "text/html; charset=utf-8", std::move(page),
                    "Cache-Control: no-cache\r\n"
-                   "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "
-                   "style-src 'unsafe-inline'; connect-src 'self'\r\n"};
+                   "Content-Security-Policy: default-src 'none'; script-src 'nonce-" + nonce +
+                       "'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+                       "frame-ancestors 'none'\r\n"};
 }
 
 HttpReply health_reply() { return json_reply(200, R"({"status":"ok"})"); }

@@ -286,11 +286,12 @@ def rss_mib() -> float:
 
 
 def test_memory_returns_after_del(model_path):
-    """The KV cache (touched by a long generation) and the mapped model are
-    released when the last reference goes; a second LLM costs no more."""
+    """The KV cache and the model are released when the last reference goes,
+    and the process's resident memory shows it; making and dropping engines
+    again and again leaves nothing behind."""
     def use_and_drop():
-        llm = LLM(model=str(model_path), kv_cache_memory="512MiB", threads=2, enable_prefix_caching=False)
-        llm.generate(["Memory " * 400] * 8, SamplingParams(max_tokens=4))
+        llm = LLM(model=str(model_path), kv_cache_memory="256MiB", threads=2, enable_prefix_caching=False)
+        llm.generate(["Memory " * 100] * 4, SamplingParams(max_tokens=4))
         held = rss_mib()
         del llm
         gc.collect()
@@ -298,11 +299,12 @@ def test_memory_returns_after_del(model_path):
 
     gc.collect()
     before = rss_mib()
-    held, after = use_and_drop()
-    held_again, after_again = use_and_drop()
-    assert held - before > 40, f"the engine held only {held - before:.0f} MiB: nothing to measure"
-    assert after - before < 0.25 * (held - before), f"before {before:.0f}, held {held:.0f}, after {after:.0f} MiB"
-    assert after_again - after < 10, f"a second LLM left {after_again - after:.0f} MiB more"
+    rounds = [use_and_drop() for _ in range(3)]
+    for held, after in rounds:
+        assert held - before > 100, f"the engine held only {held - before:.0f} MiB: nothing to measure"
+        assert after - before < 0.1 * (held - before), f"before {before:.0f}, held {held:.0f}, after {after:.0f} MiB"
+    afters = [after for _, after in rounds]
+    assert afters[-1] - afters[0] < 5, f"resident memory after each drop grew: {afters} MiB"
 
 
 def test_python_m_exactly_is_the_cli(exactly_bin, model_path):

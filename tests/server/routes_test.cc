@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/chat_page.h"
+
 namespace exactly::server {
 namespace {
 
@@ -33,6 +35,31 @@ TEST(Routes, TheChatPageIsCompiledInAndLoadsNothingFromElsewhere) {
   for (const char* external : {"http://", "https://", "src=", "href=", "@import", "url("})
     EXPECT_EQ(r.body.find(external), std::string::npos) << external;
   EXPECT_NE(r.extra_headers.find("Content-Security-Policy: default-src 'none'"), std::string::npos);
+}
+
+// Only the page's own script may run: the policy names a nonce, the page's
+// one script element carries it, no other script may run (no
+// 'unsafe-inline'), and each reply has a nonce of its own.
+TEST(Routes, TheChatPageRunsOnlyItsOwnScript) {
+  auto nonce_of = [](const HttpReply& r) {
+    const std::string key = "script-src 'nonce-";
+    const size_t at = r.extra_headers.find(key);
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + key.size();
+    return r.extra_headers.substr(from, r.extra_headers.find('\'', from) - from);
+  };
+  const HttpReply a = chat_page_reply(), b = chat_page_reply();
+  const std::string nonce = nonce_of(a);
+  ASSERT_GE(nonce.size(), 16u);
+  EXPECT_NE(nonce, nonce_of(b));
+  const size_t inline_at = a.extra_headers.find("'unsafe-inline'");  // for the style element alone
+  EXPECT_EQ(inline_at, a.extra_headers.find("style-src 'unsafe-inline'") + 10);
+  EXPECT_EQ(a.extra_headers.find("'unsafe-inline'", inline_at + 1), std::string::npos);
+  EXPECT_NE(a.body.find("<script nonce=\"" + nonce + "\">"), std::string::npos);
+  size_t scripts = 0;
+  for (size_t at = a.body.find("<script"); at != std::string::npos; at = a.body.find("<script", at + 1)) ++scripts;
+  EXPECT_EQ(scripts, 1u);
+  EXPECT_EQ(a.body.find(kChatPageNonceSlot), std::string::npos);
 }
 
 TEST(Routes, TheKeyGuardsV1Only) {
