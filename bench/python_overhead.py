@@ -6,7 +6,11 @@ every run generates the same tokens): `exactly batch` reports its engine loop's
 time (after loading and parsing); here LLM.generate() is timed around the call
 (after loading; tokenizing the text prompts is inside it). The two alternate,
 REPEATS times each, and the figure is the median of the per-pair ratios of
-output tokens per second, Python over CLI.
+output tokens per second, Python over CLI. Because other work on a shared
+machine moves both figures by more than the overhead, the Python side also
+times each engine step: the share of generate()'s time spent outside the
+engine's steps (in Python: submitting, tokenizing, folding outputs) is the
+overhead itself, whatever the machine's load.
 
   EXACTLY_BUILD_DIR=build .venv/bin/python bench/python_overhead.py [--requests 64] [--max-tokens 64] [--repeats 5]
 """
@@ -51,14 +55,33 @@ def run_cli(model: str, requests_file: Path, threads: int, kv: str) -> float:
     return s["generated_tokens"] / s["elapsed_seconds"]
 
 
-def run_python(llm: LLM, bodies: list[dict]) -> float:
+class StepTimer:
+    """The engine with the time inside its steps summed."""
+
+    def __init__(self, engine):
+        self._engine, self.seconds = engine, 0.0
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+    def step(self):
+        start = time.perf_counter()
+        out = self._engine.step()
+        self.seconds += time.perf_counter() - start
+        return out
+
+
+def run_python(llm: LLM, bodies: list[dict]) -> tuple[float, float]:
+    """Output tokens per second, and the share of the time spent outside the engine's steps."""
     prompts = [b["prompt"] for b in bodies]
     params = [SamplingParams(max_tokens=b["max_tokens"], temperature=b["temperature"], seed=b["seed"],
                              ignore_eos=True) for b in bodies]
+    timer = StepTimer(llm._engine)
+    llm._engine = timer
     start = time.perf_counter()
     outs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - start
-    return sum(len(o.outputs[0].token_ids) for o in outs) / elapsed
+    return sum(len(o.outputs[0].token_ids) for o in outs) / elapsed, 1 - timer.seconds / elapsed
 
 
 def main() -> None:
@@ -75,17 +98,20 @@ def main() -> None:
         requests_file = Path(tmp) / "requests.jsonl"
         requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
         # A fresh engine per Python run, as each CLI run has one (an empty prefix cache).
-        cli, py = [], []
+        cli, py, outside = [], [], []
         for _ in range(a.repeats):
             cli.append(run_cli(a.model, requests_file, a.threads, a.kv_cache_memory))
             llm = LLM(model=a.model, threads=a.threads, kv_cache_memory=a.kv_cache_memory)
-            py.append(run_python(llm, bodies))
+            rate, share = run_python(llm, bodies)
+            py.append(rate)
+            outside.append(share)
             del llm
     ratios = [p / c for p, c in zip(py, cli)]
     print(json.dumps({"requests": a.requests, "max_tokens": a.max_tokens, "threads": a.threads,
                       "cli_tokens_per_s": cli, "python_tokens_per_s": py,
                       "median_cli": statistics.median(cli), "median_python": statistics.median(py),
                       "median_ratio_python_over_cli": statistics.median(ratios),
+                      "share_outside_steps": outside, "median_share_outside_steps": statistics.median(outside),
                       "load_average": os.getloadavg()}, indent=1))
 
 
