@@ -12,7 +12,7 @@ times each engine step: the share of generate()'s time spent outside the
 engine's steps (in Python: submitting, tokenizing, folding outputs) is the
 overhead itself, whatever the machine's load.
 
-  EXACTLY_BUILD_DIR=build .venv/bin/python bench/python_overhead.py [--requests 64] [--max-tokens 64] [--repeats 5]
+  EXACTLY_BUILD_DIR=build .venv/bin/python bench/python_overhead.py [--requests 64] [--max-tokens 64] [--repeats 5] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ def workload(n: int, max_tokens: int) -> list[dict]:
     return out
 
 
-def run_cli(model: str, requests_file: Path, threads: int, kv: str) -> float:
+def run_cli(model: str, requests_file: Path, threads: int, kv: str, device: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         stats = Path(tmp) / "stats.json"
         subprocess.run([str(BUILD / "bin" / "exactly"), "batch", "-m", model, "-i", str(requests_file),
                         "-o", str(Path(tmp) / "out.jsonl"), "--stats", str(stats), "-t", str(threads),
-                        "--kv-cache-memory", kv], check=True, capture_output=True)
+                        "--kv-cache-memory", kv, "--device", device], check=True, capture_output=True)
         s = json.loads(stats.read_text())
     return s["generated_tokens"] / s["elapsed_seconds"]
 
@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--kv-cache-memory", default="1GiB")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = ap.parse_args()
     bodies = workload(a.requests, a.max_tokens)
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,14 +101,14 @@ def main() -> None:
         # A fresh engine per Python run, as each CLI run has one (an empty prefix cache).
         cli, py, outside = [], [], []
         for _ in range(a.repeats):
-            cli.append(run_cli(a.model, requests_file, a.threads, a.kv_cache_memory))
-            llm = LLM(model=a.model, threads=a.threads, kv_cache_memory=a.kv_cache_memory)
+            cli.append(run_cli(a.model, requests_file, a.threads, a.kv_cache_memory, a.device))
+            llm = LLM(model=a.model, device=a.device, threads=a.threads, kv_cache_memory=a.kv_cache_memory)
             rate, share = run_python(llm, bodies)
             py.append(rate)
             outside.append(share)
             del llm
     ratios = [p / c for p, c in zip(py, cli)]
-    print(json.dumps({"requests": a.requests, "max_tokens": a.max_tokens, "threads": a.threads,
+    print(json.dumps({"device": a.device, "requests": a.requests, "max_tokens": a.max_tokens, "threads": a.threads,
                       "cli_tokens_per_s": cli, "python_tokens_per_s": py,
                       "median_cli": statistics.median(cli), "median_python": statistics.median(py),
                       "median_ratio_python_over_cli": statistics.median(ratios),
