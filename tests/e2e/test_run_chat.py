@@ -33,7 +33,7 @@ def test_run_chat_answers_through_the_template(run_exactly, model_path, ref_toke
 
 
 def test_run_chat_refuses_flags_that_contradict_it(run_exactly, model_path):
-    for flag in (["--no-bos"], ["--no-parse-special"], ["--prompt-ids", "1,2"]):
-        proc = run_exactly(["run", "--chat", "-m", model_path, "-p", PROMPT, *flag], check=False)
-        assert proc.returncode == 64, (flag, proc.stderr)  # the usage error code
+    for flags in (["-p", PROMPT, "--no-bos"], ["-p", PROMPT, "--no-parse-special"], ["--prompt-ids", "1,2"]):
+        proc = run_exactly(["run", "--chat", "-m", model_path, *flags], check=False)
+        assert proc.returncode == 64, (flags, proc.stderr)  # the usage error code
         assert "--chat" in proc.stderr
