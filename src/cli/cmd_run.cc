@@ -1,5 +1,7 @@
-// `exactly run`: generate a continuation of one prompt. The generated text
-// alone goes to stdout, streamed as it decodes; timings go to stderr.
+// `exactly run`: generate a continuation of one prompt, or with --chat the
+// answer to it as a user message rendered through the model's chat template.
+// The generated text alone goes to stdout, streamed as it decodes; timings go
+// to stderr.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +12,7 @@
 #include "core/format.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
+#include "server/chat_prompt.h"
 
 namespace exactly::cli {
 
@@ -27,6 +30,7 @@ struct RunOptions {
   int ctx = 0;
   bool no_bos = false;
   bool no_parse_special = false;
+  bool chat = false;
 };
 
 void write_ids_json(const std::string& path, const std::vector<int32_t>& prompt,
@@ -45,19 +49,29 @@ void write_ids_json(const std::string& path, const std::vector<int32_t>& prompt,
   out << "}\n";
 }
 
+// The prompt's tokens: given ids as they are; text as raw text (BOS added
+// when the model asks), or with --chat as one user message through the
+// model's chat template when it has one.
+std::vector<int32_t> prompt_tokens(const RunOptions& o, const Tokenizer& tok) {
+  if (!o.prompt_ids.empty()) return parse_token_list(o.prompt_ids, "--prompt-ids");
+  const std::string text = o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file);
+  if (o.chat && !tok.chat_template().empty()) {
+    const nlohmann::json message = {{"role", "user"}, {"content", text}};
+    return server::chat_prompt_tokens(nlohmann::json::array({message}), tok);
+  }
+  if (o.chat) std::fprintf(stderr, "the model has no chat template: continuing the raw text\n");
+  std::vector<int32_t> prompt;
+  if (tok.add_bos() && tok.bos_id() && !o.no_bos) prompt.push_back(*tok.bos_id());
+  auto ids = tok.encode(text, !o.no_parse_special);
+  prompt.insert(prompt.end(), ids.begin(), ids.end());
+  return prompt;
+}
+
 void run(const RunOptions& o) {
   LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const Tokenizer& tok = *m.tokenizer;
 
-  std::vector<int32_t> prompt;
-  if (!o.prompt_ids.empty()) {
-    prompt = parse_token_list(o.prompt_ids, "--prompt-ids");
-  } else {
-    std::string text = o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file);
-    if (tok.add_bos() && tok.bos_id() && !o.no_bos) prompt.push_back(*tok.bos_id());
-    auto ids = tok.encode(text, !o.no_parse_special);
-    prompt.insert(prompt.end(), ids.begin(), ids.end());
-  }
+  const std::vector<int32_t> prompt = prompt_tokens(o, tok);
   if (prompt.empty()) throw Error("the prompt is empty", ExitCode::kUsage);
   for (int32_t id : prompt)
     if (id >= m.config().vocab_size)
@@ -138,8 +152,12 @@ void register_run(CLI::App& app) {
   cmd->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until the context is full)")
       ->capture_default_str();
   cmd->add_option("-c,--ctx", o->ctx, "context size (0: the model's)")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token even when the model asks for it");
-  cmd->add_flag("--no-parse-special", o->no_parse_special, "treat special-token text in the prompt as plain text");
+  auto* no_bos = cmd->add_flag("--no-bos", o->no_bos, "do not add the BOS token even when the model asks for it");
+  auto* no_special = cmd->add_flag("--no-parse-special", o->no_parse_special,
+                                   "treat special-token text in the prompt as plain text");
+  cmd->add_flag("--chat", o->chat,
+                "answer the prompt as a user message through the model's chat template (raw text when it has none)")
+      ->excludes(ids)->excludes(no_bos)->excludes(no_special);
   cmd->add_option("--ids-out", o->ids_out, "write prompt and generated token ids as JSON to this file");
   add_sampling_options(*cmd, o->sampling);
   cmd->callback([o, cmd, p, f, ids] {

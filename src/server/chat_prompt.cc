@@ -49,12 +49,13 @@ json normalized_messages(const json& messages) {
   return out;
 }
 
-std::string render(const json& messages, const Tokenizer& tok) {
+std::string render(const json& messages, const Tokenizer& tok, bool add_generation_prompt) {
   auto text_of = [&](std::optional<int32_t> id) { return id ? tok.token_bytes(*id, true) : std::string(); };
 #if EXACTLY_HAVE_CHAT_TEMPLATE
   if (!tok.chat_template().empty()) {
     try {
-      return render_chat_template(tok.chat_template(), messages, true, text_of(tok.bos_id()), text_of(tok.eos_id()));
+      return render_chat_template(tok.chat_template(), messages, add_generation_prompt, text_of(tok.bos_id()),
+                                  text_of(tok.eos_id()));
     } catch (const Error& e) {
       throw RequestError(std::string("the chat template failed on 'messages': ") + e.what(), "messages");
     }
@@ -66,16 +67,20 @@ std::string render(const json& messages, const Tokenizer& tok) {
   std::string text;
   for (const json& m : messages)
     text += "<|im_start|>" + m["role"].get<std::string>() + "\n" + m["content"].get<std::string>() + "<|im_end|>\n";
-  return text + "<|im_start|>assistant\n";
+  return add_generation_prompt ? text + "<|im_start|>assistant\n" : text;
 }
 
 }  // namespace
 
 std::vector<int32_t> chat_prompt_tokens(const json& messages, const Tokenizer& tok) {
-  std::vector<int32_t> ids = tok.encode(render(normalized_messages(messages), tok), true);
+  std::vector<int32_t> ids = tok.encode(render(normalized_messages(messages), tok, true), true);
   if (tok.add_bos() && tok.bos_id() && (ids.empty() || ids.front() != *tok.bos_id()))
     ids.insert(ids.begin(), *tok.bos_id());
   return ids;
+}
+
+std::string chat_prompt_text(const json& messages, const Tokenizer& tok, bool add_generation_prompt) {
+  return render(normalized_messages(messages), tok, add_generation_prompt);
 }
 
 }  // namespace exactly::server

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,5 +16,9 @@ namespace exactly::server {
 // generation prompt and encodes it with special tokens parsed. Throws
 // RequestError naming "messages" for malformed input or a template failure.
 std::vector<int32_t> chat_prompt_tokens(const nlohmann::json& messages, const Tokenizer& tok);
+
+// The rendered text alone (no tokenizing), with or without the generation
+// prompt; validates and throws as chat_prompt_tokens does.
+std::string chat_prompt_text(const nlohmann::json& messages, const Tokenizer& tok, bool add_generation_prompt);
 
 }  // namespace exactly::server

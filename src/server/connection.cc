@@ -199,6 +199,7 @@ void Connection::dispatch() {
   const Route route = find_route(method, target);
   const bool keep = keep_alive_ && !stopping_;
   switch (route) {
+    case Route::kChatPage: return reply(chat_page_reply(), keep);
     case Route::kHealth: return reply(health_reply(), keep);
     case Route::kMetrics: return reply(metrics_reply(server_.metrics, server_.counters), keep);
     case Route::kModels: return reply(models_reply(server_.model.names.front(), server_.model.max_model_len), keep);

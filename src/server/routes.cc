@@ -1,8 +1,11 @@
 #include "server/routes.h"
 
 #include <ctime>
+#include <random>
 
 #include <nlohmann/json.hpp>
+
+#include "server/chat_page.h"
 
 namespace exactly::server {
 
@@ -26,7 +29,8 @@ Route find_route(std::string_view method, std::string_view target) {
     std::string_view path, method;
     Route route;
   };
-  static constexpr Entry kRoutes[] = {{"/health", "GET", Route::kHealth},
+  static constexpr Entry kRoutes[] = {{"/", "GET", Route::kChatPage},
+                                      {"/health", "GET", Route::kHealth},
                                       {"/metrics", "GET", Route::kMetrics},
                                       {"/v1/models", "GET", Route::kModels},
                                       {"/v1/completions", "POST", Route::kCompletions},
@@ -55,6 +59,23 @@ HttpReply no_route_reply(Route route, std::string_view method, std::string_view 
     return r;
   }
   return error_reply(ApiError{404, "no route for " + what, "invalid_request_error", "", ""});
+}
+
+// The page loads nothing from elsewhere, and the policy says so to the
+// browser: its style, requests to this server only, and only the script
+// carrying this reply's nonce, so markup that model output might smuggle into
+// the page (an inline handler, a script element) never runs.
+HttpReply chat_page_reply() {
+  std::random_device entropy;
+  const std::string nonce = std::to_string(entropy()) + std::to_string(entropy()) + std::to_string(entropy());
+  std::string page(chat_page_html());
+  const size_t at = page.find(kChatPageNonceSlot);
+  page.replace(at, kChatPageNonceSlot.size(), nonce);
+  return HttpReply{200, "text/html; charset=utf-8", std::move(page),
+                   "Cache-Control: no-cache\r\n"
+                   "Content-Security-Policy: default-src 'none'; script-src 'nonce-" + nonce +
+                       "'; style-src 'unsafe-inline'; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+                       "frame-ancestors 'none'\r\n"};
 }
 
 HttpReply health_reply() { return json_reply(200, R"({"status":"ok"})"); }

@@ -13,17 +13,19 @@
 
 namespace exactly::server {
 
-enum class Route { kHealth, kMetrics, kModels, kCompletions, kChat, kWrongMethod, kNotFound };
+enum class Route { kChatPage, kHealth, kMetrics, kModels, kCompletions, kChat, kWrongMethod, kNotFound };
 
 // `target` may carry a query string, which no route reads.
 Route find_route(std::string_view method, std::string_view target);
 
 // Whether the request may proceed: /v1/ routes need "Authorization: Bearer
-// KEY" when the server has a key; /health and /metrics never do.
+// KEY" when the server has a key; the chat page, /health and /metrics never
+// do (the page sends the key it is given with its own /v1/ requests).
 bool authorized(std::string_view target, std::string_view authorization, const std::string& api_key);
 
 HttpReply unauthorized_reply();
 HttpReply no_route_reply(Route route, std::string_view method, std::string_view target);
+HttpReply chat_page_reply();
 HttpReply health_reply();
 HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters);
 HttpReply models_reply(const std::string& model_name, int32_t max_model_len);

@@ -1,0 +1,69 @@
+// The `_exactly` extension module: the engine, its outputs, request checking
+// and the command line. The Python modules of the package (python/exactly/)
+// give it vLLM's shape.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "cli/cli_main.h"
+#include "core/error.h"
+#include "kvcache/capacity.h"
+#include "server/openai_request.h"
+#include "server/request_body.h"
+
+namespace nb = nanobind;
+
+namespace exactly::python {
+namespace {
+
+// Checks the sampling and stopping fields of a completions request body (a
+// JSON object without its prompt) as `exactly batch` and the server read
+// them; throws RequestError naming the field.
+void check_request_fields(const std::string& body_text) {
+  const nlohmann::json body = server::parse_request_body(body_text);
+  server::parse_generation_fields(body, "");
+  server::parse_max_tokens(body, "");
+  server::parse_completion_logprobs(body, "");
+}
+
+// The CLI with the GIL released, so that a server or a batch run in-process
+// leaves other Python threads running.
+int run_cli(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  nb::gil_scoped_release unlocked;
+  return cli::run_cli(static_cast<int>(argv.size()), argv.data());
+}
+
+// A user's mistake (a bad argument, field, prompt or file) is a ValueError
+// naming it; anything else the engine raises is a RuntimeError.
+void translate_errors(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const Error& e) {
+    const bool users = e.code() == ExitCode::kUsage || e.code() == ExitCode::kBadInput;
+    PyErr_SetString(users ? PyExc_ValueError : PyExc_RuntimeError, e.what());
+  }
+}
+
+}  // namespace
+}  // namespace exactly::python
+
+NB_MODULE(_exactly, m) {
+  using namespace exactly::python;
+  m.doc() = "The exactly engine, in-process; the exactly package wraps it in vLLM's shape.";
+  nb::register_exception_translator(translate_errors);
+  m.def("check_request_fields", &check_request_fields, nb::arg("body"),
+        "Raises ValueError naming the first bad sampling or stopping field of a JSON request body.");
+  m.def("parse_byte_size", [](const std::string& text) -> std::optional<int64_t> { return exactly::parse_byte_size(text); },
+        nb::arg("text"), "\"2GiB\", \"512MiB\", \"4096\" → bytes, as --kv-cache-memory reads them; None when not a size.");
+  m.def("main", &run_cli, nb::arg("argv"), "Runs the exactly command line; returns its exit code.");
+  bind_outputs(m);
+  bind_engine(m);
+}
