@@ -18,7 +18,7 @@ oracle, tested against float64 references in CI) on the default model.
    draft:PATH (the model's first 8 layers, written by `exactly export`, on
    the GPU too) equal those without (--deterministic, so both runs compute
    each row in the same order).
-5. CUDA graphs: decode steps replayed from graphs give the tokens of eager
+5. CUDA graphs: decode and verify steps replayed from graphs give the tokens of eager
    launches, bit for bit (--deterministic, mixed batch).
 6. Sampling on the GPU: seeded requests (temperatures 0.5-1.5, top-k, top-p,
    min-p alone and together, repetition/frequency/presence penalties, greedy
@@ -194,6 +194,14 @@ def check_graphs(exe: str, model: str, tmp: Path):
     eager = batch(exe, model, reqs, det + ["--enforce-eager"], tmp, "eager")
     record("CUDA graphs == eager launches", graphs == eager, identical=sum(a == b for a, b in zip(graphs, eager)),
            requests=len(reqs))
+    # Verifies of 1 + k tokens replay graphs too, padded to a query length
+    # (k = 12: 13 tokens padded to 16) and a batch size of their own.
+    for k in ("4", "12"):
+        spec = det + ["--spec", "ngram", "--num-speculative-tokens", k, "--no-adaptive-speculation"]
+        graphs = batch(exe, model, reqs, spec, tmp, f"graphs-spec{k}")
+        eager = batch(exe, model, reqs, spec + ["--enforce-eager"], tmp, f"eager-spec{k}")
+        record(f"CUDA graphs == eager launches (ngram, k = {k})", graphs == eager,
+               identical=sum(a == b for a, b in zip(graphs, eager)), requests=len(reqs))
 
 
 def sampling_requests() -> list[dict]:

@@ -222,6 +222,11 @@ void Gemm::launch(const Plan& plan, const void* x, const void* w, void* out, int
            "matmul");
 }
 
+void Gemm::prepare(const void* x, const void* w, int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate,
+                   cudaStream_t stream) {
+  if (n > 0) plan_for(n, m, k, out_type, accumulate, x, w, stream);
+}
+
 void Gemm::run(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
                bool accumulate, cudaStream_t stream) {
   if (n == 0) return;

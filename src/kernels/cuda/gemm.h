@@ -57,6 +57,12 @@ class Gemm {
   void run(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, GemmOut out_type,
            bool accumulate, cudaStream_t stream);
 
+  // Makes run()'s plan for this shape now (timing the candidates of its row
+  // bucket, in canonical order) without computing the product; x and w are
+  // read, nothing else is written.
+  void prepare(const void* x, const void* w, int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate,
+               cudaStream_t stream);
+
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:

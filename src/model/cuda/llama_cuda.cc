@@ -201,6 +201,29 @@ void CudaLlamaModel::reserve(const ModelLimits& limits) {
   limits_ = limits;
   const int32_t blocks = (limits.max_model_len + limits.block_size - 1) / std::max(1, limits.block_size);
   ensure_workspace(limits.max_batch_tokens, limits.max_seqs, blocks, limits.max_model_len);
+  prepare_products(limits.max_batch_tokens);
+}
+
+// Planning a product takes a cuBLASLt query, and in the canonical order
+// timing the candidates of its row bucket: about a millisecond a shape.
+// Done here, at load, for the row counts that come first, the first steps
+// of a run or a server's first requests do not pay it; other row counts
+// take a plan on first use (their bucket already timed up to kTunedRows).
+void CudaLlamaModel::prepare_products(int64_t max_rows) {
+  const ModelConfig& c = config_;
+  Workspace& w = *ws_;
+  if (layers_.empty()) return;
+  const Layer& L = layers_.front();  // every layer's products have its shapes
+  for (int64_t n = 1;; n = std::min(2 * n, max_rows)) {
+    gemm_->prepare(w.h.get(), L.wqkv, n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream_);
+    gemm_->prepare(w.attn.get(), L.wo, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream_);
+    gemm_->prepare(w.h.get(), L.w_gate_up, n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream_);
+    gemm_->prepare(w.act.get(), L.w_down, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream_);
+    if (n <= w.logits_rows)
+      gemm_->prepare(w.last.get(), output_, n, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream_);
+    if (n >= max_rows) break;
+  }
+  kc::check_cuda(cudaStreamSynchronize(stream_), "planning the products");
 }
 
 int64_t CudaLlamaModel::default_kv_cache_memory(double utilization) const {
@@ -208,10 +231,10 @@ int64_t CudaLlamaModel::default_kv_cache_memory(double utilization) const {
   kc::check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "reading free GPU memory");
   // What this process may hold in all, minus what is held already (weights,
   // workspace, cuBLASLt's workspace, the CUDA context, other processes).
-  // Decode graphs are made later, as shapes appear: their share is kept now.
+  // Step graphs are made later, as shapes appear: their share is kept now.
   const double allowed = utilization * static_cast<double>(total_bytes);
   const double in_use = static_cast<double>(total_bytes - free_bytes);
-  const double graphs = options_.cuda_graphs ? static_cast<double>(kMaxDecodeGraphs * kGraphReserveBytes) : 0.0;
+  const double graphs = options_.cuda_graphs ? static_cast<double>(kMaxStepGraphs * kGraphReserveBytes) : 0.0;
   return std::max<int64_t>(0, static_cast<int64_t>(allowed - in_use - graphs));
 }
 
@@ -309,42 +332,79 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
   }
 }
 
-// Packs the batch into the pinned staging buffer and uploads it in one copy.
-// Block tables are laid out with the workspace's fixed row stride, and a
-// decode batch is padded to `padded_seqs` sequences (token 0 at position 0,
-// no KV slot, context 1, block 0): the shapes a captured graph was made for.
-void CudaLlamaModel::upload_batch(const ForwardBatch& b, int32_t padded_seqs) {
+// Packs the batch into the pinned staging buffer in `shape`'s layout and
+// uploads it in one copy. Block tables are laid out with the workspace's
+// fixed row stride. In a padded layout sequence s starts at token s * query;
+// a padding token after a sequence's own continues its positions with no KV
+// slot (its context grows with it, so the real tokens keep their positions:
+// a token's position is its context length minus its query length plus its
+// index), and a padding sequence is `query` tokens at positions 0.. with no
+// slot and block 0: the shapes a captured graph was made for. A real row's
+// bits do not change: in the canonical order a row's products and attention
+// depend on the row alone, and the keys past its position that its query
+// block walks are masked (zeroed pool slots, finite).
+void CudaLlamaModel::upload_batch(const ForwardBatch& b, StepShape shape) {
   Workspace& w = *ws_;
   auto* host = w.staging.as<uint8_t>();
   const auto n = static_cast<size_t>(b.num_tokens());
   const auto seqs = static_cast<size_t>(b.num_seqs());
-  const auto padded = static_cast<size_t>(std::max<int32_t>(padded_seqs, b.num_seqs()));
   auto at = [&](size_t off) { return host + off; };
-  std::memcpy(at(w.off_tokens), b.tokens.data(), n * 4);
-  std::memcpy(at(w.off_positions), b.positions.data(), n * 4);
-  std::memcpy(at(w.off_slots), b.slot_mapping.data(), n * 8);
-  std::memcpy(at(w.off_query_start), b.query_start.data(), (seqs + 1) * 4);
-  std::memcpy(at(w.off_seq_lens), b.seq_lens.data(), seqs * 4);
+  auto* tokens = reinterpret_cast<int32_t*>(at(w.off_tokens));
+  auto* positions = reinterpret_cast<int32_t*>(at(w.off_positions));
+  auto* slots = reinterpret_cast<int64_t*>(at(w.off_slots));
+  auto* query_start = reinterpret_cast<int32_t*>(at(w.off_query_start));
+  auto* seq_lens = reinterpret_cast<int32_t*>(at(w.off_seq_lens));
+  auto* rows = reinterpret_cast<int32_t*>(at(w.off_rows));
+  const auto padded = static_cast<size_t>(std::max<int32_t>(shape.seqs, b.num_seqs()));
+  if (shape.query == 0) {
+    std::memcpy(tokens, b.tokens.data(), n * 4);
+    std::memcpy(positions, b.positions.data(), n * 4);
+    std::memcpy(slots, b.slot_mapping.data(), n * 8);
+    std::memcpy(query_start, b.query_start.data(), (seqs + 1) * 4);
+    std::memcpy(seq_lens, b.seq_lens.data(), seqs * 4);
+    std::memcpy(rows, b.logits_rows.data(), b.logits_rows.size() * 4);
+  } else {
+    const auto q = static_cast<size_t>(shape.query);
+    padded_index_.resize(n);
+    for (size_t s = 0; s < padded; ++s) {
+      const size_t base = s * q;
+      query_start[s] = static_cast<int32_t>(base);
+      size_t len = 0;
+      int32_t next_position = 0;
+      if (s < seqs) {
+        const auto begin = static_cast<size_t>(b.query_start[s]);
+        len = static_cast<size_t>(b.query_start[s + 1]) - begin;
+        std::memcpy(tokens + base, b.tokens.data() + begin, len * 4);
+        std::memcpy(positions + base, b.positions.data() + begin, len * 4);
+        std::memcpy(slots + base, b.slot_mapping.data() + begin, len * 8);
+        for (size_t t = 0; t < len; ++t) padded_index_[begin + t] = static_cast<int32_t>(base + t);
+        next_position = b.positions[begin + len - 1] + 1;
+        seq_lens[s] = b.seq_lens[s] + static_cast<int32_t>(q - len);
+      } else {
+        seq_lens[s] = static_cast<int32_t>(q);
+      }
+      for (size_t j = len; j < q; ++j) {
+        tokens[base + j] = 0;
+        positions[base + j] = next_position++;
+        slots[base + j] = -1;
+      }
+    }
+    query_start[padded] = static_cast<int32_t>(padded * q);
+    for (size_t r = 0; r < b.logits_rows.size(); ++r)
+      rows[r] = padded_index_[static_cast<size_t>(b.logits_rows[r])];
+  }
   auto* tables = reinterpret_cast<int32_t*>(at(w.off_tables));
   const auto stride = static_cast<size_t>(w.blocks), given = static_cast<size_t>(b.max_blocks_per_seq);
   for (size_t s = 0; s < seqs; ++s) {
     std::memcpy(tables + s * stride, b.block_tables.data() + s * given, given * 4);
     std::memset(tables + s * stride + given, 0, (stride - given) * 4);
   }
-  for (size_t s = seqs; s < padded; ++s) {  // padding sequences of one harmless token each
-    reinterpret_cast<int32_t*>(at(w.off_tokens))[s] = 0;
-    reinterpret_cast<int32_t*>(at(w.off_positions))[s] = 0;
-    reinterpret_cast<int64_t*>(at(w.off_slots))[s] = -1;
-    reinterpret_cast<int32_t*>(at(w.off_query_start))[s + 1] = static_cast<int32_t>(s + 1);
-    reinterpret_cast<int32_t*>(at(w.off_seq_lens))[s] = 1;
-    std::memset(tables + s * stride, 0, stride * 4);
-  }
-  std::memcpy(at(w.off_rows), b.logits_rows.data(), b.logits_rows.size() * 4);
+  std::memset(tables + seqs * stride, 0, (padded - seqs) * stride * 4);
   // Only the used part of each array travels: everything up to the end of
   // the block tables in use, then the logits rows.
   const size_t head = w.off_tables + padded * stride * 4;
   kc::check_cuda(cudaMemcpyAsync(w.index.get(), host, head, cudaMemcpyHostToDevice, stream_), "batch upload");
-  kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_rows, at(w.off_rows), b.logits_rows.size() * 4,
+  kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_rows, rows, b.logits_rows.size() * 4,
                                  cudaMemcpyHostToDevice, stream_),
                  "batch upload");
 }
@@ -405,17 +465,20 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // element by element in dev/cuda/exact_rows_lab.cu) once a step has
 // kExactRowsFrom of them, where that is the faster of the two
 // (dev/cuda/NOTES.md); --no-deterministic sends them to the split-KV kernel.
-void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
-  attention_launches_.clear();
+CudaLlamaModel::AttentionKernel CudaLlamaModel::decode_kernel(int32_t rows) const {
   constexpr int kExactRowsFrom = 8;
-  auto decode_kernel = [&](int32_t rows) {
-    if (!options_.deterministic) return AttentionKernel::kSplitDecode;
-    return rows >= kExactRowsFrom ? AttentionKernel::kExactRows : AttentionKernel::kPrefill;
-  };
-  if (decode) {
-    attention_launches_.push_back({attn, decode_kernel(attn.n_seqs)});
-    return;
-  }
+  if (!options_.deterministic) return AttentionKernel::kSplitDecode;
+  return rows >= kExactRowsFrom ? AttentionKernel::kExactRows : AttentionKernel::kPrefill;
+}
+
+void CudaLlamaModel::plan_uniform_attention(const kc::AttentionBatchDevice& attn, int32_t query) {
+  attention_launches_.clear();
+  attention_launches_.push_back({attn, query == 1 ? decode_kernel(attn.n_seqs) : AttentionKernel::kPrefill});
+}
+
+void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
+  if (decode) return plan_uniform_attention(attn, 1);
+  attention_launches_.clear();
   constexpr int kMaxAttentionLaunches = 4;
   split_attention_runs(b.query_start, b.seq_lens, kMaxAttentionLaunches, attention_runs_);
   for (const AttentionRun& run : attention_runs_) {
@@ -432,6 +495,17 @@ void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBa
 
 namespace {
 
+// kMaxGraphQuery, or EXACTLY_GRAPH_MAX_QUERY (1 replays decode steps alone:
+// what verifies cost when launched from the host, for benchmarks).
+int32_t graph_max_query() {
+  static const int32_t bound = [] {
+    const char* env = std::getenv("EXACTLY_GRAPH_MAX_QUERY");
+    const int32_t v = env == nullptr ? CudaLlamaModel::kMaxGraphQuery : std::atoi(env);
+    return std::clamp<int32_t>(v, 1, CudaLlamaModel::kMaxGraphQuery);
+  }();
+  return bound;
+}
+
 // Decode batches are padded up to one of these sizes, each with a graph of
 // its own: 1, 2, 4, 8, then multiples of 8 up to 64 and of 32 beyond.
 int32_t graph_batch_size(int32_t n) {
@@ -440,7 +514,32 @@ int32_t graph_batch_size(int32_t n) {
   return (n + 31) / 32 * 32;
 }
 
+// A step's tokens per sequence are padded up to one of these: each count up
+// to 9 (a verify of up to 8 drafts), then multiples of 4.
+int32_t graph_query_len(int32_t q) { return q <= 9 ? q : (q + 3) / 4 * 4; }
+
 }  // namespace
+
+// A step replays a graph when its sequences bring at most kMaxGraphQuery
+// tokens each and padding them to one shape at most doubles its tokens (or
+// keeps them within 128), every padded context staying within a block-table
+// row; other steps (prompt chunks) launch their kernels from the host.
+std::optional<CudaLlamaModel::StepShape> CudaLlamaModel::graph_shape(const ForwardBatch& b, int32_t max_query,
+                                                                    int block_size) const {
+  const Workspace& w = *ws_;
+  if (!options_.cuda_graphs || max_query > graph_max_query()) return std::nullopt;
+  const StepShape shape{std::min(graph_batch_size(b.num_seqs()), w.seqs), graph_query_len(max_query)};
+  const int64_t tokens = int64_t{shape.seqs} * shape.query;
+  if (shape.seqs < b.num_seqs() || tokens > w.tokens || tokens > std::max<int64_t>(2 * b.num_tokens(), 128))
+    return std::nullopt;
+  const int64_t table_slots = int64_t{w.blocks} * block_size;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    const auto i = static_cast<size_t>(s);
+    const int32_t query = b.query_start[i + 1] - b.query_start[i];
+    if (query < 1 || int64_t{b.seq_lens[i]} + (shape.query - query) > table_slots) return std::nullopt;
+  }
+  return shape;
+}
 
 bool CudaLlamaModel::samples_rows() const {
   static const bool on = [] {
@@ -470,75 +569,83 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   EXACTLY_CHECK(static_cast<int64_t>(b.logits_rows.size()) <= w.tokens, "%zu logits rows for %lld tokens",
                 b.logits_rows.size(), static_cast<long long>(w.tokens));
 
-  // A decode step (every sequence brings one token) can replay a graph; the
-  // attention kernels of any step are chosen by plan_attention.
-  const bool decode = max_q == 1 && n == b.num_seqs();
   auto* idx = w.index.as<uint8_t>();
-  kc::AttentionBatchDevice attn{b.num_seqs(),
-                                reinterpret_cast<const int32_t*>(idx + w.off_query_start),
-                                reinterpret_cast<const int32_t*>(idx + w.off_seq_lens),
-                                reinterpret_cast<const int32_t*>(idx + w.off_tables),
-                                w.blocks,
-                                max_q,
-                                max_len,
-                                w.tokens};
-  const int32_t padded = decode ? std::min(graph_batch_size(b.num_seqs()), std::min<int32_t>(w.seqs, static_cast<int32_t>(w.tokens))) : 0;
-  if (!decode || !options_.cuda_graphs || padded < b.num_seqs()) {
-    upload_batch(b, b.num_seqs());
-    plan_attention(b, attn, decode);
-    run_layers(*kv, n, num_layers);
+  const kc::AttentionBatchDevice attn{b.num_seqs(),
+                                      reinterpret_cast<const int32_t*>(idx + w.off_query_start),
+                                      reinterpret_cast<const int32_t*>(idx + w.off_seq_lens),
+                                      reinterpret_cast<const int32_t*>(idx + w.off_tables),
+                                      w.blocks,
+                                      max_q,
+                                      max_len,
+                                      w.tokens};
+  if (const auto shape = graph_shape(b, max_q, kv->block_size())) {
+    run_graph(b, *kv, attn, *shape, num_layers);
   } else {
-    // A decode step replays the graph captured for its padded batch size and
-    // its bound on the context (a multiple of kDecodeContextGranule), once made.
-    upload_batch(b, padded);
-    const int32_t granules = (max_len + kc::kDecodeContextGranule - 1) / kc::kDecodeContextGranule;
-    attn.n_seqs = padded;
-    attn.max_seq_len = std::min(granules * kc::kDecodeContextGranule, w.blocks * kv->block_size());
-    attn.max_seq_len = std::max(attn.max_seq_len, max_len);
-    // The pool's address and size are baked into the graph with everything else.
-    const GraphKey key{padded, attn.max_seq_len, num_layers, kv->layer(0).k, kv->num_blocks()};
-    auto it = graphs_.find(key);
-    if (it == graphs_.end() && graph_shapes_seen_.insert(key).second) {
-      // The first step of a shape runs eagerly: kernels get their one-time
-      // set-up (shared-memory limits, cuBLASLt plans) outside any capture.
-      plan_attention(b, attn, decode);
-      run_layers(*kv, padded, num_layers);
-    } else if (it == graphs_.end()) {
-      cudaGraph_t graph = nullptr;
-      kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
-      try {
-        plan_attention(b, attn, decode);  // a replay needs no plan: the graph holds its launches
-        run_layers(*kv, padded, num_layers);
-      } catch (...) {  // leave the stream usable: end the capture, drop its graph
-        if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
-        throw;
-      }
-      kc::check_cuda(cudaStreamEndCapture(stream_, &graph), "graph capture");
-      if (graphs_.size() >= kMaxDecodeGraphs) {
-        auto oldest = graphs_.begin();
-        for (auto g = graphs_.begin(); g != graphs_.end(); ++g)
-          if (g->second.last_use < oldest->second.last_use) oldest = g;
-        kc::check_cuda(cudaStreamSynchronize(stream_), "graph eviction");
-        graphs_.erase(oldest);
-      }
-      size_t free_before = 0, free_after = 0, total = 0;
-      kc::check_cuda(cudaMemGetInfo(&free_before, &total), "reading free GPU memory");
-      cudaGraphExec_t exec = nullptr;
-      const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      kc::check_cuda(st, "graph instantiation");
-      it = graphs_.emplace(key, CapturedGraph{GraphExec(exec), 0}).first;
-      kc::check_cuda(cudaGraphUpload(exec, stream_), "graph upload");
-      kc::check_cuda(cudaMemGetInfo(&free_after, &total), "reading free GPU memory");
-      graph_bytes_ += free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
-      ++graphs_made_;
-    }
-    if (it != graphs_.end()) {
-      it->second.last_use = ++graph_clock_;
-      kc::check_cuda(cudaGraphLaunch(it->second.exec.get(), stream_), "graph launch");
-    }
+    upload_batch(b, StepShape{b.num_seqs(), 0});
+    plan_attention(b, attn, max_q == 1 && n == b.num_seqs());
+    run_layers(*kv, n, num_layers);
   }
   compute_logits(b, logits, tokens);
+}
+
+void CudaLlamaModel::run_graph(const ForwardBatch& b, CudaKVPool& kv, kc::AttentionBatchDevice attn, StepShape shape,
+                               int num_layers) {
+  Workspace& w = *ws_;
+  upload_batch(b, shape);
+  // The graph is made for a bound on the padded contexts: a multiple of
+  // kDecodeContextGranule.
+  int32_t max_len = shape.query;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    const auto i = static_cast<size_t>(s);
+    max_len = std::max(max_len, b.seq_lens[i] + shape.query - (b.query_start[i + 1] - b.query_start[i]));
+  }
+  const int32_t granules = (max_len + kc::kDecodeContextGranule - 1) / kc::kDecodeContextGranule;
+  attn.n_seqs = shape.seqs;
+  attn.max_query_len = shape.query;
+  attn.max_seq_len = std::max(std::min(granules * kc::kDecodeContextGranule, w.blocks * kv.block_size()), max_len);
+  const int64_t tokens = int64_t{shape.seqs} * shape.query;
+  // The pool's address and size are baked into the graph with everything else.
+  const GraphKey key{shape.seqs, shape.query, attn.max_seq_len, num_layers, kv.layer(0).k, kv.num_blocks()};
+  auto it = graphs_.find(key);
+  if (it == graphs_.end() && graph_shapes_seen_.insert(key).second) {
+    // The first step of a shape runs eagerly: kernels get their one-time
+    // set-up (shared-memory limits, product plans and timings) outside any capture.
+    plan_uniform_attention(attn, shape.query);
+    run_layers(kv, tokens, num_layers);
+    return;
+  }
+  if (it == graphs_.end()) {
+    cudaGraph_t graph = nullptr;
+    kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
+    try {
+      plan_uniform_attention(attn, shape.query);  // a replay needs no plan: the graph holds its launches
+      run_layers(kv, tokens, num_layers);
+    } catch (...) {  // leave the stream usable: end the capture, drop its graph
+      if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    kc::check_cuda(cudaStreamEndCapture(stream_, &graph), "graph capture");
+    if (graphs_.size() >= kMaxStepGraphs) {
+      auto oldest = graphs_.begin();
+      for (auto g = graphs_.begin(); g != graphs_.end(); ++g)
+        if (g->second.last_use < oldest->second.last_use) oldest = g;
+      kc::check_cuda(cudaStreamSynchronize(stream_), "graph eviction");
+      graphs_.erase(oldest);
+    }
+    size_t free_before = 0, free_after = 0, total = 0;
+    kc::check_cuda(cudaMemGetInfo(&free_before, &total), "reading free GPU memory");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t st = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    kc::check_cuda(st, "graph instantiation");
+    it = graphs_.emplace(key, CapturedGraph{GraphExec(exec), 0}).first;
+    kc::check_cuda(cudaGraphUpload(exec, stream_), "graph upload");
+    kc::check_cuda(cudaMemGetInfo(&free_after, &total), "reading free GPU memory");
+    graph_bytes_ += free_before > free_after ? static_cast<int64_t>(free_before - free_after) : 0;
+    ++graphs_made_;
+  }
+  it->second.last_use = ++graph_clock_;
+  kc::check_cuda(cudaGraphLaunch(it->second.exec.get(), stream_), "graph launch");
 }
 
 void CudaLlamaModel::upload_sampling(const ForwardBatch& b) {
@@ -710,7 +817,7 @@ std::string CudaLlamaModel::memory_report() const {
                            w.decode.bytes() + w.index.bytes() + w.sampling.bytes() + w.sampling_scratch.bytes() +
                            w.penalties.bytes() + w.verify_params.bytes() + w.verify.bytes() +
                            gemm_->workspace_bytes();
-  return strformat("GPU memory: weights %s, activation workspace %s, %lld decode graphs made (%zu live) %s",
+  return strformat("GPU memory: weights %s, activation workspace %s, %lld step graphs made (%zu live) %s",
                    human_bytes(static_cast<double>(weights_.bytes())).c_str(),
                    human_bytes(static_cast<double>(workspace)).c_str(), static_cast<long long>(graphs_made_),
                    graphs_.size(), human_bytes(static_cast<double>(graph_bytes_)).c_str());

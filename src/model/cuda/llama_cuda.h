@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -79,12 +80,15 @@ class CudaLlamaModel final : public Model {
   int64_t weight_bytes() const override { return weight_bytes_; }
   std::string memory_report() const override;
 
-  // At most this many decode graphs live at once (the least recently used is
+  // At most this many step graphs live at once (the least recently used is
   // dropped beyond it), and default_kv_cache_memory() keeps kGraphReserveBytes
   // for each: what instantiated graphs take of GPU memory is part of the
   // --gpu-memory-utilization budget. The bound per graph is several times
   // what one measured (BENCHMARKS.md).
-  static constexpr size_t kMaxDecodeGraphs = 96;
+  static constexpr size_t kMaxStepGraphs = 96;
+  // Steps whose sequences bring at most this many tokens each (decode steps,
+  // verifies of 1 + k tokens, a draft model's catch-up) replay graphs.
+  static constexpr int32_t kMaxGraphQuery = 16;
   static constexpr int64_t kGraphReserveBytes = int64_t{4} << 20;
 
  private:
@@ -106,7 +110,22 @@ class CudaLlamaModel final : public Model {
   // token_embd_, output_, output_norm_ and layers_ into it; returns its base.
   uint8_t* allocate_weights(const WeightLayout& layout);
   void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
-  void upload_batch(const ForwardBatch& b, int32_t padded_seqs);
+  // The layout of a step run from a graph: `seqs` sequences (the real ones
+  // and padding) of `query` tokens each. Query 0 is the batch as given.
+  struct StepShape {
+    int32_t seqs = 0;
+    int32_t query = 0;
+  };
+  // The padded shape of a step that may replay a graph, if it may.
+  std::optional<StepShape> graph_shape(const ForwardBatch& b, int32_t max_query, int block_size) const;
+  void upload_batch(const ForwardBatch& b, StepShape shape);
+  // Replays (or, on the first sights of its key, runs eagerly and captures)
+  // the graph of a padded step.
+  void run_graph(const ForwardBatch& b, CudaKVPool& kv, kernels::cuda::AttentionBatchDevice attn, StepShape shape,
+                 int num_layers);
+  // Plans and times the products of every power-of-two row count up to
+  // `max_rows` now, so that no step pays it.
+  void prepare_products(int64_t max_rows);
   // One attention kernel launch of a step: a run of its sequences, by the
   // prefill kernel, the split-KV decode kernel, or (under canonical order)
   // the kernel that computes decode rows with the prefill kernel's bits.
@@ -118,6 +137,10 @@ class CudaLlamaModel final : public Model {
   // The launches for `attn`: one when every sequence brings one token, else
   // one per run of split_attention_runs.
   void plan_attention(const ForwardBatch& b, const kernels::cuda::AttentionBatchDevice& attn, bool decode);
+  // One launch for a step whose sequences bring `query` tokens each.
+  void plan_uniform_attention(const kernels::cuda::AttentionBatchDevice& attn, int32_t query);
+  // The kernel for a step of `rows` single-token sequences.
+  AttentionKernel decode_kernel(int32_t rows) const;
   void run_layers(CudaKVPool& kv, int64_t n, int num_layers);
   void compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens);
   // Uploads the sampling parameters of every logits row (kLogits and kArgmax
@@ -140,9 +163,9 @@ class CudaLlamaModel final : public Model {
   std::unique_ptr<Workspace> ws_;
   std::vector<AttentionRun> attention_runs_;        // reused by every step
   std::vector<AttentionLaunch> attention_launches_;  // the current step's
-  // Captured decode steps: (padded sequences, context bound, layers, KV pool
-  // base address, its blocks).
-  using GraphKey = std::tuple<int32_t, int32_t, int, const void*, int64_t>;
+  // Captured steps: (padded sequences, tokens each, context bound, layers,
+  // KV pool base address, its blocks).
+  using GraphKey = std::tuple<int32_t, int32_t, int32_t, int, const void*, int64_t>;
   struct GraphExecDeleter {
     void operator()(cudaGraphExec_t g) const { cudaGraphExecDestroy(g); }
   };
@@ -159,6 +182,8 @@ class CudaLlamaModel final : public Model {
   int64_t graph_bytes_ = 0;
   int64_t graphs_made_ = 0;
   ModelLimits limits_;
+  // Where each of the batch's tokens sits in the padded layout of a graph step.
+  std::vector<int32_t> padded_index_;
 };
 
 }  // namespace exactly
