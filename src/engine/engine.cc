@@ -732,7 +732,8 @@ std::vector<RequestOutput> Engine::step() {
     // and the sampling of its rows (every verified position is a row to
     // process when sampling is not greedy; left out, drafting looked cheaper
     // than it is at temperature > 0).
-    if (!step_has_prefill_) {
+    // A pass that paid a one-time set-up (a graph's capture) is left out too.
+    if (!step_has_prefill_ && !model_.model->last_forward_was_setup()) {
       const double sampled = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), sampled);
     }

@@ -85,7 +85,7 @@ void Speculator::propose(std::span<const DraftJob> jobs, ThreadPool& pool) {
     if (model_jobs[i]->confidence) *model_jobs[i]->confidence = std::move(drafts[i].confidence);
   }
   for (const DraftPass& p : drafter_->last_passes()) {
-    draft_cost_.observe(p.tokens, p.seconds);
+    if (!p.setup) draft_cost_.observe(p.tokens, p.seconds);
     draft_tokens_computed_ += p.tokens;
   }
 }

@@ -87,6 +87,10 @@ class Model {
   // (batch.verifies); 0: it runs none. The engine leaves a verify that would
   // not fit to the host's rejection sampler.
   virtual int64_t verified_draft_entries() const { return 0; }
+  // Whether the last forward() paid a set-up that later passes of its shape
+  // do not (a CUDA graph's first eager run or its capture): its time says
+  // nothing of what such a step costs, and a cost model leaves it out.
+  virtual bool last_forward_was_setup() const { return false; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside

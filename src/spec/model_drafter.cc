@@ -129,7 +129,8 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
   logits_.resize(std::max<size_t>(1, b.logits_rows.size()) * vocab);
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward(b, kv_, logits_.data(), pool, num_layers_);
-  passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+  passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                     model_.last_forward_was_setup()});
 }
 
 namespace {

@@ -74,6 +74,7 @@ struct Drafts {
 struct DraftPass {
   int64_t tokens;  // tokens the pass computed
   double seconds;  // its share of drafting's time (ModelDrafter::last_passes)
+  bool setup;      // it paid a one-time set-up (Model::last_forward_was_setup)
 };
 
 class ModelDrafter {

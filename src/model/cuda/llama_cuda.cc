@@ -578,6 +578,7 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
                                       max_q,
                                       max_len,
                                       w.tokens};
+  last_forward_was_setup_ = false;
   if (const auto shape = graph_shape(b, max_q, kv->block_size())) {
     run_graph(b, *kv, attn, *shape, num_layers);
   } else {
@@ -612,9 +613,11 @@ void CudaLlamaModel::run_graph(const ForwardBatch& b, CudaKVPool& kv, kc::Attent
     // set-up (shared-memory limits, product plans and timings) outside any capture.
     plan_uniform_attention(attn, shape.query);
     run_layers(kv, tokens, num_layers);
+    last_forward_was_setup_ = true;
     return;
   }
   if (it == graphs_.end()) {
+    last_forward_was_setup_ = true;
     cudaGraph_t graph = nullptr;
     kc::check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
     try {

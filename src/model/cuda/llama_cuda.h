@@ -73,6 +73,7 @@ class CudaLlamaModel final : public Model {
   // lookup, top-k drafts), or kDenseDraftRows whole-vocabulary distributions
   // (a draft model sampled without top-k); beyond that the host verifies.
   int64_t verified_draft_entries() const override;
+  bool last_forward_was_setup() const override { return last_forward_was_setup_; }
   static constexpr int64_t kSparseDraftEntries = 64;
   static constexpr int64_t kDenseDraftRows = 16;
 
@@ -184,6 +185,7 @@ class CudaLlamaModel final : public Model {
   ModelLimits limits_;
   // Where each of the batch's tokens sits in the padded layout of a graph step.
   std::vector<int32_t> padded_index_;
+  bool last_forward_was_setup_ = false;
 };
 
 }  // namespace exactly
