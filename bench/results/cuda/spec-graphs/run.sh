@@ -13,16 +13,18 @@ one() { # config workload round
     ngram) flags=(--spec ngram) ;;
     ngram-hostverify) flags=(--spec ngram); env=(EXACTLY_GRAPH_MAX_QUERY=1) ;;
     plain-hostverify) env=(EXACTLY_GRAPH_MAX_QUERY=1) ;;
+    ngram-k5) flags=(--spec ngram --num-speculative-tokens 5) ;;
+    ngram-k8) flags=(--spec ngram --num-speculative-tokens 8) ;;
   esac
   env "${env[@]}" $BIN batch -m $M --device cuda -i .xfer/c/wl/$wl.jsonl -o /tmp/out-$cfg-$wl-$r.jsonl \
-    --stats $OUT/s/$cfg-$wl-$r.json "${flags[@]}" >/dev/null 2>$OUT/s/err-$cfg-$wl-$r.log || echo "FAIL $cfg $wl $r"
+    --stats $S/$cfg-$wl-$r.json "${flags[@]}" >/dev/null 2>/tmp/err-$cfg-$wl-$r.log || echo "FAIL $cfg $wl $r"
 }
-mkdir -p $OUT/s
+S=/tmp/stats; mkdir -p $S
 for wl in $WLS; do
   for r in $(seq 1 $REPS); do
     for cfg in $CONFIGS; do one $cfg $wl $r; done
   done
-  python3 - "$OUT/s" "$wl" "$REPS" $CONFIGS <<'PY'
+  python3 - "$S" "$wl" "$REPS" $CONFIGS <<'PY'
 import json, sys, statistics, os
 d, wl, reps, *cfgs = sys.argv[1:]
 base = None
@@ -36,3 +38,4 @@ for c in cfgs:
           f"len {rs[-1]['spec_mean_accepted_length']:.2f} drafted {rs[-1]['spec_drafted_tokens']} steps {rs[-1]['steps']} gen {rs[-1]['generated_tokens']}")
 PY
 done
+tar -czf $OUT/stats.tar.gz -C /tmp stats
