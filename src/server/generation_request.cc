@@ -8,6 +8,7 @@
 #include "server/chat_prompt.h"
 #include "server/openai_request.h"
 #include "server/request_body.h"
+#include "server/request_fields.h"
 
 namespace exactly::server {
 
@@ -73,6 +74,7 @@ RequestParams with_prompt(const RequestParams& base, const std::vector<int32_t>&
 }
 
 GenerationRequest parse_fields(Endpoint endpoint, const json& body, const ServedModel& model) {
+  check_fields(endpoint, body);
   GenerationRequest out;
   RequestParams base = parse_generation_fields(body, "");
   std::optional<int64_t> max_tokens = parse_max_tokens(body, "");
