@@ -78,6 +78,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body, const Served
   GenerationRequest out;
   RequestParams base = parse_generation_fields(body, "");
   std::optional<int64_t> max_tokens = parse_max_tokens(body, "");
+  base.logit_bias = parse_logit_bias(body, model.vocab_size, "");
   std::vector<std::vector<int32_t>> prompts;
   if (endpoint == Endpoint::kCompletions) {
     prompts = parse_prompts(body, model.tok, model.vocab_size, true, "");

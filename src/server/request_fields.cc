@@ -16,7 +16,7 @@ namespace {
 #define EXACTLY_COMMON_FIELDS                                                                              \
   "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", \
       "repetition_penalty", "n", "best_of", "seed", "stop", "stop_token_ids", "ignore_eos", "stream",       \
-      "stream_options", "user", "priority", "prompt_logprobs", "return_token_ids"
+      "stream_options", "user", "priority", "prompt_logprobs", "return_token_ids", "logit_bias"
 
 constexpr std::string_view kCompletionFields[] = {EXACTLY_COMMON_FIELDS, "prompt", "logprobs", "echo"};
 constexpr std::string_view kChatFields[] = {EXACTLY_COMMON_FIELDS, "messages", "max_completion_tokens", "logprobs",
