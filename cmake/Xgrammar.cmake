@@ -13,7 +13,11 @@ if(EXISTS "${EXACTLY_XGRAMMAR_DIR}/.exactly-ready")
   # Every source but the Python bindings' (cpp/tvm_ffi/), as its own CMakeLists takes them.
   file(GLOB_RECURSE EXACTLY_XGRAMMAR_SOURCES CONFIGURE_DEPENDS "${EXACTLY_XGRAMMAR_DIR}/cpp/*.cc")
   list(FILTER EXACTLY_XGRAMMAR_SOURCES EXCLUDE REGEX "/cpp/tvm_ffi/")
-  add_library(exactly_xgrammar STATIC ${EXACTLY_XGRAMMAR_SOURCES})
+  # With our logging hooks (src/constrain/xgrammar_log.cc), which turn its
+  # warnings into refusals.
+  add_library(exactly_xgrammar STATIC ${EXACTLY_XGRAMMAR_SOURCES} "${CMAKE_SOURCE_DIR}/src/constrain/xgrammar_log.cc")
+  target_compile_definitions(exactly_xgrammar PRIVATE XGRAMMAR_LOG_CUSTOMIZE=1)
+  target_include_directories(exactly_xgrammar PRIVATE "${EXACTLY_XGRAMMAR_DIR}/cpp" "${CMAKE_SOURCE_DIR}/src")
   # Its own language level and no project warnings: third-party code.
   set_target_properties(exactly_xgrammar PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
                                                     POSITION_INDEPENDENT_CODE ON)

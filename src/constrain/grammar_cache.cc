@@ -8,9 +8,13 @@
 
 #include <xgrammar/xgrammar.h>
 
+#include "constrain/xgrammar_log.h"
+
 namespace exactly {
 
 namespace {
+
+constexpr int kMaxWhitespace = 20;  // the longest run of whitespace between JSON tokens
 
 // One sequence's matcher over a compiled grammar.
 class XgrammarState final : public ConstraintState {
@@ -67,6 +71,14 @@ std::string ebnf_literal(const std::string& s) {
   return out + "\"";
 }
 
+// xgrammar's message without the time and source location it puts first.
+std::string client_message(std::string m) {
+  if (const size_t at = m.find(".cc:"); !m.empty() && m[0] == '[' && at != std::string::npos)
+    if (const size_t colon = m.find(": ", at + 4); colon != std::string::npos) m = m.substr(colon + 2);
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
 std::string choice_grammar(const std::vector<std::string>& choices) {
   std::string g = "root ::= ";
   for (size_t i = 0; i < choices.size(); ++i) g += (i ? " | " : "") + ebnf_literal(choices[i]);
@@ -101,10 +113,17 @@ struct GrammarCache::Impl {
 
   xgrammar::CompiledGrammar compile(const GrammarSpec& spec) {
     switch (spec.kind) {
+      // Strict: properties and items a schema does not name are left out,
+      // so the output is one of the documents the schema accepts. Any
+      // layout, with runs of whitespace bounded: an unbounded run lets a
+      // small model pad until max_tokens cuts the document.
       case GrammarSpec::Kind::kJsonSchema:
         return compiler.CompileJSONSchema(spec.text, /*any_whitespace=*/true, std::nullopt, std::nullopt,
-                                          /*strict_mode=*/true);
-      case GrammarSpec::Kind::kJsonObject: return compiler.CompileBuiltinJSONGrammar();
+                                          /*strict_mode=*/true, kMaxWhitespace);
+      // An object with any members, as OpenAI's json_object mode promises.
+      case GrammarSpec::Kind::kJsonObject:
+        return compiler.CompileJSONSchema(R"({"type": "object"})", /*any_whitespace=*/true, std::nullopt,
+                                          std::nullopt, /*strict_mode=*/false, kMaxWhitespace);
       case GrammarSpec::Kind::kRegex: return compiler.CompileRegex(spec.text);
       case GrammarSpec::Kind::kEbnf: return compiler.CompileGrammar(spec.text, "root");
       case GrammarSpec::Kind::kChoice: return compiler.CompileGrammar(choice_grammar(spec.choices), "root");
@@ -154,13 +173,17 @@ std::shared_ptr<const Constraint> GrammarCache::get(const GrammarSpec& spec) {
   }
   // Compiled outside the lock, so that one slow grammar holds up no other request.
   const auto t0 = std::chrono::steady_clock::now();
+  take_xgrammar_warnings();
   xgrammar::CompiledGrammar g = [&] {
     try {
       return m.compile(spec);
     } catch (const std::exception& e) {
-      throw GrammarError(e.what());
+      throw GrammarError(client_message(e.what()));
     }
   }();
+  // A warning means part of the grammar was left out: the output could break it.
+  if (std::vector<std::string> w = take_xgrammar_warnings(); !w.empty())
+    throw GrammarError("a part of it is not supported: " + w.front());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto bytes = static_cast<int64_t>(g.MemorySizeBytes() + key.size());
   auto constraint = std::make_shared<XgrammarConstraint>(std::move(g), m.stop_ids);
