@@ -73,7 +73,11 @@ SamplingParams drafting_params(SamplingParams sp) {
 struct Engine::Sequence {
   Sequence(RequestId id_, Group* group_, int32_t index_, const SamplingParams& sp, const Tokenizer& tok)
       : id(id_), group(group_), index(index_), sampler(sp), drafter(drafting_params(sp)), detok(tok),
-        stops(group_->params.stop) {}
+        stops(group_->params.stop),
+        constraint(group_->params.constraint ? group_->params.constraint->start() : nullptr) {}
+  // The row is changed before sampling (logit_bias, a grammar): it is
+  // sampled on the host from the processed row, and never drafted for.
+  bool processes_logits() const { return constraint != nullptr || !group->params.logit_bias.empty(); }
   RequestId id;
   Group* group;
   int32_t index;
@@ -86,6 +90,8 @@ struct Engine::Sequence {
   AcceptanceStats spec_stats;
   bool lookup_drafts = false;  // the pending drafts are a probe's lookups, not the proposer's
   bool done = false;
+  std::unique_ptr<ConstraintState> constraint;  // the grammar's state, or none
+  std::vector<uint32_t> mask;                   // [ceil(vocab / 32)] allowed next tokens, filled each step
 };
 
 namespace {
@@ -232,6 +238,12 @@ ClientRequestId Engine::add_request(const RequestParams& p) {
   if (p.max_tokens < 1) throw Error(strformat("max_tokens must be at least 1, got %lld", static_cast<long long>(p.max_tokens)),
                                     ExitCode::kUsage);
   if (p.n < 1 || p.n > 128) throw Error(strformat("n must be between 1 and 128, got %d", p.n), ExitCode::kUsage);
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id < 0 || id >= vocab)
+      throw Error(strformat("logit_bias names token %d, outside the vocabulary of %d tokens", id, vocab),
+                  ExitCode::kUsage);
+  if (p.constraint && p.ignore_eos)
+    throw Error("ignore_eos cannot be combined with a grammar: its end is a stop token", ExitCode::kUsage);
   if (p.logprobs > kMaxLogprobs || p.prompt_logprobs > kMaxLogprobs)
     throw Error(strformat("logprobs and prompt_logprobs take at most %d alternatives", kMaxLogprobs), ExitCode::kUsage);
   const int64_t total = static_cast<int64_t>(p.prompt.size()) + p.max_tokens;
@@ -278,6 +290,29 @@ void Engine::abort(ClientRequestId id) {
   }
 }
 
+// Grammar masks for the rows this step samples, filled while the forward pass runs.
+void Engine::start_masks(const SchedulerOutput& out) {
+  std::vector<MaskFiller::Job> jobs;
+  const size_t words = mask_words(static_cast<size_t>(model_.config().vocab_size));
+  for (const ScheduledChunk& c : out.scheduled) {
+    if (!c.samples) continue;
+    Sequence& s = sequence_of(c.id);
+    if (!s.constraint) continue;
+    s.mask.resize(words);
+    jobs.push_back([&s] { s.constraint->fill_mask(s.mask); });
+  }
+  mask_filler_.start(std::move(jobs));
+}
+
+// The row a processing sequence samples from: biased and masked, in a
+// buffer of the engine's; any other sequence samples the model's row.
+std::span<const float> Engine::processed(const Sequence& s, std::span<const float> logits) {
+  if (!s.processes_logits()) return logits;
+  process_row(logits, s.group->params.logit_bias,
+              s.constraint ? std::span<const uint32_t>(s.mask) : std::span<const uint32_t>(), processed_row_);
+  return processed_row_;
+}
+
 Engine::Sequence& Engine::sequence_of(RequestId id) {
   auto it = sequences_.find(id);
   EXACTLY_CHECK(it != sequences_.end(), "unknown sequence %lld", static_cast<long long>(id));
@@ -296,6 +331,7 @@ void Engine::emit(Sequence& s, int32_t token, std::span<const float> logits) {
   CompletionDelta& d = delta_for(g.pending, s.index);
   g.touched = true;
   d.token_ids.push_back(token);
+  if (s.constraint) EXACTLY_CHECK(s.constraint->accept(token), "the grammar refused token %d it allowed", token);
   if (g.params.logprobs >= 0) d.logprobs.push_back(compute_logprobs(logits, token, g.params.logprobs));
   d.text += s.stops.push(s.detok.push(token));
   ++g.completion_tokens;
@@ -328,7 +364,7 @@ void Engine::propose_drafts() {
     if (r == nullptr || r->status != RequestStatus::kRunning) continue;
     const int64_t pending = r->num_tokens() - r->num_computed_tokens;
     budget -= pending;
-    if (pending == 1) decoding.push_back(r);
+    if (pending == 1 && !seq->processes_logits()) decoding.push_back(r);
   }
   std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
   const auto num_decoding = static_cast<int64_t>(decoding.size());
@@ -536,7 +572,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       // verify needs each position's (penalised) argmax alone too.
       Sequence& s = sequence_of(c.id);
       const Group& g = *s.group;
-      const bool token_only = g.params.logprobs < 0 && (g.params.n == 1 || g.forked);
+      const bool token_only = g.params.logprobs < 0 && (g.params.n == 1 || g.forked) && !s.processes_logits();
       const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
       const size_t first_row = b.logits_rows.size() - static_cast<size_t>(drafts) - 1;
       b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
@@ -631,7 +667,9 @@ std::vector<RequestOutput> Engine::step() {
     logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
     auto t0 = std::chrono::steady_clock::now();
     argmax_.resize(batch_.logits_rows.size());
+    start_masks(out);
     model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
+    mask_filler_.wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
     score_prompts();
@@ -661,8 +699,9 @@ std::vector<RequestOutput> Engine::step() {
       auto logits_at = [&](size_t i) { return std::span<const float>(logits_.data() + (row + i) * vocab, vocab); };
       Drawn d{c.id, {}, {}, false};
       if (r->draft_tokens.empty()) {
-        d.tokens.push_back(batch_.row_use[row] != RowUse::kLogits ? argmax_[row]
-                                                                  : s.sampler.sample(logits_at(0), r->tokens, num_prompt));
+        d.tokens.push_back(batch_.row_use[row] != RowUse::kLogits
+                               ? argmax_[row]
+                               : s.sampler.sample(processed(s, logits_at(0)), r->tokens, num_prompt));
         d.rows.push_back(row);
       } else {
         const std::vector<int32_t>& drafts = r->draft_tokens;
@@ -717,7 +756,8 @@ std::vector<RequestOutput> Engine::step() {
           const RequestId child = next_seq_id_++;
           g.seqs.push_back(child);
           auto cs = std::make_unique<Sequence>(child, &g, i, params_for_index(g.params.sampling, i), *model_.tokenizer);
-          const int32_t t = cs->sampler.sample(logits_at(0), r->tokens, num_prompt);
+          // Every sibling starts where the parent started: the parent's mask is theirs.
+          const int32_t t = cs->sampler.sample(processed(s, logits_at(0)), r->tokens, num_prompt);
           sequences_[child] = std::move(cs);
           drawn.push_back({child, {t}, {row}, true});
         }

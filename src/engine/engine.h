@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/loaded_model.h"
+#include "engine/output_constraint.h"
 #include "engine/request_params.h"
 #include "engine/spec_method.h"
 #include "engine/speculator.h"
@@ -99,6 +100,8 @@ class Engine {
   std::vector<StepTokens> sample(const SchedulerOutput& out);
   void finish_step(const SchedulerOutput& out, std::vector<std::unique_ptr<Request>> finished,
                    std::vector<RequestOutput>& results);
+  void start_masks(const SchedulerOutput& out);
+  std::span<const float> processed(const Sequence& s, std::span<const float> logits);
   Sequence& sequence_of(RequestId id);
   bool is_stop_token(const Sequence& s, int32_t token) const;
   void emit(Sequence& s, int32_t token, std::span<const float> logits);
@@ -127,6 +130,8 @@ class Engine {
   RequestId next_seq_id_ = 1;
   ClientRequestId next_client_id_ = 1;
   EngineStats stats_;
+  MaskFiller mask_filler_;            // grammar masks, overlapped with the forward pass
+  std::vector<float> processed_row_;  // [vocab] a biased or masked row, reused
 };
 
 }  // namespace exactly

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/output_constraint.h"
 #include "sample/sampler.h"
 #include "sample/sampling_params.h"
 
@@ -28,6 +29,10 @@ struct RequestParams {
   // most kPromptLogprobChunk tokens.
   int32_t prompt_logprobs = -1;
   int32_t priority = 0;                 // lower runs first
+  LogitBias logit_bias;                 // added to the row's logits before sampling
+  // The grammar the output follows, or none. A constrained or biased
+  // request's rows are sampled on the host and it is never drafted for.
+  std::shared_ptr<const Constraint> constraint;
 };
 
 enum class FinishReason { kStop, kLength, kAbort };

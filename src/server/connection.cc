@@ -201,7 +201,7 @@ void Connection::dispatch() {
   switch (route) {
     case Route::kChatPage: return reply(chat_page_reply(), keep);
     case Route::kHealth: return reply(health_reply(), keep);
-    case Route::kMetrics: return reply(metrics_reply(server_.metrics, server_.counters), keep);
+    case Route::kMetrics: return reply(metrics_reply(server_.metrics, server_.counters, server_.model.grammars), keep);
     case Route::kModels: return reply(models_reply(server_.model.names.front(), server_.model.max_model_len), keep);
     case Route::kCompletions: return start_generation(Endpoint::kCompletions);
     case Route::kChat: return start_generation(Endpoint::kChat);

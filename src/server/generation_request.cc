@@ -8,6 +8,8 @@
 #include "server/chat_prompt.h"
 #include "server/openai_request.h"
 #include "server/request_body.h"
+#include "server/request_fields.h"
+#include "server/structured_output.h"
 
 namespace exactly::server {
 
@@ -35,6 +37,24 @@ void check_model(const json& body, const std::vector<std::string>& names) {
     throw ApiError{404, strformat("The model '%s' does not exist; this server serves '%s'.", name.c_str(),
                                   names.front().c_str()),
                    "invalid_request_error", "model", "model_not_found"};
+}
+
+// The grammar a structured-output field asks for, compiled (or found in
+// the cache) here, on a parse thread, so the engine's step never waits for it.
+std::shared_ptr<const Constraint> constraint_of(const json& body, std::string_view text, const ServedModel& model,
+                                                const RequestParams& p) {
+  if (!asks_for_structure(body)) return nullptr;
+  // Read again keeping the members' order; the first read checked the limits.
+  std::optional<StructuredOutput> so = parse_structured_output(nlohmann::ordered_json::parse(text));
+  if (!so) return nullptr;
+  if (p.ignore_eos) bad_field("ignore_eos", "cannot be combined with '" + so->field + "': a grammar ends at a stop token");
+  if (model.grammars == nullptr) bad_field(so->field, "is not available here: this server has no grammar engine");
+  try {
+    return model.grammars->get(so->spec);
+  } catch (const GrammarError& e) {
+    throw ApiError{400, strformat("field '%s' does not compile: %s", so->field.c_str(), e.what()),
+                   "invalid_request_error", so->field, ""};
+  }
 }
 
 // Chat's prompt and logprob fields (completions read theirs in parse_prompts).
@@ -72,10 +92,13 @@ RequestParams with_prompt(const RequestParams& base, const std::vector<int32_t>&
   return r;
 }
 
-GenerationRequest parse_fields(Endpoint endpoint, const json& body, const ServedModel& model) {
+GenerationRequest parse_fields(Endpoint endpoint, const json& body, std::string_view text, const ServedModel& model) {
+  check_fields(endpoint, body);
   GenerationRequest out;
   RequestParams base = parse_generation_fields(body, "");
   std::optional<int64_t> max_tokens = parse_max_tokens(body, "");
+  base.logit_bias = parse_logit_bias(body, model.vocab_size, "");
+  base.constraint = constraint_of(body, text, model, base);
   std::vector<std::vector<int32_t>> prompts;
   if (endpoint == Endpoint::kCompletions) {
     prompts = parse_prompts(body, model.tok, model.vocab_size, true, "");
@@ -118,7 +141,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, std::string_view t
   if (!body.is_object()) throw ApiError{400, "the body must be a JSON object", "invalid_request_error", "", ""};
   check_model(body, model.names);
   try {
-    return parse_fields(endpoint, body, model);
+    return parse_fields(endpoint, body, text, model);
   } catch (const RequestError& e) {
     throw ApiError{400, e.what(), "invalid_request_error", e.param(), ""};
   }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "constrain/grammar_cache.h"
 #include "engine/request_params.h"
 #include "server/openai_response.h"
 #include "tokenizer/tokenizer.h"
@@ -20,7 +21,11 @@ struct ServedModel {
   int32_t vocab_size = 0;
   int32_t max_model_len = 0;
   std::vector<std::string> names;  // names a request's "model" may use; the first is reported
+  GrammarCache* grammars = nullptr;  // compiles structured-output grammars; none: they are refused
 };
+
+// Compiled grammars kept for later requests, at most this many bytes.
+inline constexpr int64_t kGrammarCacheBytes = int64_t{256} << 20;
 
 struct GenerationRequest {
   std::vector<RequestParams> prompts;  // one engine request per prompt

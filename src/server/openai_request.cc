@@ -138,6 +138,29 @@ RequestParams parse_generation_fields(const json& body, const std::string& where
   return p;
 }
 
+LogitBias parse_logit_bias(const json& body, int32_t vocab_size, const std::string& where) {
+  LogitBias out;
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return out;
+  if (!it->is_object()) bad(where, "logit_bias", "must be an object from token ids to biases");
+  for (const auto& [key, value] : it->items()) {
+    // A token id in decimal, as OpenAI's tokenizer ids are written: digits only, no sign or padding.
+    const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos &&
+                        (key == "0" || key[0] != '0');
+    const long id = digits ? std::stol(key) : -1;
+    if (!digits || id >= vocab_size)
+      bad(where, "logit_bias",
+          strformat("has the key '%s', which is not a token id of this model (0 to %d)",
+                    key.substr(0, 32).c_str(), vocab_size - 1));
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+        value.get<double>() > 100)
+      bad(where, "logit_bias", strformat("maps token %ld to %s; a bias is a number between -100 and 100", id,
+                                         value.dump().substr(0, 32).c_str()));
+    out.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return out;
+}
+
 std::optional<int64_t> parse_max_tokens(const json& body, const std::string& where) {
   for (const char* field : {"max_completion_tokens", "max_tokens"}) {
     auto it = body.find(field);
@@ -190,6 +213,7 @@ RequestParams parse_completion_request(const json& body, const Tokenizer& tok, i
   p.prompt = parse_prompts(body, tok, vocab_size, false, where).front();
   p.max_tokens = parse_max_tokens(body, where).value_or(16);  // OpenAI's default for completions
   p.logprobs = parse_completion_logprobs(body, where);
+  p.logit_bias = parse_logit_bias(body, vocab_size, where);
   return p;
 }
 

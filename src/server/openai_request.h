@@ -33,6 +33,10 @@ class RequestError : public Error {
 // completions and chat read those differently.
 RequestParams parse_generation_fields(const nlohmann::json& body, const std::string& where);
 
+// logit_bias: an object from token ids (decimal strings) to biases in
+// [-100, 100], at most one entry per token of the vocabulary.
+LogitBias parse_logit_bias(const nlohmann::json& body, int32_t vocab_size, const std::string& where);
+
 // max_tokens, or chat's newer max_completion_tokens; nullopt when absent.
 std::optional<int64_t> parse_max_tokens(const nlohmann::json& body, const std::string& where);
 

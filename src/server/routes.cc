@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/format.h"
 #include "server/chat_page.h"
 
 namespace exactly::server {
@@ -80,9 +81,20 @@ HttpReply chat_page_reply() {
 
 HttpReply health_reply() { return json_reply(200, R"({"status":"ok"})"); }
 
-HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters) {
+HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters, const GrammarCache* grammars) {
   HttpReply r{200, "text/plain; version=0.0.4", metrics.read().prometheus_text(), ""};
   counters.render(r.body);
+  if (grammars != nullptr) {
+    const GrammarCacheStats g = grammars->stats();
+    r.body += strformat(
+        "# HELP exactly_grammar_compiles_total Structured-output grammars compiled (cache misses).\n"
+        "# TYPE exactly_grammar_compiles_total counter\nexactly_grammar_compiles_total %lld\n"
+        "# HELP exactly_grammar_cache_hits_total Structured-output grammars found compiled in the cache.\n"
+        "# TYPE exactly_grammar_cache_hits_total counter\nexactly_grammar_cache_hits_total %lld\n"
+        "# HELP exactly_grammar_compile_seconds_total Time spent compiling grammars.\n"
+        "# TYPE exactly_grammar_compile_seconds_total counter\nexactly_grammar_compile_seconds_total %.6f\n",
+        static_cast<long long>(g.compiles), static_cast<long long>(g.hits), g.compile_seconds);
+  }
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "constrain/grammar_cache.h"
 #include "server/http_counters.h"
 #include "server/http_response.h"
 #include "server/metrics.h"
@@ -27,7 +28,8 @@ HttpReply unauthorized_reply();
 HttpReply no_route_reply(Route route, std::string_view method, std::string_view target);
 HttpReply chat_page_reply();
 HttpReply health_reply();
-HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters);
+// `grammars` may be null (no grammar engine): its counters are left out.
+HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters, const GrammarCache* grammars);
 HttpReply models_reply(const std::string& model_name, int32_t max_model_len);
 
 }  // namespace exactly::server

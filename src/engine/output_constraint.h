@@ -1,0 +1,74 @@
+// What a request may generate beyond its sampling settings: a logit bias and
+// a grammar. The engine sees a grammar only through these interfaces (the
+// grammar engine lives in constrain/), as a mask over the vocabulary before
+// each sampled token.
+//
+// Exactness: the processed row is the model's row with the bias added and
+// the disallowed tokens set to -inf, nothing else. Greedy picks the model's
+// own argmax whenever the grammar allows it, and sampling draws from the
+// model's distribution renormalised over the allowed tokens.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace exactly {
+
+// One sequence's position in a grammar.
+class ConstraintState {
+ public:
+  virtual ~ConstraintState() = default;
+  // Bit t of mask[t / 32] is set when token t may come next; stop tokens
+  // are allowed once the grammar is complete.
+  virtual void fill_mask(std::span<uint32_t> mask) = 0;  // [ceil(vocab / 32)]
+  // Advances past a token the mask allowed; false when the grammar refuses it.
+  virtual bool accept(int32_t token) = 0;
+};
+
+// A compiled grammar, shared by every request that asks for it.
+class Constraint {
+ public:
+  virtual ~Constraint() = default;
+  virtual std::unique_ptr<ConstraintState> start() const = 0;
+};
+
+using LogitBias = std::vector<std::pair<int32_t, float>>;  // (token id, bias added to its logit)
+
+inline size_t mask_words(size_t vocab) { return (vocab + 31) / 32; }
+
+// `out` = `logits` + `bias`, with every token that `mask` (when not empty)
+// leaves out set to -inf.
+void process_row(std::span<const float> logits, const LogitBias& bias, std::span<const uint32_t> mask,
+                 std::vector<float>& out);
+
+// Fills grammar masks on a thread of its own while the forward pass runs:
+// a mask depends only on the tokens accepted so far, never on this step's
+// logits.
+class MaskFiller {
+ public:
+  MaskFiller();
+  ~MaskFiller();
+  MaskFiller(const MaskFiller&) = delete;
+  MaskFiller& operator=(const MaskFiller&) = delete;
+
+  using Job = std::function<void()>;
+  void start(std::vector<Job> jobs);  // returns at once
+  void wait();                        // until every started job has run
+
+ private:
+  void run();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Job> jobs_;
+  bool busy_ = false, quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace exactly
