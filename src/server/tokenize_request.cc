@@ -6,6 +6,7 @@
 #include "server/chat_prompt.h"
 #include "server/openai_request.h"
 #include "server/request_body.h"
+#include "server/tool_calls.h"
 
 namespace exactly::server {
 
@@ -41,14 +42,18 @@ bool flag(const json& body, const char* field, bool fallback) {
   return it->get<bool>();
 }
 
-json tokenize(const json& body, const ServedModel& model) {
+json tokenize(const json& body, std::string_view text, const ServedModel& model) {
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
-    only(body, {"model", "messages", "add_generation_prompt", "add_special_tokens", "return_token_strs"});
+    only(body, {"model", "messages", "add_generation_prompt", "add_special_tokens", "return_token_strs", "tools"});
+    // Tools in the client's member order, as the chat endpoint shows them to the model.
+    std::optional<ToolRequest> tools;
+    if (body.contains("tools")) tools = parse_tools(nlohmann::ordered_json::parse(text));
     // The chat template writes the special tokens itself, so none are added by default, as vLLM does.
     const bool add_special = flag(body, "add_special_tokens", false);
-    const std::string text = chat_prompt_text(body["messages"], model.tok, flag(body, "add_generation_prompt", true));
-    ids = model.tok.encode(text, true);
+    const std::string prompt = chat_prompt_text(body["messages"], model.tok, flag(body, "add_generation_prompt", true),
+                                                tools ? &tools->tools : nullptr);
+    ids = model.tok.encode(prompt, true);
     if (add_special && model.tok.add_bos() && model.tok.bos_id() && (ids.empty() || ids.front() != *model.tok.bos_id()))
       ids.insert(ids.begin(), *model.tok.bos_id());
   } else {
@@ -69,7 +74,7 @@ json tokenize(const json& body, const ServedModel& model) {
   return out;
 }
 
-json detokenize(const json& body, const ServedModel& model) {
+json detokenize(const json& body, std::string_view, const ServedModel& model) {
   only(body, {"model", "tokens"});
   auto tokens = body.find("tokens");
   if (tokens == body.end() || !tokens->is_array()) bad("tokens", "must be an array of token ids");
@@ -89,7 +94,7 @@ HttpReply answer(std::string_view text, const ServedModel& model, F f) {
     if (auto m = body.find("model"); m != body.end() && !m->is_null() &&
         (!m->is_string() || std::find(model.names.begin(), model.names.end(), m->get<std::string>()) == model.names.end()))
       throw ApiError{404, "The model does not exist on this server.", "invalid_request_error", "model", "model_not_found"};
-    return json_reply(200, f(body, model).dump(-1, ' ', false, json::error_handler_t::replace));
+    return json_reply(200, f(body, text, model).dump(-1, ' ', false, json::error_handler_t::replace));
   } catch (const RequestError& e) {
     return error_reply(ApiError{400, e.what(), "invalid_request_error", e.param(), ""});
   } catch (const ApiError& e) {
