@@ -30,9 +30,11 @@ json body_of(std::string_view text) {
 }
 
 void only(const json& body, std::initializer_list<const char*> accepted) {
-  for (const auto& [key, value] : body.items())
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& key = it.key();
     if (std::none_of(accepted.begin(), accepted.end(), [&](const char* a) { return key == a; }))
       bad(key.substr(0, 64), "is not supported by this server on this endpoint");
+  }
 }
 
 bool flag(const json& body, const char* field, bool fallback) {
