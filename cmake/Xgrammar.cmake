@@ -4,10 +4,15 @@
 # its Python bindings left out. Without them the build goes on and the
 # server refuses structured-output requests, saying how to get it.
 set(EXACTLY_XGRAMMAR_DIR "${CMAKE_SOURCE_DIR}/.deps/xgrammar-0.2.9" CACHE PATH "xgrammar's unpacked sources")
+# Off for builds that never compile a grammar (the fuzz build: its request
+# path has no grammar engine), which then skip compiling xgrammar.
+option(EXACTLY_XGRAMMAR "Build structured output with xgrammar when its sources are in .deps/" ON)
 set(EXACTLY_HAVE_XGRAMMAR OFF)
 # scripts/setup reads this to configure again once the sources have come.
 set(EXACTLY_XGRAMMAR_BUILT OFF CACHE INTERNAL "")
-if(EXISTS "${EXACTLY_XGRAMMAR_DIR}/.exactly-ready")
+if(NOT EXACTLY_XGRAMMAR)
+  message(STATUS "exactly: structured output left out (EXACTLY_XGRAMMAR=OFF)")
+elseif(EXISTS "${EXACTLY_XGRAMMAR_DIR}/.exactly-ready")
   set(EXACTLY_HAVE_XGRAMMAR ON)
   set(EXACTLY_XGRAMMAR_BUILT ON CACHE INTERNAL "")
   # Every source but the Python bindings' (cpp/tvm_ffi/), as its own CMakeLists takes them.

@@ -32,6 +32,7 @@ struct Engine::Group {
   RequestParams params;
   std::vector<RequestId> seqs;  // [n] sequence of each completion index (parent first)
   int64_t cached_prompt_tokens = -1;  // known once the parent is first scheduled
+  std::chrono::steady_clock::time_point first_scheduled{};
   int32_t num_done = 0;
   bool forked = false;
   int64_t completion_tokens = 0;
@@ -655,7 +656,10 @@ std::vector<RequestOutput> Engine::step() {
     ++stats_.steps;
     for (const ScheduledChunk& c : out.scheduled) {
       Group& g = *sequence_of(c.id).group;
-      if (g.cached_prompt_tokens < 0 && g.seqs.front() == c.id) g.cached_prompt_tokens = c.first_new_token;
+      if (g.cached_prompt_tokens < 0 && g.seqs.front() == c.id) {
+        g.cached_prompt_tokens = c.first_new_token;
+        g.first_scheduled = std::chrono::steady_clock::now();
+      }
     }
     if (!out.copies.empty()) {
       std::vector<std::pair<int32_t, int32_t>> pairs;
@@ -829,6 +833,7 @@ std::vector<RequestOutput> Engine::step() {
     }
     RequestOutput& o = g.pending;
     o.cached_prompt_tokens = std::max<int64_t>(0, g.cached_prompt_tokens);
+    o.first_scheduled = g.first_scheduled;
     o.completion_tokens = g.completion_tokens;
     o.finished = g.num_done == g.params.n;
     std::sort(o.completions.begin(), o.completions.end(),

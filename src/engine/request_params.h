@@ -1,6 +1,7 @@
 // What a client asks of the engine for one request, and what it gets back.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -61,6 +62,9 @@ struct RequestOutput {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;      // prompt tokens found in the prefix cache
   int64_t completion_tokens = 0;         // over all completions, so far
+  // When the request was first scheduled (the end of its wait in the queue);
+  // the epoch until then.
+  std::chrono::steady_clock::time_point first_scheduled{};
 };
 
 }  // namespace exactly

@@ -1,6 +1,7 @@
 #include "server/chat_prompt.h"
 
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 #if __has_include("tokenizer/chat_template.h")
 #include "tokenizer/chat_template.h"
@@ -35,6 +36,23 @@ std::string content_text(const json& content) {
   return text;
 }
 
+// An assistant message's tool_calls as the <tool_call> blocks the model is asked to write.
+std::string calls_text(const json& calls) {
+  if (!calls.is_array()) bad("has 'tool_calls' that is not an array");
+  std::string text;
+  for (const json& c : calls) {
+    const json* f = c.is_object() && c.contains("function") && c["function"].is_object() ? &c["function"] : nullptr;
+    if (f == nullptr || !f->contains("name") || !(*f)["name"].is_string())
+      bad("has a tool call without {\"function\": {\"name\", \"arguments\"}}");
+    json args = f->value("arguments", json("{}"));
+    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_discarded()) bad("has a tool call whose arguments are not JSON");
+    const nlohmann::ordered_json call{{"name", (*f)["name"]}, {"arguments", args}};
+    text += "<tool_call>\n" + call.dump() + "\n</tool_call>";
+  }
+  return text;
+}
+
 json normalized_messages(const json& messages) {
   if (!messages.is_array() || messages.empty()) bad("must be a non-empty array of messages");
   json out = json::array();
@@ -49,11 +67,36 @@ json normalized_messages(const json& messages) {
   return out;
 }
 
-std::string render(const json& messages, const Tokenizer& tok, bool add_generation_prompt) {
+// What a template that renders no tools needs: tool calls in the content,
+// the tools in the system message.
+json with_tools_in_text(json messages, const std::string& tmpl, const nlohmann::ordered_json* tools) {
+  if (tmpl.find("tool_calls") == std::string::npos)
+    for (json& m : messages)
+      if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
+        m["content"] = m["content"].get<std::string>() + calls_text(m["tool_calls"]);
+        m.erase("tool_calls");
+      }
+  if (tools != nullptr && tmpl.find("tools") == std::string::npos) {
+    const std::string text = tools_system_text(*tools);
+    if (messages[0]["role"] == "system")
+      messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + text;
+    else
+      messages.insert(messages.begin(), json{{"role", "system"}, {"content", text}});
+  }
+  return messages;
+}
+
+std::string render(const json& raw_messages, const Tokenizer& tok, bool add_generation_prompt,
+                   const nlohmann::ordered_json* tools) {
   auto text_of = [&](std::optional<int32_t> id) { return id ? tok.token_bytes(*id, true) : std::string(); };
+  const json messages = with_tools_in_text(raw_messages, tok.chat_template(), tools);
 #if EXACTLY_HAVE_CHAT_TEMPLATE
   if (!tok.chat_template().empty()) {
     try {
+      if (tools != nullptr && tok.chat_template().find("tools") != std::string::npos)
+        return render_chat_template(tok.chat_template(), nlohmann::ordered_json(messages), add_generation_prompt,
+                                    text_of(tok.bos_id()), text_of(tok.eos_id()),
+                                    nlohmann::ordered_json{{"tools", *tools}});
       return render_chat_template(tok.chat_template(), messages, add_generation_prompt, text_of(tok.bos_id()),
                                   text_of(tok.eos_id()));
     } catch (const Error& e) {
@@ -72,15 +115,16 @@ std::string render(const json& messages, const Tokenizer& tok, bool add_generati
 
 }  // namespace
 
-std::vector<int32_t> chat_prompt_tokens(const json& messages, const Tokenizer& tok) {
-  std::vector<int32_t> ids = tok.encode(render(normalized_messages(messages), tok, true), true);
+std::vector<int32_t> chat_prompt_tokens(const json& messages, const Tokenizer& tok, const nlohmann::ordered_json* tools) {
+  std::vector<int32_t> ids = tok.encode(render(normalized_messages(messages), tok, true, tools), true);
   if (tok.add_bos() && tok.bos_id() && (ids.empty() || ids.front() != *tok.bos_id()))
     ids.insert(ids.begin(), *tok.bos_id());
   return ids;
 }
 
-std::string chat_prompt_text(const json& messages, const Tokenizer& tok, bool add_generation_prompt) {
-  return render(normalized_messages(messages), tok, add_generation_prompt);
+std::string chat_prompt_text(const json& messages, const Tokenizer& tok, bool add_generation_prompt,
+                             const nlohmann::ordered_json* tools) {
+  return render(normalized_messages(messages), tok, add_generation_prompt, tools);
 }
 
 }  // namespace exactly::server

@@ -12,6 +12,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include "core/format.h"
+#include "server/tokenize_request.h"
 
 namespace exactly::server {
 
@@ -201,10 +202,13 @@ void Connection::dispatch() {
   switch (route) {
     case Route::kChatPage: return reply(chat_page_reply(), keep);
     case Route::kHealth: return reply(health_reply(), keep);
-    case Route::kMetrics: return reply(metrics_reply(server_.metrics, server_.counters, server_.model.grammars), keep);
+    case Route::kMetrics: return reply(metrics_reply(server_.metrics, server_.counters, server_.model.grammars,
+                                                         server_.model.names.front()), keep);
     case Route::kModels: return reply(models_reply(server_.model.names.front(), server_.model.max_model_len), keep);
     case Route::kCompletions: return start_generation(Endpoint::kCompletions);
     case Route::kChat: return start_generation(Endpoint::kChat);
+    case Route::kTokenize: return start_on_parse_pool(tokenize_reply);
+    case Route::kDetokenize: return start_on_parse_pool(detokenize_reply);
     case Route::kWrongMethod:
     case Route::kNotFound: return reply(no_route_reply(route, method, target), keep);
   }
@@ -228,6 +232,18 @@ void Connection::start_generation(Endpoint endpoint) {
     }
     asio::post(self->executor_, [self, request = std::move(request), error]() mutable {
       self->on_parsed(std::move(request), error);
+    });
+  });
+}
+
+void Connection::start_on_parse_pool(HttpReply (*answer)(std::string_view, const ServedModel&)) {
+  std::string body = std::move(parser_->get().body());
+  parser_.reset();
+  asio::post(server_.parse_pool, [self = shared_from_this(), answer, body = std::move(body)] {
+    HttpReply r = answer(body, self->server_.model);
+    asio::post(self->executor_, [self, r = std::move(r)] {
+      if (self->phase_.load() == Phase::kClosed) return;
+      self->reply(r, self->keep_alive_ && !self->stopping_);
     });
   });
 }

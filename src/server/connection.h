@@ -51,6 +51,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void refuse_framing(boost::system::error_code ec);
   void dispatch();
   void start_generation(Endpoint endpoint);
+  // Answers with what `answer` makes of the body, on the parse pool.
+  void start_on_parse_pool(HttpReply (*answer)(std::string_view, const ServedModel&));
   void on_parsed(std::optional<GenerationRequest> request, const ApiError& error);
   void wake();
   void pump();

@@ -58,7 +58,7 @@ void EngineLoop::admit(Submission& s) {
     e.prompt_index = i;
     try {
       ClientRequestId id = engine_.add_request(s.prompts[i]);
-      live_[id] = Live{s.channel, i, s.arrival, s.arrival, false};
+      live_[id] = Live{s.channel, i, s.arrival, s.arrival, s.arrival, false};
       e.kind = ChannelEvent::Kind::kAccepted;
     } catch (const Error& err) {
       // The HTTP thread answers 400 and cancels the channel, which aborts
@@ -90,13 +90,25 @@ void EngineLoop::route(RequestOutput& out) {
   bool has_tokens = false;
   for (const CompletionDelta& d : out.completions) has_tokens |= !d.token_ids.empty();
   if (has_tokens) {
-    if (!live.got_token) snapshot_.time_to_first_token.observe(seconds(now - live.arrival));
-    else snapshot_.inter_token_latency.observe(seconds(now - live.last_output));
+    if (!live.got_token) {
+      snapshot_.time_to_first_token.observe(seconds(now - live.arrival));
+      live.first_token = now;
+    } else {
+      snapshot_.inter_token_latency.observe(seconds(now - live.last_output));
+    }
     live.got_token = true;
     live.last_output = now;
   }
   if (out.finished) {
     snapshot_.prompt_tokens += out.prompt_tokens;
+    snapshot_.e2e_latency.observe(seconds(now - live.arrival));
+    if (out.first_scheduled != Clock::time_point{}) {
+      snapshot_.queue_time.observe(seconds(out.first_scheduled - live.arrival));
+      if (live.got_token) {
+        snapshot_.prefill_time.observe(seconds(live.first_token - out.first_scheduled));
+        snapshot_.decode_time.observe(seconds(now - live.first_token));
+      }
+    }
     bool any_length = false, any_abort = false;
     for (const CompletionDelta& d : out.completions) {
       any_length |= d.finish_reason == FinishReason::kLength;

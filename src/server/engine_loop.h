@@ -29,6 +29,7 @@ class EngineLoop {
     size_t prompt_index = 0;
     Clock::time_point arrival;
     Clock::time_point last_output;
+    Clock::time_point first_token;
     bool got_token = false;
   };
 

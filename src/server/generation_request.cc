@@ -10,6 +10,7 @@
 #include "server/request_body.h"
 #include "server/request_fields.h"
 #include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace exactly::server {
 
@@ -41,11 +42,14 @@ void check_model(const json& body, const std::vector<std::string>& names) {
 
 // The grammar a structured-output field asks for, compiled (or found in
 // the cache) here, on a parse thread, so the engine's step never waits for it.
-std::shared_ptr<const Constraint> constraint_of(const json& body, std::string_view text, const ServedModel& model,
-                                                const RequestParams& p) {
-  if (!asks_for_structure(body)) return nullptr;
-  // Read again keeping the members' order; the first read checked the limits.
-  std::optional<StructuredOutput> so = parse_structured_output(nlohmann::ordered_json::parse(text));
+// A forced tool call is a structured output too: its grammar is the calls'.
+std::shared_ptr<const Constraint> constraint_of(const nlohmann::ordered_json* ordered, const ServedModel& model,
+                                                const RequestParams& p, const std::optional<ToolRequest>& tools) {
+  std::optional<StructuredOutput> so = ordered ? parse_structured_output(*ordered) : std::nullopt;
+  if (tools && (tools->choice == ToolChoice::kRequired || tools->choice == ToolChoice::kNamed)) {
+    if (so) bad_field(so->field, "cannot be combined with a required tool call (tool_choice)");
+    so = StructuredOutput{forced_call_grammar(*tools), "tool_choice"};
+  }
   if (!so) return nullptr;
   if (p.ignore_eos) bad_field("ignore_eos", "cannot be combined with '" + so->field + "': a grammar ends at a stop token");
   if (model.grammars == nullptr) bad_field(so->field, "is not available here: this server has no grammar engine");
@@ -58,10 +62,11 @@ std::shared_ptr<const Constraint> constraint_of(const json& body, std::string_vi
 }
 
 // Chat's prompt and logprob fields (completions read theirs in parse_prompts).
-std::vector<int32_t> chat_fields(const json& body, const ServedModel& model, RequestParams& base) {
+std::vector<int32_t> chat_fields(const json& body, const ServedModel& model, RequestParams& base,
+                                 const std::optional<ToolRequest>& tools) {
   auto messages = body.find("messages");
   if (messages == body.end()) bad_field("messages", "is required");
-  std::vector<int32_t> prompt = chat_prompt_tokens(*messages, model.tok);
+  std::vector<int32_t> prompt = chat_prompt_tokens(*messages, model.tok, tools ? &tools->tools : nullptr);
   if (read_bool(body, "logprobs")) base.logprobs = 0;
   if (auto top = body.find("top_logprobs"); top != body.end() && !top->is_null()) {
     if (!top->is_number_integer() || top->get<int64_t>() < 0 || top->get<int64_t>() > 20)
@@ -98,7 +103,19 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body, std::string_
   RequestParams base = parse_generation_fields(body, "");
   std::optional<int64_t> max_tokens = parse_max_tokens(body, "");
   base.logit_bias = parse_logit_bias(body, model.vocab_size, "");
-  base.constraint = constraint_of(body, text, model, base);
+  // Schemas and tools are read again keeping their members' order (the
+  // first read checked the limits): properties are generated, and tools
+  // shown to the model, in the order the client wrote them.
+  const bool ordered_needed = asks_for_structure(body) || body.contains("tools") || body.contains("tool_choice");
+  const std::optional<nlohmann::ordered_json> ordered =
+      ordered_needed ? std::optional(nlohmann::ordered_json::parse(text)) : std::nullopt;
+  const std::optional<ToolRequest> tools = ordered && endpoint == Endpoint::kChat ? parse_tools(*ordered) : std::nullopt;
+  base.constraint = constraint_of(ordered ? &*ordered : nullptr, model, base, tools);
+  if (tools) {
+    out.shape.tool_choice = tools->choice;
+    out.shape.tool_names = tools->names;
+    out.shape.parallel_tool_calls = tools->parallel;
+  }
   std::vector<std::vector<int32_t>> prompts;
   if (endpoint == Endpoint::kCompletions) {
     prompts = parse_prompts(body, model.tok, model.vocab_size, true, "");
@@ -109,7 +126,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body, std::string_
       out.shape.echo_logprobs = base.logprobs >= 0;
     }
   } else {
-    prompts.push_back(chat_fields(body, model, base));
+    prompts.push_back(chat_fields(body, model, base, tools));
   }
   out.shape.prompt_logprobs = base.prompt_logprobs >= 0;
   if (out.shape.echo_logprobs) base.prompt_logprobs = std::max(base.prompt_logprobs, base.logprobs);

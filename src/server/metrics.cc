@@ -16,15 +16,20 @@ void Histogram::observe(double value) {
   ++count_;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+void Histogram::render(const std::string& name, const std::string& help, std::string& out,
+                       const std::string& labels) const {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  const std::string lead = labels.empty() ? "" : labels + ",";
+  const std::string alone = labels.empty() ? "" : "{" + labels + "}";
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += strformat("%s_bucket{le=\"%g\"} %lld\n", name.c_str(), bounds_[i], static_cast<long long>(cumulative));
+    out += strformat("%s_bucket{%sle=\"%g\"} %lld\n", name.c_str(), lead.c_str(), bounds_[i],
+                     static_cast<long long>(cumulative));
   }
-  out += strformat("%s_bucket{le=\"+Inf\"} %lld\n", name.c_str(), static_cast<long long>(count_));
-  out += strformat("%s_sum %.9g\n%s_count %lld\n", name.c_str(), sum_, name.c_str(), static_cast<long long>(count_));
+  out += strformat("%s_bucket{%sle=\"+Inf\"} %lld\n", name.c_str(), lead.c_str(), static_cast<long long>(count_));
+  out += strformat("%s_sum%s %.9g\n%s_count%s %lld\n", name.c_str(), alone.c_str(), sum_, name.c_str(), alone.c_str(),
+                   static_cast<long long>(count_));
 }
 
 namespace {
@@ -36,7 +41,21 @@ void metric(std::string& out, const char* type, const std::string& name, const s
 
 }  // namespace
 
-std::string MetricsSnapshot::prometheus_text() const {
+// A label value with Prometheus' escapes: backslash, double quote, newline.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string MetricsSnapshot::prometheus_text(const std::string& model_name) const {
   std::string out;
   auto d = [](auto v) { return static_cast<double>(v); };
   metric(out, "gauge", "exactly_num_requests_running", "Sequences running in the engine.", d(running));
@@ -79,6 +98,36 @@ std::string MetricsSnapshot::prometheus_text() const {
   out += strformat("exactly_request_success_total{finished_reason=\"abort\"} %lld\n", static_cast<long long>(requests_abort));
   time_to_first_token.render("exactly_time_to_first_token_seconds", "Seconds from arrival to the first token.", out);
   inter_token_latency.render("exactly_inter_token_latency_seconds", "Seconds between a request's token outputs.", out);
+  e2e_latency.render("exactly_e2e_request_latency_seconds", "Seconds from arrival to finish.", out);
+  queue_time.render("exactly_request_queue_time_seconds", "Seconds from arrival to first scheduling.", out);
+  prefill_time.render("exactly_request_prefill_time_seconds", "Seconds from first scheduling to the first token.", out);
+  decode_time.render("exactly_request_decode_time_seconds", "Seconds from the first token to finish.", out);
+
+  const std::string label = "model_name=\"" + label_value(model_name) + "\"";
+  auto vllm = [&](const char* type, const std::string& name, const std::string& help, double value) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    out += strformat("%s{%s} %.17g\n", name.c_str(), label.c_str(), value);
+  };
+  vllm("gauge", "vllm:num_requests_running", "Requests in the engine's running batch.", d(running));
+  vllm("gauge", "vllm:num_requests_waiting", "Requests waiting to be scheduled.", d(waiting));
+  vllm("gauge", "vllm:kv_cache_usage_perc", "KV cache usage; 1 means 100 percent.",
+       kv.total_blocks > 0 ? d(kv.used_blocks) / d(kv.total_blocks) : 0.0);
+  vllm("counter", "vllm:num_preemptions_total", "Preemptions.", d(engine.preemptions));
+  vllm("counter", "vllm:prompt_tokens_total", "Prompt tokens processed.", d(prompt_tokens));
+  vllm("counter", "vllm:generation_tokens_total", "Generation tokens processed.", d(engine.generated_tokens));
+  out += "# HELP vllm:request_success_total Finished requests by finish reason.\n"
+         "# TYPE vllm:request_success_total counter\n";
+  for (const auto& [reason, count] : {std::pair{"stop", requests_stop}, {"length", requests_length},
+                                      {"abort", requests_abort}})
+    out += strformat("vllm:request_success_total{%s,finished_reason=\"%s\"} %lld\n", label.c_str(), reason,
+                     static_cast<long long>(count));
+  time_to_first_token.render("vllm:time_to_first_token_seconds", "Time to first token in seconds.", out, label);
+  inter_token_latency.render("vllm:inter_token_latency_seconds", "Inter-token latency in seconds.", out, label);
+  inter_token_latency.render("vllm:time_per_output_token_seconds", "Time per output token in seconds.", out, label);
+  e2e_latency.render("vllm:e2e_request_latency_seconds", "End-to-end request latency in seconds.", out, label);
+  queue_time.render("vllm:request_queue_time_seconds", "Time spent waiting in the queue in seconds.", out, label);
+  prefill_time.render("vllm:request_prefill_time_seconds", "Time spent in the prefill phase in seconds.", out, label);
+  decode_time.render("vllm:request_decode_time_seconds", "Time spent in the decode phase in seconds.", out, label);
   return out;
 }
 

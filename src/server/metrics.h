@@ -17,7 +17,9 @@ class Histogram {
   explicit Histogram(std::vector<double> upper_bounds);
   void observe(double value);
   // Appends the _bucket/_sum/_count lines of metric `name`.
-  void render(const std::string& name, const std::string& help, std::string& out) const;
+  // `labels` (e.g. `model_name="m"`) go on every line.
+  void render(const std::string& name, const std::string& help, std::string& out,
+              const std::string& labels = "") const;
 
  private:
   std::vector<double> bounds_;   // [n_buckets] upper bounds, increasing; +Inf is implicit
@@ -37,8 +39,21 @@ struct MetricsSnapshot {
                                  7.5, 10.0, 20.0, 40.0, 80.0}};
   Histogram inter_token_latency{{0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
                                  0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0}};
+  // A finished request's phases: arrival to finish, to its first
+  // scheduling (queue), from there to its first token (prefill), and from
+  // that to its finish (decode). Buckets as vLLM's.
+  Histogram e2e_latency{kPhaseBuckets};
+  Histogram queue_time{kPhaseBuckets};
+  Histogram prefill_time{kPhaseBuckets};
+  Histogram decode_time{kPhaseBuckets};
 
-  std::string prometheus_text() const;
+  static inline const std::vector<double> kPhaseBuckets{0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,  10.0, 15.0,
+                                                        20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0,
+                                                        7680.0};
+
+  // Ours (exactly_*) and, for dashboards and autoscalers made for vLLM, the
+  // same quantities under vLLM's names (vllm:*) labelled with `model_name`.
+  std::string prometheus_text(const std::string& model_name) const;
 };
 
 class MetricsBoard {

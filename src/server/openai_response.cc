@@ -152,6 +152,25 @@ std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
     c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
     c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
     if (d.finish_reason) c.finish_reason = to_string(*d.finish_reason);
+    if (shape_.endpoint == Endpoint::kChat && shape_.tool_choice != ToolChoice::kNone) {
+      // Calls are known once the answer is whole: its message goes out then.
+      if (!d.finish_reason) continue;
+      json choice = {{"index", index}, {"logprobs", shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr)},
+                     {"finish_reason", nullptr}};
+      const FoundCalls found = find_tool_calls(c.text, shape_.tool_choice, shape_.tool_names, shape_.parallel_tool_calls);
+      choice["delta"] = found.content ? json{{"content", *found.content}} : json::object();
+      if (!found.calls.empty()) {
+        json calls = found.calls;
+        for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+        choice["delta"]["tool_calls"] = calls;
+        if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
+      }
+      if (shape_.return_token_ids) choice["token_ids"] = c.token_ids;
+      chunks.push_back(chunk(json::array({choice})));
+      json last = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}, {"delta", json::object()}};
+      chunks.push_back(chunk(json::array({last})));
+      continue;
+    }
     if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
     json lp = shape_.logprobs ? logprobs_json(d.logprobs, offset) : json(nullptr);
     json finish = d.finish_reason ? json(c.finish_reason) : json(nullptr);
@@ -215,7 +234,15 @@ json OpenAIResponse::whole() const {
     const Choice& c = choices_[i];
     const size_t prompt = i / static_cast<size_t>(shape_.n);
     json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
-    if (chat) {
+    if (chat && shape_.tool_choice != ToolChoice::kNone) {
+      const FoundCalls found = find_tool_calls(c.text, shape_.tool_choice, shape_.tool_names, shape_.parallel_tool_calls);
+      choice["message"] = {{"role", "assistant"}, {"content", found.content ? json(*found.content) : json(nullptr)}};
+      if (!found.calls.empty()) {
+        choice["message"]["tool_calls"] = found.calls;
+        if (c.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+      }
+      choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr);
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr);
     } else {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/request_queue.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace exactly::server {
@@ -29,6 +30,11 @@ struct ResponseShape {
   bool prompt_logprobs = false;   // vLLM's prompt_logprobs field in each choice
   bool return_token_ids = false;  // vLLM's prompt_token_ids and token_ids in each choice
   std::vector<std::vector<int32_t>> prompt_ids;  // [num_prompts]
+  // Chat with tools: the answer is searched for calls (find_tool_calls),
+  // and a stream holds its text back until the answer ends.
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::vector<std::string> tool_names;
+  bool parallel_tool_calls = true;
 };
 
 class OpenAIResponse {

@@ -23,7 +23,7 @@ namespace {
 
 constexpr std::string_view kCompletionFields[] = {EXACTLY_COMMON_FIELDS, "prompt", "logprobs", "echo"};
 constexpr std::string_view kChatFields[] = {EXACTLY_COMMON_FIELDS, "messages", "max_completion_tokens", "logprobs",
-                                            "top_logprobs"};
+                                            "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"};
 constexpr std::string_view kStreamOptions[] = {"include_usage"};
 
 #undef EXACTLY_COMMON_FIELDS

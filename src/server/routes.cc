@@ -35,15 +35,20 @@ Route find_route(std::string_view method, std::string_view target) {
                                       {"/metrics", "GET", Route::kMetrics},
                                       {"/v1/models", "GET", Route::kModels},
                                       {"/v1/completions", "POST", Route::kCompletions},
-                                      {"/v1/chat/completions", "POST", Route::kChat}};
+                                      {"/v1/chat/completions", "POST", Route::kChat},
+                                      {"/tokenize", "POST", Route::kTokenize},
+                                      {"/detokenize", "POST", Route::kDetokenize}};
   const std::string_view path = path_of(target);
   for (const Entry& e : kRoutes)
     if (e.path == path) return e.method == method ? e.route : Route::kWrongMethod;
   return Route::kNotFound;
 }
 
+// The key guards the API: /v1/ and vLLM's /tokenize and /detokenize.
+bool guarded(std::string_view path) { return path.starts_with("/v1/") || path == "/tokenize" || path == "/detokenize"; }
+
 bool authorized(std::string_view target, std::string_view authorization, const std::string& api_key) {
-  if (api_key.empty() || !path_of(target).starts_with("/v1/")) return true;
+  if (api_key.empty() || !guarded(path_of(target))) return true;
   return same_secret(authorization, "Bearer " + api_key);
 }
 
@@ -56,7 +61,9 @@ HttpReply no_route_reply(Route route, std::string_view method, std::string_view 
   const std::string what = std::string(method) + " " + std::string(path_of(target));
   if (route == Route::kWrongMethod) {
     HttpReply r = error_reply(ApiError{405, "method not allowed: " + what, "invalid_request_error", "", ""});
-    r.extra_headers = path_of(target).starts_with("/v1/c") ? "Allow: POST\r\n" : "Allow: GET\r\n";
+    const std::string_view path = path_of(target);
+    const bool post = path.starts_with("/v1/c") || path == "/tokenize" || path == "/detokenize";
+    r.extra_headers = post ? "Allow: POST\r\n" : "Allow: GET\r\n";
     return r;
   }
   return error_reply(ApiError{404, "no route for " + what, "invalid_request_error", "", ""});
@@ -81,8 +88,9 @@ HttpReply chat_page_reply() {
 
 HttpReply health_reply() { return json_reply(200, R"({"status":"ok"})"); }
 
-HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters, const GrammarCache* grammars) {
-  HttpReply r{200, "text/plain; version=0.0.4", metrics.read().prometheus_text(), ""};
+HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters, const GrammarCache* grammars,
+                        const std::string& model_name) {
+  HttpReply r{200, "text/plain; version=0.0.4", metrics.read().prometheus_text(model_name), ""};
   counters.render(r.body);
   if (grammars != nullptr) {
     const GrammarCacheStats g = grammars->stats();

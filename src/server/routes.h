@@ -14,7 +14,9 @@
 
 namespace exactly::server {
 
-enum class Route { kChatPage, kHealth, kMetrics, kModels, kCompletions, kChat, kWrongMethod, kNotFound };
+enum class Route {
+  kChatPage, kHealth, kMetrics, kModels, kCompletions, kChat, kTokenize, kDetokenize, kWrongMethod, kNotFound
+};
 
 // `target` may carry a query string, which no route reads.
 Route find_route(std::string_view method, std::string_view target);
@@ -29,7 +31,8 @@ HttpReply no_route_reply(Route route, std::string_view method, std::string_view 
 HttpReply chat_page_reply();
 HttpReply health_reply();
 // `grammars` may be null (no grammar engine): its counters are left out.
-HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters, const GrammarCache* grammars);
+HttpReply metrics_reply(const MetricsBoard& metrics, const HttpCounters& counters, const GrammarCache* grammars,
+                        const std::string& model_name);
 HttpReply models_reply(const std::string& model_name, int32_t max_model_len);
 
 }  // namespace exactly::server

@@ -115,9 +115,11 @@ GrammarSpec choice_spec(const json& v, const std::string& field) {
 }
 
 void only_members(const json& obj, const std::string& field, std::initializer_list<const char*> allowed) {
-  for (const auto& [key, value] : obj.items())
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
     if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; }))
       bad(field, "has a member '" + key.substr(0, 64) + "' that is not supported");
+  }
 }
 
 // OpenAI's response_format: {"type": "text"}, {"type": "json_object"}, or

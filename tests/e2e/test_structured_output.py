@@ -141,12 +141,13 @@ def test_structured_outputs_choice_and_grammar(server):
 
 def test_greedy_equals_unconstrained_where_the_model_was_allowed(server):
     """A regex that admits the unconstrained greedy text (and more) must give it back, token for token."""
-    for prompt in ["The capital of France is", "Once upon a time", "def fib(n):"]:
-        plain = complete(server, prompt=prompt, max_tokens=24, temperature=0, logprobs=3, return_token_ids=True,
-                         ignore_eos=True)["choices"][0]
+    for prompt in ["The capital of France is", "Once upon a time", "def fib(n):", "1, 2, 3, 4,"]:
+        # Without ignore_eos: where the model ends its text, the grammar lets it end too.
+        plain = complete(server, prompt=prompt, max_tokens=32, temperature=0, logprobs=5,
+                         return_token_ids=True)["choices"][0]
         text = plain["text"]
         regex = re.escape(text) + "[a-z]*"
-        constrained = complete(server, prompt=prompt, max_tokens=24, temperature=0, logprobs=3,
+        constrained = complete(server, prompt=prompt, max_tokens=32, temperature=0, logprobs=5,
                                return_token_ids=True, guided_regex=regex)["choices"][0]
         assert constrained["token_ids"] == plain["token_ids"]
         assert constrained["logprobs"] == plain["logprobs"]
