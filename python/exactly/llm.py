@@ -81,10 +81,12 @@ class LLM:
 
     def _submit_chat(self, caller: str, messages: Any, sampling_params: Any, tools: Any,
                      response_format: Any) -> list[RequestState]:
-        # Structured output and tool calls are not in the engine yet: refused, never ignored.
-        for name, value in (("tools", tools), ("response_format", response_format)):
-            if value is not None:
-                raise NotImplementedError(f"{caller}(): argument '{name}' is not supported yet")
+        # Tool calls are parsed out of the answer by the server alone: refused here, never ignored.
+        if tools is not None:
+            raise NotImplementedError(f"{caller}(): argument 'tools' is not supported yet (the server's are)")
+        extra = {}
+        if response_format is not None:
+            extra["response_format"] = _response_format(caller, response_format)
         conversations = _conversation_list(caller, messages)
         prompts = []
         for i, conversation in enumerate(conversations):
@@ -92,15 +94,22 @@ class LLM:
                 prompts.append({"prompt_token_ids": self._engine.chat_tokens(messages_json(caller, conversation))})
             except ValueError as e:
                 raise ValueError(f"{caller}(): conversation {i}: {e}") from None
-        return self._submit(caller, prompts, sampling_params)
+        return self._submit(caller, prompts, sampling_params, extra)
 
-    def _submit(self, caller: str, prompts: list[Any], sampling_params: Any) -> list[RequestState]:
+    def _submit(self, caller: str, prompts: list[Any], sampling_params: Any,
+                extra_fields: dict[str, Any] | None = None) -> list[RequestState]:
         params = _params_list(caller, sampling_params, len(prompts))
         states: list[RequestState] = []
         try:
             for i, (prompt, sp) in enumerate(zip(prompts, params)):
                 text, ids = self._prompt(caller, i, prompt)
                 body = sp.request_fields()
+                if extra_fields:
+                    conflict = [f for f in ("structured_outputs",) if f in body]
+                    if conflict:
+                        raise ValueError(f"{caller}(): 'response_format' and SamplingParams.{conflict[0]} both ask "
+                                         "for a grammar; give one")
+                    body.update(extra_fields)
                 body["prompt"] = ids
                 if sp.max_tokens is None:  # as many as the context leaves
                     body["max_tokens"] = max(1, self._engine.max_model_len - len(ids))
@@ -241,3 +250,16 @@ class _Stream:
 
     def __del__(self) -> None:
         self.close()
+
+
+def _response_format(caller: str, value: Any) -> Any:
+    """OpenAI's response_format as JSON: a dict, or a pydantic model class
+    (its JSON schema, named after it), as the openai client's parse() takes."""
+    schema = getattr(value, "model_json_schema", None)
+    if isinstance(value, type) and callable(schema):
+        return {"type": "json_schema", "json_schema": {"name": value.__name__, "schema": schema(), "strict": True}}
+    if not isinstance(value, dict):
+        raise ValueError(f"{caller}(): 'response_format' must be a dict or a pydantic model class, "
+                         f"got {type(value).__name__}")
+    return value
+

@@ -34,6 +34,12 @@ class SamplingParams:
     max_tokens: int | None = 16         # None: as many as the context leaves
     logprobs: int | None = None         # top-N alternatives per generated token
     prompt_logprobs: int | None = None  # top-N alternatives per prompt token
+    # {token id: bias in [-100, 100]}, added to the token's logit before sampling
+    logit_bias: dict[int, float] | None = None
+    # vLLM's structured outputs: one of {"json": schema (a dict or its JSON
+    # text)}, {"regex": ...}, {"grammar": EBNF}, {"choice": [...]},
+    # {"json_object": True}; the output is generated under that grammar
+    structured_outputs: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -64,4 +70,9 @@ def _plain(name: str, value: Any) -> Any:
         return float(value)
     if isinstance(value, (list, tuple)):
         return [_plain(name, v) for v in value]
+    if isinstance(value, dict):
+        if name == "logit_bias":  # JSON keys are strings: token ids written in decimal
+            return {str(_plain(name, k)) if isinstance(k, numbers.Integral) else k: _plain(name, v)
+                    for k, v in value.items()}
+        return {k: _plain(name, v) for k, v in value.items()}
     raise ValueError(f"SamplingParams: field '{name}' has a value of type {type(value).__name__}")

@@ -22,7 +22,9 @@
 #include "engine/loaded_model.h"
 #include "server/chat_prompt.h"
 #include "server/openai_request.h"
+#include "server/generation_request.h"
 #include "server/request_body.h"
+#include "server/structured_output.h"
 
 namespace nb = nanobind;
 
@@ -47,6 +49,7 @@ class PyEngine {
   // process's resident memory, as a user checking it expects.
   ~PyEngine() {
     engine_.reset();
+    grammars_.reset();
     model_ = LoadedModel{};
     malloc_trim(0);
   }
@@ -58,9 +61,21 @@ class PyEngine {
   // for a request the engine can never run.
   ClientRequestId add_request(const std::string& body_text) {
     const nlohmann::json body = server::parse_request_body(body_text);
-    const RequestParams params = server::parse_completion_request(body, tok(), model_.config().vocab_size, "");
+    RequestParams params = server::parse_completion_request(body, tok(), model_.config().vocab_size, "");
+    params.constraint = constraint(body_text, body, params.ignore_eos);
     std::lock_guard lock(mutex_);
     return engine_->add_request(params);
+  }
+
+  // The grammar a body's structured-output field asks for (vLLM's
+  // `structured_outputs`, `guided_*`, or chat's `response_format`), compiled
+  // on the caller's thread and cached by its text.
+  std::shared_ptr<const Constraint> constraint(const std::string& text, const nlohmann::json& body, bool ignore_eos) {
+    if (!server::asks_for_structure(body)) return nullptr;
+    std::lock_guard lock(grammars_mutex_);
+    if (!grammars_ && GrammarCache::available())
+      grammars_ = std::make_unique<GrammarCache>(tok(), model_.config().vocab_size, server::kGrammarCacheBytes);
+    return server::parse_request_constraint(text, body, ignore_eos, grammars_.get(), "");
   }
 
   std::vector<RequestOutput> step() {
@@ -137,6 +152,8 @@ class PyEngine {
   }
 
   LoadedModel model_;
+  std::mutex grammars_mutex_;
+  std::unique_ptr<GrammarCache> grammars_;  // made when a request asks for a grammar
   std::unique_ptr<Engine> engine_;
   std::mutex mutex_;
 };

@@ -16,6 +16,7 @@
 #include "kvcache/capacity.h"
 #include "server/openai_request.h"
 #include "server/request_body.h"
+#include "server/structured_output.h"
 
 namespace nb = nanobind;
 
@@ -30,6 +31,8 @@ void check_request_fields(const std::string& body_text) {
   server::parse_generation_fields(body, "");
   server::parse_max_tokens(body, "");
   server::parse_completion_logprobs(body, "");
+  // A grammar's form is checked here; whether it compiles, when a request uses it.
+  if (server::asks_for_structure(body)) server::parse_structured_output(nlohmann::ordered_json::parse(body_text));
 }
 
 // The CLI with the GIL released, so that a server or a batch run in-process

@@ -17,6 +17,9 @@
 #include "engine/engine.h"
 #include "server/openai_request.h"
 #include "server/request_body.h"
+#include "server/request_fields.h"
+#include "server/structured_output.h"
+#include "server/generation_request.h"
 
 namespace exactly::cli {
 
@@ -64,6 +67,18 @@ json summary(const std::vector<double>& v) {
   return {{"mean", mean}, {"median", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}};
 }
 
+// A line takes the completions endpoint's fields, and "arrival"; any other
+// field is refused by name rather than ignored.
+void check_batch_fields(const json& body, const std::string& where) {
+  json fields = body;
+  fields.erase("arrival");
+  try {
+    server::check_fields(server::Endpoint::kCompletions, fields);
+  } catch (const server::RequestError& e) {
+    throw server::RequestError(where + ": " + e.what(), e.param());
+  }
+}
+
 void run(BatchOptions& o) {
   o.engine.threads = o.model.threads;
   LoadedModel m = load_model(o.model.model, true, o.model.load_options());
@@ -72,6 +87,7 @@ void run(BatchOptions& o) {
   std::ifstream in(o.input);
   if (!in) throw Error(strformat("cannot open %s", o.input.c_str()), ExitCode::kBadInput);
   std::vector<RequestParams> requests;
+  std::unique_ptr<GrammarCache> grammars;  // made when a request asks for a grammar
   std::vector<double> arrivals;  // seconds after the start at which each request is submitted
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
@@ -83,7 +99,12 @@ void run(BatchOptions& o) {
     } catch (const server::RequestError& e) {
       throw Error(strformat("%s: invalid JSON (%s)", where.c_str(), e.what()), ExitCode::kBadInput);
     }
+    check_batch_fields(body, where);
     requests.push_back(parse_completion_request(body, tok, m.config().vocab_size, where));
+    if (server::asks_for_structure(body) && !grammars && GrammarCache::available())
+      grammars = std::make_unique<GrammarCache>(tok, m.config().vocab_size, server::kGrammarCacheBytes);
+    requests.back().constraint =
+        server::parse_request_constraint(line, body, requests.back().ignore_eos, grammars.get(), where);
     // "arrival" (seconds, not an OpenAI field) delays a request, to measure
     // how running requests fare when new work arrives.
     double arrival = 0;

@@ -206,4 +206,29 @@ std::optional<StructuredOutput> parse_structured_output(const json& body) {
   return out;
 }
 
+std::shared_ptr<const Constraint> parse_request_constraint(std::string_view text, const nlohmann::json& body,
+                                                           bool ignore_eos, GrammarCache* grammars,
+                                                           const std::string& where) {
+  if (!asks_for_structure(body)) return nullptr;
+  const std::string at = where.empty() ? "" : where + ": ";
+  std::optional<StructuredOutput> so;
+  try {
+    so = parse_structured_output(json::parse(text));  // members in the order written
+  } catch (const RequestError& e) {
+    throw RequestError(at + e.what(), e.param());
+  }
+  if (!so) return nullptr;
+  if (ignore_eos)
+    throw RequestError(at + "field 'ignore_eos' cannot be combined with '" + so->field +
+                           "': a grammar ends at a stop token",
+                       "ignore_eos");
+  if (grammars == nullptr)
+    throw RequestError(at + "field '" + so->field + "' is not available: this build has no grammar engine", so->field);
+  try {
+    return grammars->get(so->spec);
+  } catch (const GrammarError& e) {
+    throw RequestError(at + "field '" + so->field + "' does not compile: " + e.what(), so->field);
+  }
+}
+
 }  // namespace exactly::server

@@ -5,8 +5,10 @@
 // `guided_choice`). At most one of them may ask for a grammar.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -38,5 +40,13 @@ std::optional<StructuredOutput> parse_structured_output(const nlohmann::ordered_
 
 // Whether the body has any field parse_structured_output reads.
 bool asks_for_structure(const nlohmann::json& body);
+
+// The constraint a request body (`text`, parsed as `body`) asks for,
+// compiled or found in `grammars`; nullptr when it asks for none. For the
+// paths without HTTP (`exactly batch`, the Python package): throws
+// RequestError naming `where` and the field, as their other fields do.
+std::shared_ptr<const Constraint> parse_request_constraint(std::string_view text, const nlohmann::json& body,
+                                                           bool ignore_eos, GrammarCache* grammars,
+                                                           const std::string& where);
 
 }  // namespace exactly::server

@@ -229,8 +229,14 @@ def test_bad_models_and_requests_raise_not_crash(llm, model_path, tmp_path):
         llm.chat("hello")
     with pytest.raises(NotImplementedError, match="'tools' is not supported yet"):
         llm.chat(MESSAGES, tools=[{"type": "function", "function": {"name": "f"}}])
-    with pytest.raises(NotImplementedError, match="'response_format' is not supported yet"):
-        llm.chat(MESSAGES, response_format={"type": "json_object"})
+    with pytest.raises(ValueError, match="'response_format'"):
+        llm.chat(MESSAGES, response_format={"type": "xml"})
+    with pytest.raises(ValueError, match="'structured_outputs.regex' must be a string"):
+        SamplingParams(structured_outputs={"regex": 7})
+    with pytest.raises(ValueError, match="'guided_regex'|'structured_outputs'.*compile|does not compile"):
+        llm.generate("x", SamplingParams(structured_outputs={"regex": "[a-"}))
+    with pytest.raises(ValueError, match="'logit_bias'"):
+        llm.generate("x", SamplingParams(logit_bias={10**7: 1.0}))
     with pytest.raises(ValueError, match="token_ids"):
         llm.tokenizer.decode([-1])
     # Nothing refused was left running.
@@ -320,3 +326,53 @@ def test_python_m_exactly_is_the_cli(exactly_bin, model_path):
     assert bad.returncode == 64 and "no-such-flag" in bad.stderr
     assert exactly.__version__ in subprocess.run([sys.executable, "-m", "exactly", "--version"], capture_output=True,
                                                  text=True, env=env, timeout=60).stdout
+
+
+# Structured output and logit_bias from Python: the output parses and
+# validates; a constrained greedy request whose grammar admits the model's own
+# answer gives that answer's tokens; the same bodies through `exactly batch`
+# give the same bits.
+def test_structured_outputs_validate_and_keep_the_models_choice(llm, run_exactly, model_path, tmp_path):
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"colour": {"type": "string", "enum": ["blue", "red", "green"]},
+                                                "confidence": {"type": "integer", "minimum": 0, "maximum": 10}},
+              "required": ["colour", "confidence"]}
+    sp = SamplingParams(temperature=0.8, seed=5, max_tokens=64, structured_outputs={"json": schema})
+    out = llm.chat(MESSAGES, sp)[0].outputs[0]
+    assert out.finish_reason == "stop", out.text
+    jsonschema.validate(json.loads(out.text), schema)
+
+    free = llm.generate("The sky is", SamplingParams(temperature=0, max_tokens=6))[0].outputs[0]
+    choice = SamplingParams(temperature=0, max_tokens=6, structured_outputs={"choice": [free.text, "green"]})
+    assert llm.generate("The sky is", choice)[0].outputs[0].token_ids == free.token_ids
+
+    bias = SamplingParams(temperature=0, max_tokens=1, logit_bias={free.token_ids[0]: -100})
+    assert llm.generate("The sky is", bias)[0].outputs[0].token_ids[0] != free.token_ids[0]
+
+    bodies = [{"prompt": "The sky is", **choice.request_fields()}, {"prompt": "The sky is", **bias.request_fields()}]
+    cli = batch_results(run_exactly, model_path, tmp_path, bodies)
+    assert cli[0]["choices"][0]["token_ids"] == free.token_ids
+    assert cli[1]["choices"][0]["token_ids"] == llm.generate("The sky is", bias)[0].outputs[0].token_ids
+
+
+def test_chat_takes_a_pydantic_model_as_response_format(llm):
+    import pydantic
+
+    class Answer(pydantic.BaseModel):
+        colour: str
+        sure: bool
+
+    out = llm.chat(MESSAGES, SamplingParams(temperature=0, max_tokens=48), response_format=Answer)[0].outputs[0]
+    assert out.finish_reason == "stop", out.text
+    Answer.model_validate_json(out.text)
+
+
+def test_batch_refuses_fields_it_would_ignore(run_exactly, model_path, tmp_path):
+    requests_file = tmp_path / "requests.jsonl"
+    requests_file.write_text(json.dumps({"prompt": "hi", "tools": []}) + "\n")
+    result = subprocess.run([str(BUILD_DIR / "bin/exactly"), "batch", "-m", str(model_path), "-i",
+                             str(requests_file), "-o", str(tmp_path / "out.jsonl")], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "requests.jsonl:1" in result.stderr and "'tools'" in result.stderr
+
