@@ -266,3 +266,10 @@ def test_a_compiled_schema_is_cached(server):
         complete(server, prompt="x", max_tokens=8, temperature=0, guided_json=schema)
     m = server.metrics()
     assert m["exactly_grammar_cache_hits_total"] >= 1
+
+
+def test_exactly_batch_refuses_what_only_the_server_implements(run_exactly, model_path, tmp_path):
+    requests_file = tmp_path / "requests.jsonl"
+    requests_file.write_text(json.dumps({"prompt": "x", "max_tokens": 2, "guided_regex": "a"}) + "\n")
+    p = run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", tmp_path / "out.jsonl"], check=False)
+    assert p.returncode != 0 and "guided_regex" in p.stderr, p.stderr
