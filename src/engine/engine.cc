@@ -673,9 +673,9 @@ std::vector<RequestOutput> Engine::step() {
     argmax_.resize(batch_.logits_rows.size());
     start_masks(out);
     model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
-    mask_filler_.wait();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
+    mask_filler_.wait();
     score_prompts();
     if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
       ++stats_.decode_only_steps;

@@ -210,6 +210,10 @@ int32_t parse_completion_logprobs(const json& body, const std::string& where) {
 RequestParams parse_completion_request(const json& body, const Tokenizer& tok, int32_t vocab_size,
                                        const std::string& where) {
   RequestParams p = parse_generation_fields(body, where);
+  // Tool calls are parsed out of answers by the server alone; here they would be ignored.
+  for (const char* f : {"tools", "tool_choice"})
+    if (auto it = body.find(f); it != body.end() && !it->is_null())
+      bad(where, f, "is not supported here: tool calls are served by `exactly serve`");
   p.prompt = parse_prompts(body, tok, vocab_size, false, where).front();
   p.max_tokens = parse_max_tokens(body, where).value_or(16);  // OpenAI's default for completions
   p.logprobs = parse_completion_logprobs(body, where);

@@ -47,7 +47,9 @@ std::vector<std::vector<int32_t>> parse_prompts(const nlohmann::json& body, cons
                                                 int32_t vocab_size, bool allow_batch, const std::string& where);
 
 // One whole completions request with a single prompt (`exactly batch`).
-// Throws RequestError naming `where` and the field.
+// Throws RequestError naming `where` and the field, also for `tools`, which
+// only the server implements. Structured output is the caller's to read
+// (parse_request_constraint): its grammar engine is not this function's.
 RequestParams parse_completion_request(const nlohmann::json& body, const Tokenizer& tok, int32_t vocab_size,
                                        const std::string& where);
 

@@ -266,3 +266,20 @@ def test_a_compiled_schema_is_cached(server):
         complete(server, prompt="x", max_tokens=8, temperature=0, guided_json=schema)
     m = server.metrics()
     assert m["exactly_grammar_cache_hits_total"] >= 1
+
+
+def test_exactly_batch_constrains_as_the_server_does(run_exactly, model_path, tmp_path, server):
+    body = {"prompt": "The answer is", "max_tokens": 8, "temperature": 0, "guided_regex": "[0-9]{1,3}"}
+    requests_file = tmp_path / "requests.jsonl"
+    requests_file.write_text(json.dumps(body) + "\n")
+    run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", tmp_path / "out.jsonl"])
+    batch = json.loads((tmp_path / "out.jsonl").read_text())["choices"][0]
+    assert re.fullmatch("[0-9]{1,3}", batch["text"]), batch["text"]
+    assert batch["text"] == complete(server, **body)["choices"][0]["text"]
+
+
+def test_exactly_batch_refuses_tools(run_exactly, model_path, tmp_path):
+    requests_file = tmp_path / "requests.jsonl"
+    requests_file.write_text(json.dumps({"prompt": "x", "max_tokens": 2, "tools": []}) + "\n")
+    p = run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", tmp_path / "out.jsonl"], check=False)
+    assert p.returncode == 2 and "tools" in p.stderr, p.stderr
