@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 
 #include "core/check.h"
@@ -177,13 +178,22 @@ CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
   return out.completions.back();
 }
 
+// Threads that fill grammar masks beside the forward pass: on the CPU one
+// (the forward pass has the cores), on a GPU up to 8 while the host waits.
+int mask_filler_threads(const Model& model) {
+  if (std::string_view(model.device()) == "cpu") return 1;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores - 1, 1, 8);
+}
+
 }  // namespace
 
 Engine::Engine(LoadedModel& model, const EngineConfig& config)
     : model_(model), config_(resolved(model, config)), spec_(parse_spec_method(config_.spec_method)),
       draft_model_(load_draft_if_named(spec_, model)), pool_(config_.threads),
       kv_storage_(make_target_pool(model, draft_model_.get(), config_)),
-      kv_manager_(static_cast<int32_t>(kv_storage_->num_blocks()), config_.block_size, config_.enable_prefix_caching) {
+      kv_manager_(static_cast<int32_t>(kv_storage_->num_blocks()), config_.block_size, config_.enable_prefix_caching),
+      mask_filler_(mask_filler_threads(*model.model)) {
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
   sc.max_num_seqs = config_.max_num_seqs;

@@ -1,5 +1,6 @@
 #include "engine/output_constraint.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace exactly {
@@ -14,43 +15,46 @@ void process_row(std::span<const float> logits, const LogitBias& bias, std::span
     if (((mask[t / 32] >> (t % 32)) & 1u) == 0) out[t] = kNegInf;
 }
 
-MaskFiller::MaskFiller() : thread_([this] { run(); }) {}
+MaskFiller::MaskFiller(int threads) {
+  for (int t = 0; t < std::max(1, threads); ++t) threads_.emplace_back([this] { run(); });
+}
 
 MaskFiller::~MaskFiller() {
   {
     std::lock_guard lock(mu_);
     quit_ = true;
   }
-  cv_.notify_all();
-  thread_.join();
+  work_.notify_all();
+  for (std::thread& t : threads_) t.join();
 }
 
 void MaskFiller::start(std::vector<Job> jobs) {
   if (jobs.empty()) return;
-  {
-    std::lock_guard lock(mu_);
-    jobs_ = std::move(jobs);
-    busy_ = true;
-  }
-  cv_.notify_all();
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [this] { return idle(); });  // the previous step's jobs are done
+  jobs_ = std::move(jobs);
+  next_ = 0;
+  lock.unlock();
+  work_.notify_all();
 }
 
 void MaskFiller::wait() {
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [this] { return !busy_; });
+  done_.wait(lock, [this] { return idle(); });
 }
 
 void MaskFiller::run() {
   std::unique_lock lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return busy_ || quit_; });
+    work_.wait(lock, [this] { return quit_ || next_ < jobs_.size(); });
     if (quit_) return;
-    std::vector<Job> jobs = std::move(jobs_);
+    Job& job = jobs_[next_++];  // jobs_ is replaced only once every job is done
+    ++running_;
     lock.unlock();
-    for (Job& j : jobs) j();
+    job();
     lock.lock();
-    busy_ = false;
-    cv_.notify_all();
+    --running_;
+    if (idle()) done_.notify_all();
   }
 }
 

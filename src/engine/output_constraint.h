@@ -48,12 +48,13 @@ inline size_t mask_words(size_t vocab) { return (vocab + 31) / 32; }
 void process_row(std::span<const float> logits, const LogitBias& bias, std::span<const uint32_t> mask,
                  std::vector<float>& out);
 
-// Fills grammar masks on a thread of its own while the forward pass runs:
+// Fills grammar masks on threads of its own while the forward pass runs:
 // a mask depends only on the tokens accepted so far, never on this step's
-// logits.
+// logits. Each job is one sequence's (its own grammar state and mask), so
+// `threads` threads take a step's jobs in turn.
 class MaskFiller {
  public:
-  MaskFiller();
+  explicit MaskFiller(int threads = 1);
   ~MaskFiller();
   MaskFiller(const MaskFiller&) = delete;
   MaskFiller& operator=(const MaskFiller&) = delete;
@@ -64,11 +65,14 @@ class MaskFiller {
 
  private:
   void run();
+  bool idle() const { return next_ == jobs_.size() && running_ == 0; }
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable work_, done_;
   std::vector<Job> jobs_;
-  bool busy_ = false, quit_ = false;
-  std::thread thread_;
+  size_t next_ = 0;     // the next job to take
+  size_t running_ = 0;  // jobs taken and not yet finished
+  bool quit_ = false;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace exactly

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include "engine/engine.h"
 #include "engine/output_constraint.h"
@@ -44,6 +46,27 @@ TEST(MaskFiller, RunsEveryJobBeforeWaitReturns) {
     filler.start(std::move(jobs));
     filler.wait();
     EXPECT_EQ(done.load(), 4 * (round + 1));
+  }
+}
+
+// Several threads share a step's jobs: each job runs once, wait() returns
+// only after the slowest, and a start() right after a start() waits for the
+// first step's jobs to finish before handing out the second's.
+TEST(MaskFiller, ThreadsRunEachJobOnceAndWaitForTheLast) {
+  MaskFiller filler(4);
+  std::vector<std::atomic<int>> runs(64);
+  for (int round = 0; round < 20; ++round) {
+    for (int step = 0; step < 2; ++step) {
+      std::vector<MaskFiller::Job> jobs;
+      for (size_t i = 0; i < runs.size(); ++i)
+        jobs.push_back([&runs, i] {
+          if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+          runs[i].fetch_add(1);
+        });
+      filler.start(std::move(jobs));  // the second start of a round does not wait() first
+    }
+    filler.wait();
+    for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i].load(), 2 * (round + 1)) << "job " << i;
   }
 }
 
