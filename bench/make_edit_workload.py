@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the editing workload of the speculation benchmark (BENCHMARKS.md §4):
+"""Writes the editing workload of the speculation benchmark
+(docs/journal/benchmarks-record.md §4):
 "fix the typos in this text and return it in full" over six pangram sentences
 with one letter dropped from one word each, as ChatML prompts with 96 output
 tokens (ignore_eos), one file per temperature and request count.

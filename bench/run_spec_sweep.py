@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Runs the speculation benchmark (BENCHMARKS.md §4): every workload file of
-bench/make_spec_workloads.py through `exactly batch --stats`, without
+"""Runs the speculation benchmark (docs/journal/benchmarks-record.md §4):
+every workload file of bench/make_spec_workloads.py through `exactly batch
+--stats`, without
 speculation and with each proposer, and prints output tokens/s, the ratio to
 no speculation measured in the same sweep, acceptance rate and mean accepted
 length. Each cell is the median of --repeats runs (greedy outputs are also

@@ -19,7 +19,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# ms for 1..9 tokens, bench_kernels --verify on the 2-core machine (BENCHMARKS.md §4)
+# ms for 1..9 tokens, bench_kernels --verify on the 2-core machine
+# (docs/journal/benchmarks-record.md §4)
 DEFAULT_COST = "6.2,6.9,7.6,9.0,11.2,12.3,14.0,16.6,20.9"
 
 

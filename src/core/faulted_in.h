@@ -1,7 +1,8 @@
 // Capacity that is already backed by memory. std::vector::reserve only maps
 // pages; the first write to each then faults it in, which on a shared VM has
-// cost 35-80 ms for a few vocabulary-sized buffers (BENCHMARKS.md §4). Where
-// that first write would land inside a timed step, write once up front.
+// cost 35-80 ms for a few vocabulary-sized buffers
+// (docs/journal/benchmarks-record.md §4). Where that first write would land
+// inside a timed step, write once up front.
 #pragma once
 
 #include <cstddef>

@@ -211,8 +211,8 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   // inside a step, those fresh pages cost this machine 35-80 ms in the first
   // verify of one request, and 0.7-0.9 s in a probe of 64 sampled drafts,
   // which the step-cost model took for the price of speculating
-  // (BENCHMARKS.md §4). Steps that draft more than the probe reuse what it
-  // used and fault in only their growth, once.
+  // (docs/journal/benchmarks-record.md §4). Steps that draft more than the
+  // probe reuse what it used and fault in only their growth, once.
   if (speculator_->enabled()) {
     const auto vocab = static_cast<size_t>(model_.config().vocab_size);
     const auto rows = static_cast<size_t>(config_.num_speculative_tokens) + 1;

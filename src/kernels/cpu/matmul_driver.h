@@ -14,9 +14,9 @@ namespace exactly::kernels::cpu {
 // Up to one fused pass of tokens, decoding in registers beats writing and
 // re-reading a dequantised tile: the tiled path's fill and its one- and
 // two-token micro-kernels cost 14.5 ms for a 4-token verify's matmuls where
-// the fused pass takes 9.0 (`bench_kernels --verify`, BENCHMARKS.md §4); 9
-// and 10 tokens in one pass take 18-20 ms against 21-22 tiled; past one pass
-// the GEMM wins as tokens grow.
+// the fused pass takes 9.0 (`bench_kernels --verify`,
+// docs/journal/benchmarks-record.md §4); 9 and 10 tokens in one pass take
+// 18-20 ms against 21-22 tiled; past one pass the GEMM wins as tokens grow.
 constexpr int64_t kMinTiledTokens = kFusedTokens + 1;
 
 template <class D>

@@ -69,7 +69,7 @@ __attribute__((always_inline)) inline void fused_row_blocks(const uint8_t* w, in
 // activation load feed two rows. With 16 registers one row at 5-10 tokens
 // ran at 40-67% of the FMA peak, the FFN's down projection (9 tokens'
 // activations overflow the L1 cache) lowest (`bench_kernels --verify`,
-// BENCHMARKS.md §4).
+// docs/journal/benchmarks-record.md §4).
 bool cpu_runs_avx512();
 
 template <class D, int NT>

@@ -63,8 +63,9 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
 // smaller one sizes each sequence's partitions from that sequence's length
 // (decode_partition), so that a lone short sequence still spreads over many
 // SMs (at batch 1 a 512-key partition left 16 CTAs walking 512 keys each:
-// BENCHMARKS.md §6). A row's bits may therefore depend on the batch, as the
-// products' do outside --deterministic, which does not use this kernel.
+// docs/journal/benchmarks-record.md §6). A row's bits may therefore depend on
+// the batch, as the products' do outside --deterministic, which does not use
+// this kernel.
 // workspace must hold decode_workspace_bytes(...) bytes.
 __host__ __device__ constexpr int decode_partition(int ctx_len) {
   return ctx_len <= 1024 ? 128 : ctx_len <= 4096 ? 256 : 512;

@@ -12,7 +12,8 @@ DependentLaunch dependent_launch_mode() {
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9)
       return DependentLaunch::kOff;
     const char* env = std::getenv("EXACTLY_CUDA_PDL");
-    if (env == nullptr) return DependentLaunch::kProducts;  // measured: BENCHMARKS.md
+    // The default as measured: docs/journal/benchmarks-record.md §6.
+    if (env == nullptr) return DependentLaunch::kProducts;
     if (std::strcmp(env, "0") == 0) return DependentLaunch::kOff;
     if (std::strcmp(env, "1") == 0) return DependentLaunch::kProducts;
     return DependentLaunch::kAll;

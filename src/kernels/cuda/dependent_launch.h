@@ -37,7 +37,7 @@ __device__ __forceinline__ void release_dependents() {
 // EXACTLY_CUDA_PDL=0/1/2 (read once per process); none before compute
 // capability 9.0. The default is the products only: on the H200 that made a
 // batch-1 decode step 1% faster, while every kernel as a dependent made it
-// 5% slower (BENCHMARKS.md §6).
+// 5% slower (docs/journal/benchmarks-record.md §6).
 enum class DependentLaunch { kOff = 0, kProducts = 1, kAll = 2 };
 DependentLaunch dependent_launch_mode();
 

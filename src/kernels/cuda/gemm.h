@@ -24,7 +24,8 @@ enum class GemmOut : int { bf16 = 0, f32 = 1 };
 
 // The fastest order's few-row path: a streaming matrix-vector kernel on CUDA
 // cores for up to kGemvMaxRows rows (its sums are not the canonical order's);
-// kGemvDefaultRows is where it beats cuBLASLt on the H200 (BENCHMARKS.md).
+// kGemvDefaultRows is where it beats cuBLASLt on the H200
+// (docs/journal/benchmarks-record.md §6).
 inline constexpr int kGemvMaxRows = 8;
 inline constexpr int kGemvDefaultRows = 1;
 bool gemv_applies(int64_t n, int64_t k, const void* x, const void* w);

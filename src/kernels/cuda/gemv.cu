@@ -16,7 +16,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 constexpr int kWarps = 8;   // rows of the weight per block
 // 16-byte weight loads in flight per lane (16 was slower with one row:
-// BENCHMARKS.md §6).
+// docs/journal/benchmarks-record.md §6).
 constexpr int kUnroll = 8;
 
 __device__ uint4 load_streaming(const uint4* p) {

@@ -1,7 +1,8 @@
 // Element-wise and row-wise layer operations (see layer_ops.h). Their work is
 // small, but at batch 1 each one's latency sits between two products: spread
 // over enough threads that no thread walks a chain of dependent loads (they
-// were a quarter of a batch-1 step before: BENCHMARKS.md §6).
+// were a quarter of a batch-1 step before: docs/journal/benchmarks-record.md
+// §6).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -193,7 +194,8 @@ __global__ void __launch_bounds__(kRopeThreads) rope_store_kernel(RopeStoreArgs 
 // The engine's case (the whole head rotates, the pass's table of angles,
 // 16-byte aligned rows): each thread takes 4 pairs of one head, or 8 elements
 // of V, in 8- and 16-byte accesses. One pair per thread kept 4 bytes in
-// flight per thread and ran at 1.3 TB/s on 8,192 tokens (BENCHMARKS.md §6).
+// flight per thread and ran at 1.3 TB/s on 8,192 tokens
+// (docs/journal/benchmarks-record.md §6).
 // Unit u of a token: q and k heads' units (head_dim / 8 a head) then V's.
 constexpr int kRopeWideThreads = 128;
 
@@ -276,7 +278,8 @@ __device__ __forceinline__ bf16 swiglu_one(bf16 g_in, bf16 u_in) {
 
 // Tokens along y, each token's elements along x, V at a time: 16-byte loads
 // and stores when V is 8. (One thread per element with a 64-bit division
-// to find its token ran at 1.85 TB/s on 8,192 tokens; BENCHMARKS.md §6.)
+// to find its token ran at 1.85 TB/s on 8,192 tokens;
+// docs/journal/benchmarks-record.md §6.)
 template <int V>
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
   wait_for_predecessor();

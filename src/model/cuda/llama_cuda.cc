@@ -458,12 +458,12 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // launches the prefill kernel for its runs of prompt chunks and verifies and
 // the decode kernel for its runs of decode rows: in the prefill kernel a
 // decode row fills one row of a query block of 64-128 per head, and every key
-// tile costs the whole block's products (BENCHMARKS.md §6, "Decode rows in
-// prompt steps"). In the canonical order (the default) a row must have the
-// prefill kernel's bits whatever run it lands in, so decode rows go to the
-// prefill kernel itself, or to exact_rows_attention (the same bits, checked
-// element by element in dev/cuda/exact_rows_lab.cu) once a step has
-// kExactRowsFrom of them, where that is the faster of the two
+// tile costs the whole block's products (docs/journal/benchmarks-record.md
+// §6, "Decode rows in prompt steps"). In the canonical order (the default) a
+// row must have the prefill kernel's bits whatever run it lands in, so decode
+// rows go to the prefill kernel itself, or to exact_rows_attention (the same
+// bits, checked element by element in dev/cuda/exact_rows_lab.cu) once a step
+// has kExactRowsFrom of them, where that is the faster of the two
 // (dev/cuda/NOTES.md); --no-deterministic sends them to the split-KV kernel.
 CudaLlamaModel::AttentionKernel CudaLlamaModel::decode_kernel(int32_t rows) const {
   constexpr int kExactRowsFrom = 8;

@@ -85,7 +85,7 @@ class CudaLlamaModel final : public Model {
   // dropped beyond it), and default_kv_cache_memory() keeps kGraphReserveBytes
   // for each: what instantiated graphs take of GPU memory is part of the
   // --gpu-memory-utilization budget. The bound per graph is several times
-  // what one measured (BENCHMARKS.md).
+  // what one measured (docs/journal/benchmarks-record.md §6).
   static constexpr size_t kMaxStepGraphs = 96;
   // Steps whose sequences bring at most this many tokens each (decode steps,
   // verifies of 1 + k tokens, a draft model's catch-up) replay graphs.
