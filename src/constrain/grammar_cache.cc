@@ -1,5 +1,6 @@
 #include "constrain/grammar_cache.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <list>
@@ -20,7 +21,7 @@ constexpr int kMaxWhitespace = 20;  // the longest run of whitespace between JSO
 class XgrammarState final : public ConstraintState {
  public:
   XgrammarState(const xgrammar::CompiledGrammar& g, const std::vector<int>& stop_ids)
-      : matcher_(g, stop_ids, /*terminate_without_stop_token=*/false) {}
+      : matcher_(g, stop_ids, /*terminate_without_stop_token=*/false), stop_ids_(stop_ids) {}
 
   void fill_mask(std::span<uint32_t> mask) override {
     int64_t shape = static_cast<int64_t>(mask.size());
@@ -31,12 +32,19 @@ class XgrammarState final : public ConstraintState {
     t.dtype = DLDataType{kDLInt, 32, 1};
     t.shape = &shape;
     matcher_.FillNextTokenBitmask(&t);
+    if (std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; })) {
+      dead_end_ = true;
+      for (int id : stop_ids_) mask[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+    }
   }
 
   bool accept(int32_t token) override { return matcher_.AcceptToken(token); }
+  bool dead_end() const override { return dead_end_; }
 
  private:
   xgrammar::GrammarMatcher matcher_;
+  const std::vector<int>& stop_ids_;
+  bool dead_end_ = false;
 };
 
 class XgrammarConstraint final : public Constraint {

@@ -817,7 +817,8 @@ std::vector<RequestOutput> Engine::step() {
       }
       if (stopped) {
         if (scheduler_->find(d.seq) != nullptr) scheduler_->finish_request(d.seq, RequestStatus::kFinishedStopped);
-        end_sequence(s, FinishReason::kStop);
+        // A grammar with no way on ended at a stop token: unfinished, not stopped.
+        end_sequence(s, s.constraint && s.constraint->dead_end() ? FinishReason::kAbort : FinishReason::kStop);
       } else if (finished_by_length.count(d.seq)) {
         end_sequence(s, FinishReason::kLength);
       }

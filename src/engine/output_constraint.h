@@ -30,6 +30,10 @@ class ConstraintState {
   virtual void fill_mask(std::span<uint32_t> mask) = 0;  // [ceil(vocab / 32)]
   // Advances past a token the mask allowed; false when the grammar refuses it.
   virtual bool accept(int32_t token) = 0;
+  // The last mask found no token the grammar allows (a byte no token of the
+  // vocabulary holds) and allowed the stop tokens instead, so that the row
+  // can be sampled: the output ends unfinished, and says so ("abort").
+  virtual bool dead_end() const { return false; }
 };
 
 // A compiled grammar, shared by every request that asks for it.

@@ -283,3 +283,19 @@ def test_exactly_batch_refuses_tools(run_exactly, model_path, tmp_path):
     requests_file.write_text(json.dumps({"prompt": "x", "max_tokens": 2, "tools": []}) + "\n")
     p = run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", tmp_path / "out.jsonl"], check=False)
     assert p.returncode == 2 and "tools" in p.stderr, p.stderr
+
+
+def test_a_grammar_the_vocabulary_cannot_finish_ends_as_abort(server):
+    """A control byte no token holds (SmolLM2 has none for a few) cannot be generated: the grammar has no
+    way on, its stop tokens are allowed instead, and the answer says it is unfinished."""
+    missing = [b for b in range(32)
+               if not post(server, "/tokenize", {"prompt": chr(b), "add_special_tokens": False},
+                           key=None).json()["tokens"]]
+    if not missing:
+        pytest.skip("this vocabulary holds every control byte")
+    for temperature in (0, 1.0):
+        a = complete(server, prompt="x", max_tokens=5, temperature=temperature, seed=1,
+                     guided_choice=["a" + chr(missing[0])])
+        assert a["choices"][0]["finish_reason"] == "abort"
+        assert a["choices"][0]["text"] == "a"
+    assert complete(server, prompt="x", max_tokens=2)["choices"][0]["finish_reason"] == "length"
