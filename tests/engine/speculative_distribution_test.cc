@@ -28,6 +28,7 @@
 #include "../spec/wrong_rules.h"
 #include "engine/engine.h"
 #include "loader/layer_export.h"
+#include "random_head.h"
 #include "real_model_test.h"
 
 namespace exactly {
@@ -49,12 +50,14 @@ class SpeculativeDistribution : public RealModelTest {
     dir_ = std::filesystem::temp_directory_path() / ("exactly-dist-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     export_first_layers(*model_->file, kDraftLayers, draft_path());
+    testing::write_random_head(head_path(), model_->config(), 11);
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(dir_);
     RealModelTest::TearDownTestSuite();
   }
   static std::string draft_path() { return (dir_ / "first8.gguf").string(); }
+  static std::string head_path() { return (dir_ / "head.gguf").string(); }
 
   // Colours the assistant is repeating: its next tokens mostly occurred in
   // the prompt already, so prompt lookup has drafts to offer. 28 tokens, a
@@ -266,6 +269,17 @@ TEST_F(SpeculativeDistribution, ADraftModelKeepsTheJointLawOfTheFirstTwoTokens) 
   EXPECT_GT(s.stats.spec_drafted_tokens, kSamples * 9 / 10) << "too few drafts to test anything";
 }
 
+// A draft head's q comes from its own passes over the target's hidden
+// states; a random head's drafts are mostly rejected, so the test weighs the
+// residual draws above all.
+TEST_F(SpeculativeDistribution, ADraftHeadKeepsTheJointLawOfTheFirstTwoTokens) {
+  const Cells cells = exact_cells(kSamples);
+  const Sampled s = sample(speculating("head:" + head_path()), cells, kSamples, 5000000);
+  const auto [stat, critical] = chi_square(s, cells, "draft head");
+  EXPECT_LT(stat, critical);
+  EXPECT_GT(s.stats.spec_drafted_tokens, kSamples * 9 / 10) << "too few drafts to test anything";
+}
+
 TEST_F(SpeculativeDistribution, WrongAcceptanceRulesFailTheSameTest) {
   const Cells cells = exact_cells(kWrongRuleSamples);
   struct Case {
@@ -277,6 +291,7 @@ TEST_F(SpeculativeDistribution, WrongAcceptanceRulesFailTheSameTest) {
       {"ngram", testing::kWrongAcceptWhenDraftDominates, "ngram, accepting whenever q(x) >= p(x)"},
       {"ngram", testing::kWrongResampleFromTarget, "ngram, resampling from p after a rejection"},
       {"draft:" + draft_path(), testing::kWrongAcceptWhenDraftDominates, "draft model, accepting whenever q(x) >= p(x)"},
+      {"head:" + head_path(), testing::kWrongAcceptWhenDraftDominates, "draft head, accepting whenever q(x) >= p(x)"},
   };
   uint64_t seed = 3000000;
   for (const Case& c : cases) {

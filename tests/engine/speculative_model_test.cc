@@ -15,6 +15,7 @@
 #include "kvcache/kv_cache_manager.h"
 #include "loader/gguf_writer.h"
 #include "loader/layer_export.h"
+#include "random_head.h"
 #include "real_model_test.h"
 #include "sample/sampler.h"
 #include "spec/model_drafter.h"
@@ -33,12 +34,14 @@ class SpeculativeModel : public RealModelTest {
     dir_ = std::filesystem::temp_directory_path() / ("exactly-spec-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     export_first_layers(*model_->file, 8, exported_path());
+    testing::write_random_head(head_path(), model_->config(), 7);
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(dir_);
     RealModelTest::TearDownTestSuite();
   }
   static std::string exported_path() { return (dir_ / "first8.gguf").string(); }
+  static std::string head_path() { return (dir_ / "head.gguf").string(); }
 
   static RequestParams greedy(const std::string& question, int64_t max_tokens) {
     RequestParams r;
@@ -141,7 +144,7 @@ TEST_F(SpeculativeModel, ADraftModelsCostsAreTheTargetsScaledByItsWeightShareUnt
   config.spec_method = "draft:" + exported_path();
   std::unique_ptr<KVPool> kv = model_->model->make_kv_pool(8, config.block_size);
   KVCacheManager kv_manager(8, config.block_size, true);
-  Speculator sp(parse_spec_method(config.spec_method), *model_, &draft, *kv, kv_manager, config, int64_t{1} << 24);
+  Speculator sp(parse_spec_method(config.spec_method), *model_, draft.model.get(), *kv, kv_manager, config, int64_t{1} << 24);
   const double share = static_cast<double>(draft.model->weight_bytes()) / static_cast<double>(model_->model->weight_bytes());
   EXPECT_DOUBLE_EQ(sp.weight_fraction(), share);
   EXPECT_GT(share, 8.0 / 30.0);
@@ -215,7 +218,7 @@ TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFi
 TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch) {
   const auto reqs = batch();
   const auto plain = run_engine(*model_, reqs, {});
-  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8"), "head:" + head_path()}) {
     for (int32_t k : {1, 3, 5}) {
       EngineStats stats;
       EXPECT_EQ(run_engine(*model_, {reqs[0]}, speculating(method, k)).front(), plain[0])
@@ -229,7 +232,7 @@ TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch)
 TEST_F(SpeculativeModel, PreemptionLeavesGreedyOutputAndBothCachesIntact) {
   const auto reqs = batch();
   const auto plain = run_engine(*model_, reqs, {});
-  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8"), "head:" + head_path()}) {
     EngineConfig tight = speculating(method, 3);
     // Room for two of the four requests at a time: the scheduler must preempt.
     tight.kv_cache_memory = 16 * 5 * int64_t{46080};
@@ -247,7 +250,7 @@ TEST_F(SpeculativeModel, SampledRequestsWithSiblingsFinishAndReturnEveryBlock) {
   r.sampling.seed = 3;
   r.sampling.repetition_penalty = 1.1f;
   r.n = 3;
-  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8"), "head:" + head_path()}) {
     const auto a = run_engine(*model_, {r}, speculating(method, 3));
     EXPECT_EQ(a, run_engine(*model_, {r}, speculating(method, 3))) << method << ": seeded runs differ";
     EXPECT_EQ(a.front().size(), 60u) << method;
@@ -272,13 +275,35 @@ TEST_F(SpeculativeModel, BadMethodsAreRefusedWithClearErrors) {
   std::string message;
   EXPECT_EQ(engine_error(*model_, "medusa", &message), ExitCode::kUsage);
   EXPECT_NE(message.find("not a known method"), std::string::npos) << message;
-  for (const char* bad : {"layerskip:0", "layerskip:31", "layerskip:-2", "layerskip:two", "layerskip:", "draft:"}) {
+  for (const char* bad :
+       {"layerskip:0", "layerskip:31", "layerskip:-2", "layerskip:two", "layerskip:", "draft:", "head:"}) {
     EXPECT_EQ(engine_error(*model_, bad, &message), ExitCode::kUsage) << bad;
     EXPECT_NE(message.find(bad), std::string::npos) << message;
   }
   const std::string missing = (dir_ / "no-such-model.gguf").string();
   EXPECT_EQ(engine_error(*model_, "draft:" + missing, &message), ExitCode::kBadInput);
   EXPECT_NE(message.find(missing), std::string::npos) << message;
+  EXPECT_EQ(engine_error(*model_, "head:" + missing, &message), ExitCode::kBadInput);
+  EXPECT_NE(message.find("--spec head:" + missing), std::string::npos) << message;
+  // A draft model is no head, nor a head a draft model.
+  EXPECT_EQ(engine_error(*model_, "head:" + exported_path(), &message), ExitCode::kBadInput);
+  EXPECT_NE(message.find("is not a draft head"), std::string::npos) << message;
+  EXPECT_EQ(engine_error(*model_, "draft:" + head_path(), &message), ExitCode::kBadInput);
+}
+
+TEST_F(SpeculativeModel, AHeadsDraftsAreDrawnFromItsOwnPassesAndItsCacheIsReturned) {
+  // Sampled, several requests, k = 4: the head catches up on each prompt,
+  // drafts from its own hidden states, and gives back every block.
+  std::vector<RequestParams> reqs = batch();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = 0.8f;
+    reqs[i].sampling.seed = 40 + i;
+  }
+  EngineStats stats;
+  const auto a = run_engine(*model_, reqs, speculating("head:" + head_path(), 4), &stats);
+  EXPECT_EQ(a, run_engine(*model_, reqs, speculating("head:" + head_path(), 4))) << "seeded runs differ";
+  EXPECT_GT(stats.spec_drafted_tokens, 0);
+  EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens) << "the head never caught up on a prompt";
 }
 
 TEST_F(SpeculativeModel, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference) {
