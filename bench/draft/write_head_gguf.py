@@ -58,8 +58,9 @@ def random_head(shape, seed, ffn, scale=0.05):
 
 
 def write_head(out_path, shape, tensors, vocab_ids=None, matrix_type="F32", meta_override=None, skip_checks=False):
-    """Writes `tensors` (name -> float array, [rows, cols]) with `shape`'s metadata.
-    meta_override (key suffix -> value or None to leave out) and skip_checks serve tests of bad files."""
+    """Writes `tensors` (name -> float array, [rows, cols]) with `shape`'s metadata, matrices as
+    `matrix_type`, everything else as F32 (a float16 array stays F16: tests of bad files).
+    meta_override (key suffix -> value or None to leave out) and skip_checks serve those tests too."""
     if not skip_checks:
         missing = [n for n in NAMES if n not in tensors]
         if missing:
@@ -81,7 +82,9 @@ def write_head(out_path, shape, tensors, vocab_ids=None, matrix_type="F32", meta
         w.add_key_value(OUTPUT_TOKEN_IDS, [int(i) for i in vocab_ids], gguf.GGUFValueType.ARRAY,
                         sub_type=gguf.GGUFValueType.INT32)
     for name, array in tensors.items():
-        a = np.ascontiguousarray(array, dtype=np.float32)
+        a = np.ascontiguousarray(array)
+        if a.dtype != np.float16:
+            a = a.astype(np.float32)
         if a.ndim == 2 and qtype == gguf.GGMLQuantizationType.F16:
             w.add_tensor(name, a.astype(np.float16))
         else:

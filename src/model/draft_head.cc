@@ -40,7 +40,7 @@ ModelConfig head_config(const GGUFFile& f, const ModelConfig& target) {
   const std::string a = std::string(kArch) + ".";
   expect_equal(f, a + "embedding_length", target.dim, "hidden size");
   expect_equal(f, a + "vocab_size", target.vocab_size, "vocabulary size");
-  expect_equal(f, a + "target_layer", target.n_layers, "number of layers (the head reads the last one's output)");
+  expect_equal(f, a + "target_layer", target.n_layers, "number of layers");
   ModelConfig c;
   c.architecture = arch;
   c.name = f.get_string("general.name").value_or("");
