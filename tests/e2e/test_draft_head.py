@@ -121,3 +121,20 @@ def test_a_damaged_file_or_a_model_is_no_head(run_exactly, model_path, shape, tm
     proc = run_exactly(["run", "-m", model_path, "-p", "Hi", "-n", 2, "-t", 2, "--spec", f"head:{path}"], check=False)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr, proc.stderr
+
+
+def test_trained_weights_become_a_head_through_the_documented_command(run_exactly, repo_root, model_path, shape,
+                                                                     tmp_path):
+    # HEAD.npz as bench/draft/train_head.py saves it: PyTorch's [rows, cols]
+    # float32 weights under the GGUF names, and the layer's head counts.
+    import subprocess
+
+    npz, path = tmp_path / "HEAD.npz", tmp_path / "head.gguf"
+    np.savez(npz, n_heads=shape["n_heads"], n_kv_heads=shape["n_kv_heads"], **random_head(shape, seed=9, ffn=96))
+    subprocess.run([sys.executable, repo_root / "bench" / "draft" / "write_head_gguf.py", "--target", model_path,
+                    "--trained", npz, "--out", path], check=True, capture_output=True)
+    plain, _ = greedy(run_exactly, model_path, tmp_path)
+    spec, stderr = greedy(run_exactly, model_path, tmp_path, "--spec", f"head:{path}", "--num-speculative-tokens", 2,
+                          "--no-adaptive-speculation")
+    assert spec == plain
+    assert int(re.search(r"(\d+) drafted", stderr).group(1)) > 0, stderr

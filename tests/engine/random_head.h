@@ -28,9 +28,13 @@ inline std::vector<float> random_values(size_t n, uint64_t& state, float scale) 
 
 inline GGUFValue u32(uint64_t v) { return {GGUFValueType::UINT32, v}; }
 
-// `ffn` is the layer's feed-forward size; `scale` the weights' range.
+// `ffn` is the layer's feed-forward size; `scale` the weights' range. A
+// pass-through head has fc = [0 | I] and a layer that adds nothing (wo and
+// w_down zero), so g_s = h_{s-1} / rms(h_{s-1}): its logits are the target's
+// of the position before, flattened — drafts the target accepts at times,
+// rejects at others, from a q spread over many tokens.
 inline void write_random_head(const std::string& path, const ModelConfig& target, uint64_t seed, int64_t ffn = 64,
-                              float scale = 0.08f) {
+                              float scale = 0.08f, bool pass_through = false) {
   const std::string a = "exactly-draft-head.";
   const std::vector<std::pair<std::string, GGUFValue>> metadata = {
       {"general.architecture", {GGUFValueType::STRING, std::string("exactly-draft-head")}},
@@ -63,6 +67,13 @@ inline void write_random_head(const std::string& path, const ModelConfig& target
     size_t n = 1;
     for (int64_t x : s.shape) n *= static_cast<size_t>(x);
     data.push_back(s.norm ? std::vector<float>(n, 1.0f) : random_values(n, state, scale));
+    if (!pass_through) continue;
+    if (s.name == "fc.weight") {
+      std::fill(data.back().begin(), data.back().end(), 0.0f);
+      for (int64_t r = 0; r < d; ++r) data.back()[static_cast<size_t>(r * 2 * d + d + r)] = 1.0f;
+    } else if (s.name == "blk.0.attn_output.weight" || s.name == "blk.0.ffn_down.weight") {
+      std::fill(data.back().begin(), data.back().end(), 0.0f);
+    }
   }
   for (size_t i = 0; i < specs.size(); ++i)
     tensors.push_back({specs[i].name, specs[i].shape, GGMLType::F32,
