@@ -59,7 +59,8 @@ ModelConfig head_config(const GGUFFile& f, const ModelConfig& target) {
     fail(f, strformat("rope.dimension_count %d is invalid for head dim %d", c.rope_dims, c.head_dim));
   c.rope_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
   c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
-  if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0)) fail(f, "rope.freq_base and layer_norm_rms_epsilon must be positive");
+  if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0))
+    fail(f, "rope.freq_base and layer_norm_rms_epsilon must be positive");
   if (f.find(kOutputTokenIdsKey)) {
     const auto ids = f.get_int_array(kOutputTokenIdsKey);
     if (!ids || ids->empty()) fail(f, strformat("'%s' should be a non-empty array of token ids", kOutputTokenIdsKey));
@@ -136,8 +137,11 @@ DraftHead::DraftHead(std::unique_ptr<GGUFFile> file, const LlamaModel& target)
   // A partial head is the target head's rows of its tokens; a quantised row
   // is self-contained, so copying rows keeps their values.
   head_ = target_.output;
-  if (!c.output_token_ids.empty()) {
-    EXACTLY_CHECK(target.config().output_token_ids.empty(), "a target with a partial head");
+  const std::vector<int32_t>& target_ids = target.config().output_token_ids;
+  if (!target_ids.empty() && !c.output_token_ids.empty())
+    fail(f, strformat("'%s' is set, but the target's own head is partial already", kOutputTokenIdsKey));
+  if (!target_ids.empty()) config_.output_token_ids = target_ids;  // the target's rows are the head's
+  if (!c.output_token_ids.empty() && target_ids.empty()) {
     const int64_t row_bytes = ggml_row_bytes(head_.type, head_.cols);
     head_rows_.resize(static_cast<size_t>(row_bytes) * c.output_token_ids.size());
     for (size_t i = 0; i < c.output_token_ids.size(); ++i)
@@ -191,7 +195,8 @@ void DraftHead::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, T
   kernels::embedding_lookup(target_.token_embd, b.tokens.data(), n, emb_.data());
   for (int64_t t = 0; t < n; ++t) {
     std::memcpy(cat_.data() + t * 2 * dim, emb_.data() + t * dim, static_cast<size_t>(dim) * sizeof(float));
-    std::memcpy(cat_.data() + t * 2 * dim + dim, b.hidden_in.data() + t * dim, static_cast<size_t>(dim) * sizeof(float));
+    std::memcpy(cat_.data() + t * 2 * dim + dim, b.hidden_in.data() + t * dim,
+                static_cast<size_t>(dim) * sizeof(float));
   }
   float* x = x_.data();
   kernels::matmul(fc_, cat_.data(), n, x, pool);

@@ -119,6 +119,20 @@ TEST_F(SpeculativeModel, AnAdaptiveDraftModelWaitsForAPlainStepThenProbesWithLoo
   EXPECT_EQ(stats.spec_draft_pass_tokens, 0);
 }
 
+TEST_F(SpeculativeModel, AnAdaptiveHeadKeepsGreedyOutputAndTimesItsPassesAsDraftPasses) {
+  // The head decides like a draft model with its own cache: it probes with
+  // lookups, then drafts only where its catch-up pays at the measured costs.
+  // Whatever it decides, the tokens are plain greedy's (adaptive_run).
+  std::vector<RequestParams> reqs = batch();
+  for (RequestParams& r : reqs) r.max_tokens = 40;
+  const EngineStats stats = adaptive_run(reqs, "head:" + head_path());
+  EXPECT_GT(stats.spec_probe_verifies, 0) << "the engine never measured a verify";
+  // A head's drafts each cost a pass, and its first for a request a catch-up too.
+  if (stats.spec_drafted_tokens > 0) {
+    EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens);
+  }
+}
+
 TEST_F(SpeculativeModel, LayerSkippingProbesWithOneRequestsDraftsAndLookups) {
   // 16 requests drafting with the target's 30 layers over its own cache.
   // Request 0 may generate 6 tokens, the others 4. The prompt step and a
@@ -144,7 +158,8 @@ TEST_F(SpeculativeModel, ADraftModelsCostsAreTheTargetsScaledByItsWeightShareUnt
   config.spec_method = "draft:" + exported_path();
   std::unique_ptr<KVPool> kv = model_->model->make_kv_pool(8, config.block_size);
   KVCacheManager kv_manager(8, config.block_size, true);
-  Speculator sp(parse_spec_method(config.spec_method), *model_, draft.model.get(), *kv, kv_manager, config, int64_t{1} << 24);
+  Speculator sp(parse_spec_method(config.spec_method), *model_, draft.model.get(), *kv, kv_manager, config,
+                int64_t{1} << 24);
   const double share = static_cast<double>(draft.model->weight_bytes()) / static_cast<double>(model_->model->weight_bytes());
   EXPECT_DOUBLE_EQ(sp.weight_fraction(), share);
   EXPECT_GT(share, 8.0 / 30.0);
@@ -236,7 +251,9 @@ TEST_F(SpeculativeModel, PreemptionLeavesGreedyOutputAndBothCachesIntact) {
     EngineConfig tight = speculating(method, 3);
     // Room for two of the four requests at a time: the scheduler must preempt.
     tight.kv_cache_memory = 16 * 5 * int64_t{46080};
-    tight.draft_kv_cache_memory = 16 * 3 * int64_t{12288};  // the draft runs short too
+    // The draft runs short too: 3 blocks (12,288 bytes a token for 8 layers,
+    // 1,536 for the head's one layer).
+    tight.draft_kv_cache_memory = 16 * 3 * int64_t{method.starts_with("head:") ? 1536 : 12288};
     EngineStats stats;
     EXPECT_EQ(run_engine(*model_, reqs, tight, &stats), plain) << method;
     EXPECT_GT(stats.preemptions, 0) << method << ": the pool was meant to force preemptions";
