@@ -35,6 +35,7 @@ class SpeculativeModel : public RealModelTest {
     std::filesystem::create_directories(dir_);
     export_first_layers(*model_->file, 8, exported_path());
     testing::write_random_head(head_path(), model_->config(), 7);
+    testing::write_random_head(pass_through_path(), model_->config(), 7, 64, 0.08f, /*pass_through=*/true);
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(dir_);
@@ -42,6 +43,7 @@ class SpeculativeModel : public RealModelTest {
   }
   static std::string exported_path() { return (dir_ / "first8.gguf").string(); }
   static std::string head_path() { return (dir_ / "head.gguf").string(); }
+  static std::string pass_through_path() { return (dir_ / "pass-through.gguf").string(); }
 
   static RequestParams greedy(const std::string& question, int64_t max_tokens) {
     RequestParams r;
@@ -131,6 +133,47 @@ TEST_F(SpeculativeModel, AnAdaptiveHeadKeepsGreedyOutputAndTimesItsPassesAsDraft
   if (stats.spec_drafted_tokens > 0) {
     EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens);
   }
+}
+
+// Greedy drafts and acceptances of a head whose every draft is `draft_at(j)`
+// when the newest token is out[j] (out: the plain greedy output, k drafts a
+// step, never past the last token, which is sampled).
+template <typename DraftAt>
+std::pair<int64_t, int64_t> simulated_drafts(const std::vector<int32_t>& out, int32_t k, DraftAt draft_at) {
+  int64_t drafted = 0, accepted = 0;
+  for (size_t j = 0; j + 1 < out.size();) {
+    const auto n = static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(out.size() - j) - 2));
+    if (n == 0) break;
+    size_t a = 0;
+    while (a < n && out[j + 1 + a] == draft_at(j)) ++a;
+    drafted += static_cast<int64_t>(n);
+    accepted += static_cast<int64_t>(a);
+    j += a + 1;
+  }
+  return {drafted, accepted};
+}
+
+TEST_F(SpeculativeModel, APassThroughHeadDraftsTheNewestTokenFromTheHiddenStateBeforeIt) {
+  // fc = [0 | I] and a layer that adds nothing: g_s = h_{s-1} / rms, whose
+  // argmax under the target's head is the target's greedy token at s - 1,
+  // i.e. x_s itself, and fed back it gives the same again. So each greedy
+  // draft repeats the newest token, and which drafts are accepted follows
+  // from the plain output alone. A head reading the hidden state of another
+  // position (the one before, say) would draft other tokens.
+  // The answer goes on "44444, 55555, ...": runs of one digit token, then a
+  // comma and a space.
+  RequestParams r = greedy("Tell me about the sea.", 40);
+  r.prompt = model_->tokenizer->encode(
+      "<|im_start|>user\nTell me about the sea.<|im_end|>\n<|im_start|>assistant\n11111, 22222, 33333", true);
+  const std::vector<int32_t> plain = run_engine(*model_, {r}, {}).front();
+  EngineStats stats;
+  EXPECT_EQ(run_engine(*model_, {r}, speculating("head:" + pass_through_path(), 3), &stats).front(), plain);
+  const auto expected = simulated_drafts(plain, 3, [&](size_t j) { return plain[j]; });
+  const auto off_by_one = simulated_drafts(plain, 3, [&](size_t j) { return j > 0 ? plain[j - 1] : -1; });
+  EXPECT_GT(expected.second, 0) << "no repeated token: the test would prove little";
+  EXPECT_NE(expected, off_by_one) << "the output cannot tell the right position from the one before";
+  EXPECT_EQ(stats.spec_drafted_tokens, expected.first);
+  EXPECT_EQ(stats.spec_accepted_tokens, expected.second);
 }
 
 TEST_F(SpeculativeModel, LayerSkippingProbesWithOneRequestsDraftsAndLookups) {
