@@ -49,7 +49,7 @@ def _size(name: str, v: Any) -> int:
 
 def _spec(name: str, v: Any) -> str:
     if not isinstance(v, str):
-        raise ValueError(f"LLM: argument '{name}' must be 'ngram', 'draft:PATH' or 'layerskip:L', got {v!r}")
+        raise ValueError(f"LLM: argument '{name}' must be 'ngram', 'draft:PATH', 'layerskip:L' or 'head:PATH', got {v!r}")
     return v
 
 

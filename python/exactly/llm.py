@@ -28,7 +28,7 @@ class LLM:
         (bytes or "2GiB"), gpu_memory_utilization, block_size,
         max_num_batched_tokens, max_num_seqs, enable_prefix_caching,
         long_prefill_token_threshold, max_model_len, spec ("ngram",
-        "draft:PATH", "layerskip:L"), num_speculative_tokens,
+        "draft:PATH", "layerskip:L", "head:PATH"), num_speculative_tokens,
         adaptive_speculation, confident_draft_runs, draft_kv_cache_memory,
         deterministic, enforce_eager — the command line's flags."""
         if not isinstance(model, (str, os.PathLike)):

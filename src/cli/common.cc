@@ -87,8 +87,9 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->check(CLI::PositiveNumber);
   cmd.add_flag("--no-prefix-caching{false}", c.enable_prefix_caching, "do not reuse KV of common prompt prefixes");
   cmd.add_option("--spec", c.spec_method,
-                 "speculative decoding: ngram (prompt lookup), draft:PATH (a draft model with the same vocabulary) "
-                 "or layerskip:L (the model's first L layers draft); off by default");
+                 "speculative decoding: ngram (prompt lookup), draft:PATH (a draft model with the same vocabulary), "
+                 "layerskip:L (the model's first L layers draft) or head:PATH (a draft head reading the model's "
+                 "hidden states; --device cpu only); off by default");
   cmd.add_option("--num-speculative-tokens", c.num_speculative_tokens, "most draft tokens per request and step")
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd.add_flag("--no-adaptive-speculation{false}", c.adaptive_speculation,
@@ -103,7 +104,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
              throw CLI::ValidationError("--draft-kv-cache-memory", "'" + text + "' is not a size such as 512MiB");
            c.draft_kv_cache_memory = *bytes;
          },
-         "memory for the KV cache of a --spec draft:PATH model, on top of --kv-cache-memory "
+         "memory for the KV cache of a --spec draft:PATH model or head:PATH head, on top of --kv-cache-memory "
          "(default: a share of --kv-cache-memory that holds as many tokens as the target's)");
   cmd.add_option("--long-prefill-threshold", c.long_prefill_token_threshold,
                  "most tokens one request computes per step (0: no cap)")->capture_default_str();

@@ -63,4 +63,17 @@ std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const Loa
   return draft;
 }
 
+std::unique_ptr<DraftHead> load_draft_head(const std::string& path, const LoadedModel& target) {
+  const auto* llama = dynamic_cast<const LlamaModel*>(target.model.get());
+  if (llama == nullptr)
+    throw Error(strformat("--spec head:%s: draft heads are not yet on --device %s (they run with --device cpu)",
+                          path.c_str(), target.model->device()),
+                ExitCode::kBadInput);
+  try {
+    return DraftHead::load(path, *llama);
+  } catch (const FileFormatError& e) {
+    throw FileFormatError(strformat("--spec head:%s: %s", path.c_str(), e.what()));
+  }
+}
+
 }  // namespace exactly

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/loaded_model.h"
+#include "model/draft_head.h"
 
 namespace exactly {
 
@@ -14,6 +15,12 @@ namespace exactly {
 // Error(kUsage) naming the first difference when its vocabulary is not the
 // target's (see check_same_vocabulary).
 std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const LoadedModel& target);
+
+// The draft head of `--spec head:PATH`, checked against the target. Throws
+// FileFormatError (exit code 2) naming the path and what is wrong, and
+// Error(kBadInput) when the target is not the CPU model (the head does not
+// run on --device cuda yet).
+std::unique_ptr<DraftHead> load_draft_head(const std::string& path, const LoadedModel& target);
 
 // Same vocabulary: as many embedding rows, the same token texts in the same
 // order and the same BOS/EOS ids. Throws

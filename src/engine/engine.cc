@@ -113,11 +113,11 @@ struct KVMemory {
   int64_t draft;
 };
 
-KVMemory split_kv_memory(const LoadedModel& target, const LoadedModel* draft, const EngineConfig& c) {
+KVMemory split_kv_memory(const LoadedModel& target, const Model* draft, const EngineConfig& c) {
   if (draft == nullptr) return {c.kv_cache_memory, 0};
   if (c.draft_kv_cache_memory > 0) return {c.kv_cache_memory, c.draft_kv_cache_memory};
   const double t = static_cast<double>(target.model->kv_bytes_per_slot());
-  const double d = static_cast<double>(draft->model->kv_bytes_per_slot());
+  const double d = static_cast<double>(draft->kv_bytes_per_slot());
   const auto target_share = static_cast<int64_t>(static_cast<double>(c.kv_cache_memory) * t / (t + d));
   return {target_share, c.kv_cache_memory - target_share};
 }
@@ -125,14 +125,14 @@ KVMemory split_kv_memory(const LoadedModel& target, const LoadedModel* draft, co
 // The target's KV pool: the model first reserves its activation workspace
 // for this engine's limits, so that what a GPU has left for the cache is
 // measured after every other allocation.
-std::unique_ptr<KVPool> make_target_pool(LoadedModel& m, LoadedModel* draft, EngineConfig& c) {
+std::unique_ptr<KVPool> make_target_pool(LoadedModel& m, Model* draft, EngineConfig& c) {
   ModelLimits limits;
   limits.max_batch_tokens = c.max_num_batched_tokens;
   limits.max_seqs = c.max_num_seqs;
   limits.max_model_len = c.max_model_len;
   limits.block_size = c.block_size;
   m.model->reserve(limits);
-  if (draft != nullptr) draft->model->reserve(limits);  // its passes are bounded by the same limits
+  if (draft != nullptr) draft->reserve(limits);  // its passes are bounded by the same limits
   const bool automatic = c.kv_cache_memory <= 0;
   if (automatic) c.kv_cache_memory = m.model->default_kv_cache_memory(c.gpu_memory_utilization);
   const int64_t memory = split_kv_memory(m, draft, c).target;
@@ -155,6 +155,16 @@ std::unique_ptr<KVPool> make_target_pool(LoadedModel& m, LoadedModel* draft, Eng
 std::unique_ptr<LoadedModel> load_draft_if_named(const SpecMethod& spec, const LoadedModel& target) {
   if (spec.kind != SpecMethod::Kind::kDraftModel) return nullptr;
   return load_draft_model(spec.draft_path, target);
+}
+
+std::unique_ptr<DraftHead> load_head_if_named(const SpecMethod& spec, const LoadedModel& target) {
+  if (spec.kind != SpecMethod::Kind::kHead) return nullptr;
+  return load_draft_head(spec.draft_path, target);
+}
+
+// The draft's model: draft:PATH's or head:PATH's, or null.
+Model* draft_of(const std::unique_ptr<LoadedModel>& model, const std::unique_ptr<DraftHead>& head) {
+  return model ? model->model.get() : head.get();
 }
 
 EngineConfig resolved(const LoadedModel& m, EngineConfig c) {
@@ -190,8 +200,8 @@ int mask_filler_threads(const Model& model) {
 
 Engine::Engine(LoadedModel& model, const EngineConfig& config)
     : model_(model), config_(resolved(model, config)), spec_(parse_spec_method(config_.spec_method)),
-      draft_model_(load_draft_if_named(spec_, model)), pool_(config_.threads),
-      kv_storage_(make_target_pool(model, draft_model_.get(), config_)),
+      draft_model_(load_draft_if_named(spec_, model)), draft_head_(load_head_if_named(spec_, model)),
+      pool_(config_.threads), kv_storage_(make_target_pool(model, draft_of(draft_model_, draft_head_), config_)),
       kv_manager_(static_cast<int32_t>(kv_storage_->num_blocks()), config_.block_size, config_.enable_prefix_caching),
       mask_filler_(mask_filler_threads(*model.model)) {
   SchedulerConfig sc;
@@ -201,8 +211,9 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   sc.long_prefill_token_threshold = config_.long_prefill_token_threshold;
   sc.max_model_len = config_.max_model_len;
   scheduler_ = std::make_unique<Scheduler>(kv_manager_, sc);
-  speculator_ = std::make_unique<Speculator>(spec_, model_, draft_model_.get(), *kv_storage_, kv_manager_, config_,
-                                             split_kv_memory(model_, draft_model_.get(), config_).draft);
+  Model* draft = draft_of(draft_model_, draft_head_);
+  speculator_ = std::make_unique<Speculator>(spec_, model_, draft, *kv_storage_, kv_manager_, config_,
+                                             split_kv_memory(model_, draft, config_).draft);
   // The vocabulary-sized buffers of the probe, speculation's first step,
   // faulted in now: the logits of every running request plus the probe's
   // drafts, a distribution per verified row of one request when sampling,
@@ -613,6 +624,22 @@ void Engine::pack_batch(const SchedulerOutput& out) {
     }
   }
   pack_prompt_score_rows(out, chunk_rows);
+  if (speculator_->wants_hidden())
+    for (int32_t t = 0; t < static_cast<int32_t>(b.tokens.size()); ++t) b.hidden_rows.push_back(t);
+}
+
+// The target's hidden state of every token of the step goes to a draft head.
+void Engine::record_hidden(const SchedulerOutput& out) {
+  if (!speculator_->wants_hidden()) return;
+  std::span<const float> hidden = model_.model->hidden();
+  const auto dim = static_cast<size_t>(model_.config().dim);
+  EXACTLY_CHECK(hidden.size() == batch_.tokens.size() * dim, "%zu hidden floats for %zu tokens", hidden.size(),
+                batch_.tokens.size());
+  size_t row = 0;
+  for (const ScheduledChunk& c : out.scheduled) {
+    speculator_->record_hidden(c.id, c.first_new_token, c.num_new_tokens, hidden.data() + row * dim);
+    row += static_cast<size_t>(c.num_new_tokens);
+  }
 }
 
 // A request asking for prompt logprobs needs the logits of each prompt
@@ -683,6 +710,7 @@ std::vector<RequestOutput> Engine::step() {
     argmax_.resize(batch_.logits_rows.size());
     start_masks(out);
     model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
+    record_hidden(out);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_.forward_seconds += seconds;
     mask_filler_.wait();
@@ -773,6 +801,7 @@ std::vector<RequestOutput> Engine::step() {
           // Every sibling starts where the parent started: the parent's mask is theirs.
           const int32_t t = cs->sampler.sample(processed(s, logits_at(0)), r->tokens, num_prompt);
           sequences_[child] = std::move(cs);
+          speculator_->fork(c.id, child);
           drawn.push_back({child, {t}, {row}, true});
         }
       }

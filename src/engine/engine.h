@@ -24,6 +24,7 @@
 #include "engine/speculator.h"
 #include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
+#include "model/draft_head.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 #include "spec/acceptance_stats.h"
@@ -106,11 +107,13 @@ class Engine {
   bool is_stop_token(const Sequence& s, int32_t token) const;
   void emit(Sequence& s, int32_t token, std::span<const float> logits);
   void end_sequence(Sequence& s, FinishReason reason);
+  void record_hidden(const SchedulerOutput& out);
 
   LoadedModel& model_;
   EngineConfig config_;
   SpecMethod spec_;
   std::unique_ptr<LoadedModel> draft_model_;  // --spec draft:PATH; sizes the KV pools, so loaded first
+  std::unique_ptr<DraftHead> draft_head_;     // --spec head:PATH; likewise
   ThreadPool pool_;
   std::unique_ptr<KVPool> kv_storage_;  // the target's KV tensors, on the model's device
   KVCacheManager kv_manager_;

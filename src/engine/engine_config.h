@@ -22,8 +22,9 @@ struct EngineConfig {
   int64_t long_prefill_token_threshold = 0;  // >0: cap one request's tokens per step
   int32_t max_model_len = 0;               // 0: the model's context length
   // Speculative decoding: "" (off), "ngram" (prompt lookup), "draft:PATH"
-  // (a draft model with the target's vocabulary) or "layerskip:L" (the
-  // target's first L layers draft). At most num_speculative_tokens drafts per
+  // (a draft model with the target's vocabulary), "layerskip:L" (the
+  // target's first L layers draft) or "head:PATH" (a draft head reading the
+  // target's hidden states, model/draft_head.h). At most num_speculative_tokens drafts per
   // request and step; the per-request acceptance history and the measured
   // step costs adapt k below that.
   std::string spec_method;
@@ -36,7 +37,8 @@ struct EngineConfig {
   // first it is unsure of (draft_continuation_threshold); false: their
   // number is the one the acceptance rate gives (draft_length_for_cost).
   bool confident_draft_runs = true;
-  // Bytes for the KV cache of a draft:PATH model, on top of kv_cache_memory.
+  // Bytes for the KV cache of a draft:PATH model or a head:PATH head, on top
+  // of kv_cache_memory.
   // 0: the two share kv_cache_memory in proportion to their bytes per token,
   // so that both caches hold the same number of tokens — the draft then never
   // runs out of room before the target does, whatever the workload.

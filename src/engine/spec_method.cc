@@ -9,7 +9,7 @@ namespace exactly {
 
 namespace {
 
-constexpr const char* kKnown = "ngram, draft:PATH, layerskip:L";
+constexpr const char* kKnown = "ngram, draft:PATH, layerskip:L, head:PATH";
 
 bool starts_with(const std::string& s, const char* prefix, std::string& rest) {
   const std::string p(prefix);
@@ -29,6 +29,10 @@ SpecMethod parse_spec_method(const std::string& text) {
   } else if (starts_with(text, "draft:", rest)) {
     if (rest.empty()) throw Error("--spec draft:PATH needs the path of a GGUF draft model", ExitCode::kUsage);
     m.kind = SpecMethod::Kind::kDraftModel;
+    m.draft_path = rest;
+  } else if (starts_with(text, "head:", rest)) {
+    if (rest.empty()) throw Error("--spec head:PATH needs the path of a GGUF draft head", ExitCode::kUsage);
+    m.kind = SpecMethod::Kind::kHead;
     m.draft_path = rest;
   } else if (starts_with(text, "layerskip:", rest)) {
     int32_t layers = 0;

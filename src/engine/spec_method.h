@@ -13,9 +13,10 @@ struct SpecMethod {
     kNgram,      // "ngram": prompt lookup in the request's own tokens
     kDraftModel, // "draft:PATH": a second, smaller model with the same vocabulary
     kLayerSkip,  // "layerskip:L": the target's first L layers, final norm and head
+    kHead,       // "head:PATH": a draft head reading the target's hidden states (model/draft_head.h)
   };
   Kind kind = Kind::kNone;
-  std::string draft_path;  // kDraftModel
+  std::string draft_path;  // kDraftModel: the model; kHead: the head
   int32_t layers = 0;      // kLayerSkip; checked against the model by the engine
 };
 

@@ -9,13 +9,14 @@
 
 namespace exactly {
 
-Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVPool& target_kv,
+Speculator::Speculator(const SpecMethod& method, LoadedModel& target, Model* draft, KVPool& target_kv,
                        KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory)
     : method_(method), rejection_sampler_(config.acceptance_rule), vocab_size_(target.config().vocab_size) {
   // Scratch for draft distributions indexed by id and for the residual of a
   // rejection, faulted in now rather than inside the first verify or the
   // first rejection (see the Engine's constructor).
-  if (method.kind == SpecMethod::Kind::kDraftModel || method.kind == SpecMethod::Kind::kLayerSkip)
+  if (method.kind == SpecMethod::Kind::kDraftModel || method.kind == SpecMethod::Kind::kLayerSkip ||
+      method.kind == SpecMethod::Kind::kHead)
     dense_q_.assign(static_cast<size_t>(std::max(0, config.num_speculative_tokens)),
                     std::vector<double>(static_cast<size_t>(vocab_size_), 0.0));
   if (method.kind != SpecMethod::Kind::kNone) rejection_sampler_.reserve(static_cast<size_t>(vocab_size_));
@@ -34,9 +35,10 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
                                                 ModelDrafter::Cache::kTarget, config.max_num_batched_tokens);
       break;
     }
-    case SpecMethod::Kind::kDraftModel: {
-      EXACTLY_CHECK(draft != nullptr, "draft:PATH without a loaded draft model");
-      const int64_t per_slot = draft->model->kv_bytes_per_slot();
+    case SpecMethod::Kind::kDraftModel:
+    case SpecMethod::Kind::kHead: {
+      EXACTLY_CHECK(draft != nullptr, "draft:PATH or head:PATH without a loaded draft");
+      const int64_t per_slot = draft->kv_bytes_per_slot();
       const int32_t blocks = num_blocks_for_memory(draft_kv_memory, per_slot, config.block_size);
       if (blocks < 1)
         throw Error(strformat("the draft model's KV cache of %s holds no block of %d tokens (%s per token); "
@@ -44,13 +46,13 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, LoadedMode
                               human_bytes(static_cast<double>(draft_kv_memory)).c_str(), config.block_size,
                               human_bytes(static_cast<double>(per_slot)).c_str()),
                     ExitCode::kUsage);
-      draft_kv_storage_ = draft->model->make_kv_pool(blocks, config.block_size);
+      draft_kv_storage_ = draft->make_kv_pool(blocks, config.block_size);
       draft_kv_manager_ = std::make_unique<KVCacheManager>(blocks, config.block_size, config.enable_prefix_caching);
-      drafter_ = std::make_unique<ModelDrafter>(*draft->model, draft->config().n_layers, *draft_kv_storage_,
+      if (method.kind == SpecMethod::Kind::kHead) hidden_ = std::make_unique<TargetHiddenStates>(draft->config().dim);
+      drafter_ = std::make_unique<ModelDrafter>(*draft, draft->config().n_layers, *draft_kv_storage_,
                                                 *draft_kv_manager_, ModelDrafter::Cache::kOwn,
-                                                config.max_num_batched_tokens);
-      weight_fraction_ =
-          static_cast<double>(draft->model->weight_bytes()) / static_cast<double>(target.model->weight_bytes());
+                                                config.max_num_batched_tokens, hidden_.get());
+      weight_fraction_ = static_cast<double>(draft->weight_bytes()) / static_cast<double>(target.model->weight_bytes());
       break;
     }
   }
@@ -155,6 +157,16 @@ std::optional<double> Speculator::catch_up_seconds(const Request& r,
 
 void Speculator::release(RequestId id) {
   if (drafter_) drafter_->release(id);
+  if (hidden_) hidden_->release(id);
+}
+
+void Speculator::record_hidden(RequestId id, int64_t first, int64_t count, const float* rows) {
+  EXACTLY_CHECK(hidden_ != nullptr);
+  hidden_->record(id, first, count, rows);
+}
+
+void Speculator::fork(RequestId parent, RequestId child) {
+  if (hidden_) hidden_->fork(parent, child);
 }
 
 }  // namespace exactly

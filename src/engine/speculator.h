@@ -46,10 +46,11 @@ struct DraftJob {
 
 class Speculator {
  public:
-  // `draft` is the loaded model of draft:PATH (null otherwise) and
-  // `draft_kv_memory` the bytes of its cache. Throws Error(kUsage) when
-  // layerskip's L is not in [1, n_layers] or the draft cache holds no block.
-  Speculator(const SpecMethod& method, LoadedModel& target, LoadedModel* draft, KVPool& target_kv,
+  // `draft` is the model of draft:PATH or the head of head:PATH (null
+  // otherwise) and `draft_kv_memory` the bytes of its cache. Throws
+  // Error(kUsage) when layerskip's L is not in [1, n_layers] or the draft
+  // cache holds no block.
+  Speculator(const SpecMethod& method, LoadedModel& target, Model* draft, KVPool& target_kv,
              KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory);
   ~Speculator();
 
@@ -106,7 +107,15 @@ class Speculator {
   // drafter draws into their storage again. Leaves `dists` empty.
   void recycle(std::vector<std::vector<TokenProb>>& dists);
 
-  // The draft model's own cache (draft:PATH only).
+  // A draft head reads the target's hidden states: the engine asks the
+  // target for those of every token it computes and hands them over.
+  bool wants_hidden() const { return hidden_ != nullptr; }
+  // rows ([count, dim]): the target's hidden states of positions [first, first + count) of request `id`.
+  void record_hidden(RequestId id, int64_t first, int64_t count, const float* rows);
+  // `child` is forked from `parent` (n > 1): it shares the parent's context.
+  void fork(RequestId parent, RequestId child);
+
+  // The draft model's or head's own cache (draft:PATH, head:PATH).
   const KVCacheManager* draft_kv_manager() const { return draft_kv_manager_.get(); }
 
   // Tokens the drafter's forward passes have computed so far: its drafts'
@@ -118,6 +127,7 @@ class Speculator {
   NgramProposer lookup_;  // prompt lookup's drafts, and lookup jobs'
   std::unique_ptr<KVPool> draft_kv_storage_;
   std::unique_ptr<KVCacheManager> draft_kv_manager_;
+  std::unique_ptr<TargetHiddenStates> hidden_;  // head:PATH
   std::unique_ptr<ModelDrafter> drafter_;
   StepCostModel draft_cost_;  // of the drafter's passes
   int64_t draft_tokens_computed_ = 0;

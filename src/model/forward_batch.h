@@ -85,6 +85,12 @@ struct ForwardBatch {
   std::vector<int32_t> verify_drafts, q_offsets;
   std::vector<DraftProb> q_entries;
   std::vector<double> verify_uniforms;
+  // Token indices whose hidden state is wanted (Model::hidden()), in output
+  // order; empty for a model that does not return hidden states.
+  std::vector<int32_t> hidden_rows;
+  // [n_tokens, dim] or empty: a draft head's second input, the hidden state
+  // each token is read with (model/draft_head.h).
+  std::vector<float> hidden_in;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
@@ -106,6 +112,8 @@ struct ForwardBatch {
     q_offsets.clear();
     q_entries.clear();
     verify_uniforms.clear();
+    hidden_rows.clear();
+    hidden_in.clear();
     max_blocks_per_seq = static_cast<int32_t>(max_blocks);
     block_tables.assign(n_seqs * max_blocks, 0);
   }

@@ -107,37 +107,25 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   const int64_t n = b.num_tokens();
   ensure_scratch(n);
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const kernels::AttentionBatch attn_batch{b.num_seqs(), b.query_start.data(), b.seq_lens.data(),
                                            b.block_tables.data(), b.max_blocks_per_seq};
   float* x = x_.data();
   kernels::embedding_lookup(weights_.token_embd, b.tokens.data(), n, x);
   kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data());
+  const LayerBuffers buf{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
+                         proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data()};
+  for (int l = 0; l < num_layers; ++l)
+    llama_layer(weights_.layers[static_cast<size_t>(l)], c, x, n, buf, kv.layer(l), b.slot_mapping.data(), attn_batch,
+                pool);
 
-  for (int l = 0; l < num_layers; ++l) {
-    const LlamaLayerWeights& L = weights_.layers[static_cast<size_t>(l)];
-    // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
-    kernels::rmsnorm(x, L.attn_norm, n, c.dim, c.rms_eps, h_.data());
-    kernels::matmul(L.wq, h_.data(), n, q_.data(), pool);
-    kernels::matmul(L.wk, h_.data(), n, k_.data(), pool);
-    kernels::matmul(L.wv, h_.data(), n, v_.data(), pool);
-    kernels::rope_adjacent_with(q_.data(), n, c.n_heads, c.head_dim, c.rope_dims, rope_cos_.data(), rope_sin_.data());
-    kernels::rope_adjacent_with(k_.data(), n, c.n_kv_heads, c.head_dim, c.rope_dims, rope_cos_.data(),
-                                rope_sin_.data());
-    const kernels::PagedKV cache = kv.layer(l);
-    kernels::kv_store(cache, k_.data(), v_.data(), b.slot_mapping.data(), n);
-    kernels::attention(cache, attn_batch, q_.data(), c.n_heads, scale, attn_.data(), pool);
-    kernels::matmul(L.wo, attn_.data(), n, proj_.data(), pool);
-    kernels::add_inplace(x, proj_.data(), n * c.dim);
-
-    // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
-    kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, h_.data());
-    kernels::matmul(L.w_gate, h_.data(), n, gate_.data(), pool);
-    kernels::matmul(L.w_up, h_.data(), n, up_.data(), pool);
-    kernels::silu_mul(gate_.data(), up_.data(), n * c.ffn_dim, gate_.data(), pool);
-    kernels::matmul(L.w_down, gate_.data(), n, proj_.data(), pool);
-    kernels::add_inplace(x, proj_.data(), n * c.dim);
-  }
+  // Hidden states asked for are normed on their own, apart from the logits
+  // rows, by the same kernel: the logits keep their bits.
+  const auto n_hidden = static_cast<int64_t>(b.hidden_rows.size());
+  grow(hidden_out_, n_hidden * c.dim);
+  hidden_size_ = static_cast<size_t>(n_hidden * c.dim);
+  for (int64_t i = 0; i < n_hidden; ++i)
+    kernels::rmsnorm(x + int64_t{b.hidden_rows[static_cast<size_t>(i)]} * c.dim, weights_.output_norm, 1, c.dim,
+                     c.rms_eps, hidden_out_.data() + i * c.dim);
 
   // Only the rows that need logits go through the final norm and the head.
   const auto n_out = static_cast<int64_t>(b.logits_rows.size());
@@ -148,33 +136,7 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
     kernels::rmsnorm(x + int64_t{row} * c.dim, weights_.output_norm, 1, c.dim, c.rms_eps,
                      last_.data() + i * c.dim);
   }
-  if (c.output_token_ids.empty()) {
-    kernels::matmul(weights_.output, last_.data(), n_out, logits, pool);
-  } else {
-    // A head over some tokens: its logits land on their tokens, every other
-    // token gets -inf (probability 0), so the row reads like a full one.
-    const auto rows = static_cast<int64_t>(c.output_token_ids.size());
-    grow(head_, n_out * rows);
-    kernels::matmul(weights_.output, last_.data(), n_out, head_.data(), pool);
-    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float* row = logits + i * c.vocab_size;
-        std::fill(row, row + c.vocab_size, -std::numeric_limits<float>::infinity());
-        const float* part = head_.data() + i * rows;
-        for (int64_t r = 0; r < rows; ++r) row[c.output_token_ids[static_cast<size_t>(r)]] = part[r];
-      }
-    });
-  }
-  if (argmax != nullptr)
-    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float* row = logits + i * c.vocab_size;
-        int32_t best = 0;
-        for (int32_t v = 1; v < c.vocab_size; ++v)
-          if (row[v] > row[best]) best = v;
-        argmax[i] = best;
-      }
-    });
+  output_logits(weights_.output, c.output_token_ids, c.vocab_size, last_.data(), n_out, logits, argmax, head_, pool);
 }
 
 }  // namespace exactly

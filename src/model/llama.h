@@ -13,23 +13,13 @@
 #include "model/config.h"
 #include "model/forward_batch.h"
 #include "model/kv_storage.h"
+#include "model/llama_layer.h"
 #include "model/model.h"
 
 namespace exactly {
 
 class GGUFFile;
 
-struct LlamaLayerWeights {
-  const float* attn_norm;  // [dim]
-  kernels::WeightMatrix wq;    // [n_heads * head_dim, dim]
-  kernels::WeightMatrix wk;    // [n_kv_heads * head_dim, dim]
-  kernels::WeightMatrix wv;    // [n_kv_heads * head_dim, dim]
-  kernels::WeightMatrix wo;    // [dim, n_heads * head_dim]
-  const float* ffn_norm;   // [dim]
-  kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
-  kernels::WeightMatrix w_up;    // [ffn_dim, dim]
-  kernels::WeightMatrix w_down;  // [dim, ffn_dim]
-};
 
 // Views into the memory-mapped file: the weights are used in their stored type.
 struct LlamaWeights {
@@ -67,6 +57,8 @@ class LlamaModel final : public Model {
   // `kv` must be a KVStorage (a pool this model made).
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
                int32_t* argmax = nullptr) override;
+  bool returns_hidden() const override { return true; }
+  std::span<const float> hidden() const override { return {hidden_out_.data(), hidden_size_}; }
 
  private:
   void ensure_scratch(int64_t n_tokens);
@@ -85,6 +77,8 @@ class LlamaModel final : public Model {
   AlignedVector<float> up_;      // [n_tokens, ffn_dim]
   AlignedVector<float> last_;    // [n_logits, dim] rows that produce logits
   AlignedVector<float> head_;    // [n_logits, output_token_ids.size()] a partial head's logits
+  AlignedVector<float> hidden_out_;  // [hidden_rows, dim] the last pass's hidden states (hidden())
+  size_t hidden_size_ = 0;
   AlignedVector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
 };
 

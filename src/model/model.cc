@@ -21,6 +21,8 @@ int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layer
   for (int32_t t : b.tokens)
     if (t < 0 || t >= c.vocab_size) throw Error(strformat("token id %d is outside the vocabulary (%d)", t, c.vocab_size));
   for (int32_t r : b.logits_rows) EXACTLY_CHECK(r >= 0 && r < n, "logits row %d out of range", r);
+  EXACTLY_CHECK(b.hidden_rows.empty() || model.returns_hidden(), "hidden states asked of a model that returns none");
+  for (int32_t r : b.hidden_rows) EXACTLY_CHECK(r >= 0 && r < n, "hidden row %d out of range", r);
   EXACTLY_CHECK(b.row_use.empty() || b.row_use.size() == b.logits_rows.size(), "row_use has %zu of %zu rows",
                 b.row_use.size(), b.logits_rows.size());
   size_t verify_rows = 0;

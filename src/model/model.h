@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,6 +92,12 @@ class Model {
   // do not (a CUDA graph's first eager run or its capture): its time says
   // nothing of what such a step costs, and a cost model leaves it out.
   virtual bool last_forward_was_setup() const { return false; }
+  // Whether forward() returns the hidden states of batch.hidden_rows.
+  virtual bool returns_hidden() const { return false; }
+  // [hidden_rows.size(), dim] of the last forward(): each row's final hidden
+  // state after the output norm (of the layers that ran), the vector the
+  // output head multiplies. A draft head reads it (model/draft_head.h).
+  virtual std::span<const float> hidden() const { return {}; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside

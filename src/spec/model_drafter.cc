@@ -13,9 +13,11 @@
 namespace exactly {
 
 ModelDrafter::ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheManager& kv_manager, Cache cache,
-                           int64_t max_pass_tokens)
+                           int64_t max_pass_tokens, const TargetHiddenStates* hidden)
     : model_(model), num_layers_(num_layers), kv_(kv), kv_manager_(kv_manager), cache_(cache),
-      max_pass_tokens_(max_pass_tokens) {
+      max_pass_tokens_(max_pass_tokens), hidden_(hidden) {
+  EXACTLY_CHECK(hidden == nullptr || (cache == Cache::kOwn && model.returns_hidden() &&
+                                      hidden->dim() == model.config().dim));
   EXACTLY_CHECK(num_layers >= 1 && num_layers <= model.config().n_layers, "%d layers of %d", num_layers,
                 model.config().n_layers);
   EXACTLY_CHECK(max_pass_tokens >= 1);
@@ -91,6 +93,8 @@ bool ModelDrafter::prepare_own(const DraftRequest& r, std::span<const DraftReque
   w.feed = std::min(n - computed, budget);
   w.k = w.feed == n - computed ? r.k : 0;
   if (w.feed <= 0) return false;
+  // A head reads the target's hidden state before each token it is fed.
+  if (hidden_ && !hidden_->has(r.seq, std::max<int64_t>(0, computed - 1), computed + w.feed - 2)) return false;
   const int64_t num_new = w.feed + std::max(0, w.k - 1);
   if (!allocate(r.seq, computed, num_new)) {
     release_others(all);
@@ -125,12 +129,40 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
     b.end_sequence(row.first + static_cast<int64_t>(row.tokens.size()));
     if (row.wants_logits) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
   }
+  if (hidden_) fill_hidden_in(rows);
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   logits_.resize(std::max<size_t>(1, b.logits_rows.size()) * vocab);
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward(b, kv_, logits_.data(), pool, num_layers_);
   passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                      model_.last_forward_was_setup()});
+}
+
+void ModelDrafter::keep_fed_back(const std::vector<size_t>& drawing, size_t num_work) {
+  const auto dim = static_cast<size_t>(hidden_->dim());
+  std::span<const float> out = model_.hidden();
+  EXACTLY_CHECK(out.size() == drawing.size() * dim, "%zu hidden floats for %zu rows", out.size(), drawing.size());
+  fed_back_.resize(num_work * dim);
+  for (size_t row = 0; row < drawing.size(); ++row)
+    std::copy(out.begin() + static_cast<std::ptrdiff_t>(row * dim),
+              out.begin() + static_cast<std::ptrdiff_t>((row + 1) * dim),
+              fed_back_.begin() + static_cast<std::ptrdiff_t>(drawing[row] * dim));
+}
+
+void ModelDrafter::fill_hidden_in(const std::vector<Row>& rows) {
+  ForwardBatch& b = batch_;
+  const auto dim = static_cast<size_t>(hidden_->dim());
+  b.hidden_in.assign(b.tokens.size() * dim, 0.0f);  // position 0 reads a zero vector
+  size_t t = 0;
+  for (const Row& row : rows) {
+    for (size_t j = 0; j < row.tokens.size(); ++j, ++t) {
+      const int64_t before = row.first + static_cast<int64_t>(j) - 1;
+      const float* h = row.fed_hidden ? row.fed_hidden : hidden_->at(row.seq, before);
+      EXACTLY_CHECK(h != nullptr || before < 0, "no hidden state at position %lld", static_cast<long long>(before));
+      if (h) std::copy(h, h + dim, b.hidden_in.begin() + static_cast<std::ptrdiff_t>(t * dim));
+    }
+  }
+  b.hidden_rows = b.logits_rows;
 }
 
 namespace {
@@ -204,10 +236,11 @@ std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests
       const DraftRequest& r = requests[w.request];
       if (j == 0) {
         rows.push_back({r.seq, w.first, r.tokens.subspan(static_cast<size_t>(w.first), static_cast<size_t>(w.feed)),
-                        w.k > 0});
+                        w.k > 0, nullptr});
       } else if (j < w.k) {
         rows.push_back({r.seq, static_cast<int64_t>(r.tokens.size()) - 1 + j,
-                        std::span<const int32_t>(out[w.request].tokens).subspan(static_cast<size_t>(j - 1), 1), true});
+                        std::span<const int32_t>(out[w.request].tokens).subspan(static_cast<size_t>(j - 1), 1), true,
+                        hidden_ ? fed_back_.data() + i * static_cast<size_t>(hidden_->dim()) : nullptr});
       } else {
         continue;
       }
@@ -215,6 +248,7 @@ std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests
     }
     if (rows.empty()) break;  // every run of drafts has ended
     forward(rows, pool);
+    if (hidden_) keep_fed_back(drawing, work.size());
     for (size_t row = 0; row < drawing.size(); ++row) {
       Work& w = work[drawing[row]];
       draw(requests[w.request], w, row, out[w.request]);

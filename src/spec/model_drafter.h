@@ -28,6 +28,12 @@
 //    invariant, overwritten with the same bits for the positions the target
 //    keeps). Slots of rejected drafts are cut off by the usual truncate and
 //    written afresh before they are read again.
+//
+// A draft head (`--spec head:PATH`, model/draft_head.h) drafts as a draft
+// model with its own cache does, reading beside each token the hidden state
+// before it: the target's (TargetHiddenStates) for known tokens, its own
+// output of the previous position for a draft. A request whose context
+// holds a position without the target's hidden state does not draft.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +49,7 @@
 #include "model/llama.h"
 #include "sample/sampler.h"
 #include "spec/distribution_pool.h"
+#include "spec/target_hidden.h"
 
 namespace exactly {
 
@@ -84,8 +91,11 @@ class ModelDrafter {
   // `model` runs its first `num_layers` layers; `kv` and `kv_manager` are the
   // draft's own (kOwn) or the target's (kTarget). A catch-up pass computes at
   // most `max_pass_tokens` tokens; requests left behind catch up next step.
+  // With `hidden` (a draft head, Cache::kOwn), the model reads hidden
+  // states beside tokens (ForwardBatch::hidden_in); `hidden` must outlive
+  // the drafter.
   ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheManager& kv_manager, Cache cache,
-               int64_t max_pass_tokens);
+               int64_t max_pass_tokens, const TargetHiddenStates* hidden = nullptr);
 
   // Drafts for each request, in the same order. A request the draft's cache
   // has no room for (kOwn: after releasing the sequences of requests not in
@@ -139,6 +149,7 @@ class ModelDrafter {
     int64_t first;                   // position of tokens[0]
     std::span<const int32_t> tokens;  // [n_fed]
     bool wants_logits;               // of its last token
+    const float* fed_hidden;         // [dim] a draft head's own hidden state before a draft, or null
   };
 
   bool prepare_own(const DraftRequest& r, std::span<const DraftRequest> all, int64_t& budget, Work& w);
@@ -146,6 +157,8 @@ class ModelDrafter {
   bool allocate(SeqId seq, int64_t computed, int64_t num_new);
   void release_others(std::span<const DraftRequest> requests);
   void forward(const std::vector<Row>& rows, ThreadPool& pool);
+  void fill_hidden_in(const std::vector<Row>& rows);
+  void keep_fed_back(const std::vector<size_t>& drawing, size_t num_work);
   void draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out);
 
   Model& model_;
@@ -159,6 +172,8 @@ class ModelDrafter {
   std::vector<float> logits_;  // [n_rows_with_logits, vocab]
   std::vector<DraftPass> passes_;
   DistributionPool q_pool_;
+  const TargetHiddenStates* hidden_;  // a draft head's input; null for a model
+  std::vector<float> fed_back_;       // [work, dim] a draft head's output at each request's newest position
 };
 
 }  // namespace exactly

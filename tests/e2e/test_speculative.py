@@ -129,7 +129,7 @@ def swapped_vocabulary_copy(source, target):
 
 
 @pytest.mark.parametrize("method,code,needle", [
-    ("medusa", 64, "--spec medusa is not a known method (known: ngram, draft:PATH, layerskip:L)"),
+    ("medusa", 64, "--spec medusa is not a known method (known: ngram, draft:PATH, layerskip:L, head:PATH)"),
     ("layerskip:0", 64, "--spec layerskip:0: L must be between 1 and 30"),
     ("layerskip:31", 64, "--spec layerskip:31: L must be between 1 and 30"),
     ("layerskip:x", 64, "'x' is not a number of layers"),

@@ -28,6 +28,7 @@
 #include "../spec/wrong_rules.h"
 #include "engine/engine.h"
 #include "loader/layer_export.h"
+#include "random_head.h"
 #include "real_model_test.h"
 
 namespace exactly {
@@ -49,12 +50,14 @@ class SpeculativeDistribution : public RealModelTest {
     dir_ = std::filesystem::temp_directory_path() / ("exactly-dist-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     export_first_layers(*model_->file, kDraftLayers, draft_path());
+    testing::write_random_head(head_path(), model_->config(), 11, 64, 0.08f, /*pass_through=*/true);
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(dir_);
     RealModelTest::TearDownTestSuite();
   }
   static std::string draft_path() { return (dir_ / "first8.gguf").string(); }
+  static std::string head_path() { return (dir_ / "head.gguf").string(); }
 
   // Colours the assistant is repeating: its next tokens mostly occurred in
   // the prompt already, so prompt lookup has drafts to offer. 28 tokens, a
@@ -266,6 +269,23 @@ TEST_F(SpeculativeDistribution, ADraftModelKeepsTheJointLawOfTheFirstTwoTokens) 
   EXPECT_GT(s.stats.spec_drafted_tokens, kSamples * 9 / 10) << "too few drafts to test anything";
 }
 
+// A draft head's q comes from its own passes over the target's hidden
+// states (a pass-through head: the target's previous distribution,
+// flattened, so that both acceptances and residual draws are many). Half the
+// other proposers' samples keep the run near a minute; the false-alarm rate
+// is the same 1e-4, the power to see a small error lower.
+constexpr int kHeadSamples = kSamples / 2;
+
+TEST_F(SpeculativeDistribution, ADraftHeadKeepsTheJointLawOfTheFirstTwoTokens) {
+  const Cells cells = exact_cells(kHeadSamples);
+  const Sampled s = sample(speculating("head:" + head_path()), cells, kHeadSamples, 5000000);
+  const auto [stat, critical] = chi_square(s, cells, "draft head");
+  EXPECT_LT(stat, critical);
+  EXPECT_GT(s.stats.spec_drafted_tokens, kHeadSamples * 9 / 10) << "too few drafts to test anything";
+  EXPECT_GT(s.stats.spec_accepted_tokens, kHeadSamples / 20) << "too few acceptances to test the accepting branch";
+  EXPECT_LT(s.stats.spec_accepted_tokens, s.stats.spec_drafted_tokens * 19 / 20) << "too few rejections";
+}
+
 TEST_F(SpeculativeDistribution, WrongAcceptanceRulesFailTheSameTest) {
   const Cells cells = exact_cells(kWrongRuleSamples);
   struct Case {
@@ -277,6 +297,7 @@ TEST_F(SpeculativeDistribution, WrongAcceptanceRulesFailTheSameTest) {
       {"ngram", testing::kWrongAcceptWhenDraftDominates, "ngram, accepting whenever q(x) >= p(x)"},
       {"ngram", testing::kWrongResampleFromTarget, "ngram, resampling from p after a rejection"},
       {"draft:" + draft_path(), testing::kWrongAcceptWhenDraftDominates, "draft model, accepting whenever q(x) >= p(x)"},
+      {"head:" + head_path(), testing::kWrongAcceptWhenDraftDominates, "draft head, accepting whenever q(x) >= p(x)"},
   };
   uint64_t seed = 3000000;
   for (const Case& c : cases) {

@@ -15,6 +15,7 @@
 #include "kvcache/kv_cache_manager.h"
 #include "loader/gguf_writer.h"
 #include "loader/layer_export.h"
+#include "random_head.h"
 #include "real_model_test.h"
 #include "sample/sampler.h"
 #include "spec/model_drafter.h"
@@ -33,12 +34,16 @@ class SpeculativeModel : public RealModelTest {
     dir_ = std::filesystem::temp_directory_path() / ("exactly-spec-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir_);
     export_first_layers(*model_->file, 8, exported_path());
+    testing::write_random_head(head_path(), model_->config(), 7);
+    testing::write_random_head(pass_through_path(), model_->config(), 7, 64, 0.08f, /*pass_through=*/true);
   }
   static void TearDownTestSuite() {
     std::filesystem::remove_all(dir_);
     RealModelTest::TearDownTestSuite();
   }
   static std::string exported_path() { return (dir_ / "first8.gguf").string(); }
+  static std::string head_path() { return (dir_ / "head.gguf").string(); }
+  static std::string pass_through_path() { return (dir_ / "pass-through.gguf").string(); }
 
   static RequestParams greedy(const std::string& question, int64_t max_tokens) {
     RequestParams r;
@@ -116,6 +121,61 @@ TEST_F(SpeculativeModel, AnAdaptiveDraftModelWaitsForAPlainStepThenProbesWithLoo
   EXPECT_EQ(stats.spec_draft_pass_tokens, 0);
 }
 
+TEST_F(SpeculativeModel, AnAdaptiveHeadKeepsGreedyOutputAndTimesItsPassesAsDraftPasses) {
+  // The head decides like a draft model with its own cache: it probes with
+  // lookups, then drafts only where its catch-up pays at the measured costs.
+  // Whatever it decides, the tokens are plain greedy's (adaptive_run).
+  std::vector<RequestParams> reqs = batch();
+  for (RequestParams& r : reqs) r.max_tokens = 40;
+  const EngineStats stats = adaptive_run(reqs, "head:" + head_path());
+  EXPECT_GT(stats.spec_probe_verifies, 0) << "the engine never measured a verify";
+  // A head's drafts each cost a pass, and its first for a request a catch-up too.
+  if (stats.spec_drafted_tokens > 0) {
+    EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens);
+  }
+}
+
+// Greedy drafts and acceptances of a head whose every draft is `draft_at(j)`
+// when the newest token is out[j] (out: the plain greedy output, k drafts a
+// step, never past the last token, which is sampled).
+template <typename DraftAt>
+std::pair<int64_t, int64_t> simulated_drafts(const std::vector<int32_t>& out, int32_t k, DraftAt draft_at) {
+  int64_t drafted = 0, accepted = 0;
+  for (size_t j = 0; j + 1 < out.size();) {
+    const auto n = static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(out.size() - j) - 2));
+    if (n == 0) break;
+    size_t a = 0;
+    while (a < n && out[j + 1 + a] == draft_at(j)) ++a;
+    drafted += static_cast<int64_t>(n);
+    accepted += static_cast<int64_t>(a);
+    j += a + 1;
+  }
+  return {drafted, accepted};
+}
+
+TEST_F(SpeculativeModel, APassThroughHeadDraftsTheNewestTokenFromTheHiddenStateBeforeIt) {
+  // fc = [0 | I] and a layer that adds nothing: g_s = h_{s-1} / rms, whose
+  // argmax under the target's head is the target's greedy token at s - 1,
+  // i.e. x_s itself, and fed back it gives the same again. So each greedy
+  // draft repeats the newest token, and which drafts are accepted follows
+  // from the plain output alone. A head reading the hidden state of another
+  // position (the one before, say) would draft other tokens.
+  // The answer goes on "44444, 55555, ...": runs of one digit token, then a
+  // comma and a space.
+  RequestParams r = greedy("Tell me about the sea.", 40);
+  r.prompt = model_->tokenizer->encode(
+      "<|im_start|>user\nTell me about the sea.<|im_end|>\n<|im_start|>assistant\n11111, 22222, 33333", true);
+  const std::vector<int32_t> plain = run_engine(*model_, {r}, {}).front();
+  EngineStats stats;
+  EXPECT_EQ(run_engine(*model_, {r}, speculating("head:" + pass_through_path(), 3), &stats).front(), plain);
+  const auto expected = simulated_drafts(plain, 3, [&](size_t j) { return plain[j]; });
+  const auto off_by_one = simulated_drafts(plain, 3, [&](size_t j) { return j > 0 ? plain[j - 1] : -1; });
+  EXPECT_GT(expected.second, 0) << "no repeated token: the test would prove little";
+  EXPECT_NE(expected, off_by_one) << "the output cannot tell the right position from the one before";
+  EXPECT_EQ(stats.spec_drafted_tokens, expected.first);
+  EXPECT_EQ(stats.spec_accepted_tokens, expected.second);
+}
+
 TEST_F(SpeculativeModel, LayerSkippingProbesWithOneRequestsDraftsAndLookups) {
   // 16 requests drafting with the target's 30 layers over its own cache.
   // Request 0 may generate 6 tokens, the others 4. The prompt step and a
@@ -141,7 +201,8 @@ TEST_F(SpeculativeModel, ADraftModelsCostsAreTheTargetsScaledByItsWeightShareUnt
   config.spec_method = "draft:" + exported_path();
   std::unique_ptr<KVPool> kv = model_->model->make_kv_pool(8, config.block_size);
   KVCacheManager kv_manager(8, config.block_size, true);
-  Speculator sp(parse_spec_method(config.spec_method), *model_, &draft, *kv, kv_manager, config, int64_t{1} << 24);
+  Speculator sp(parse_spec_method(config.spec_method), *model_, draft.model.get(), *kv, kv_manager, config,
+                int64_t{1} << 24);
   const double share = static_cast<double>(draft.model->weight_bytes()) / static_cast<double>(model_->model->weight_bytes());
   EXPECT_DOUBLE_EQ(sp.weight_fraction(), share);
   EXPECT_GT(share, 8.0 / 30.0);
@@ -215,7 +276,7 @@ TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFi
 TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch) {
   const auto reqs = batch();
   const auto plain = run_engine(*model_, reqs, {});
-  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8"), "head:" + head_path()}) {
     for (int32_t k : {1, 3, 5}) {
       EngineStats stats;
       EXPECT_EQ(run_engine(*model_, {reqs[0]}, speculating(method, k)).front(), plain[0])
@@ -229,11 +290,13 @@ TEST_F(SpeculativeModel, GreedyWithAModelDraftEqualsPlainGreedyAloneAndInABatch)
 TEST_F(SpeculativeModel, PreemptionLeavesGreedyOutputAndBothCachesIntact) {
   const auto reqs = batch();
   const auto plain = run_engine(*model_, reqs, {});
-  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8"), "head:" + head_path()}) {
     EngineConfig tight = speculating(method, 3);
     // Room for two of the four requests at a time: the scheduler must preempt.
     tight.kv_cache_memory = 16 * 5 * int64_t{46080};
-    tight.draft_kv_cache_memory = 16 * 3 * int64_t{12288};  // the draft runs short too
+    // The draft runs short too: 3 blocks (12,288 bytes a token for 8 layers,
+    // 1,536 for the head's one layer).
+    tight.draft_kv_cache_memory = 16 * 3 * int64_t{method.starts_with("head:") ? 1536 : 12288};
     EngineStats stats;
     EXPECT_EQ(run_engine(*model_, reqs, tight, &stats), plain) << method;
     EXPECT_GT(stats.preemptions, 0) << method << ": the pool was meant to force preemptions";
@@ -247,7 +310,7 @@ TEST_F(SpeculativeModel, SampledRequestsWithSiblingsFinishAndReturnEveryBlock) {
   r.sampling.seed = 3;
   r.sampling.repetition_penalty = 1.1f;
   r.n = 3;
-  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8")}) {
+  for (const std::string& method : {"draft:" + exported_path(), std::string("layerskip:8"), "head:" + head_path()}) {
     const auto a = run_engine(*model_, {r}, speculating(method, 3));
     EXPECT_EQ(a, run_engine(*model_, {r}, speculating(method, 3))) << method << ": seeded runs differ";
     EXPECT_EQ(a.front().size(), 60u) << method;
@@ -272,13 +335,35 @@ TEST_F(SpeculativeModel, BadMethodsAreRefusedWithClearErrors) {
   std::string message;
   EXPECT_EQ(engine_error(*model_, "medusa", &message), ExitCode::kUsage);
   EXPECT_NE(message.find("not a known method"), std::string::npos) << message;
-  for (const char* bad : {"layerskip:0", "layerskip:31", "layerskip:-2", "layerskip:two", "layerskip:", "draft:"}) {
+  for (const char* bad :
+       {"layerskip:0", "layerskip:31", "layerskip:-2", "layerskip:two", "layerskip:", "draft:", "head:"}) {
     EXPECT_EQ(engine_error(*model_, bad, &message), ExitCode::kUsage) << bad;
     EXPECT_NE(message.find(bad), std::string::npos) << message;
   }
   const std::string missing = (dir_ / "no-such-model.gguf").string();
   EXPECT_EQ(engine_error(*model_, "draft:" + missing, &message), ExitCode::kBadInput);
   EXPECT_NE(message.find(missing), std::string::npos) << message;
+  EXPECT_EQ(engine_error(*model_, "head:" + missing, &message), ExitCode::kBadInput);
+  EXPECT_NE(message.find("--spec head:" + missing), std::string::npos) << message;
+  // A draft model is no head, nor a head a draft model.
+  EXPECT_EQ(engine_error(*model_, "head:" + exported_path(), &message), ExitCode::kBadInput);
+  EXPECT_NE(message.find("is not a draft head"), std::string::npos) << message;
+  EXPECT_EQ(engine_error(*model_, "draft:" + head_path(), &message), ExitCode::kBadInput);
+}
+
+TEST_F(SpeculativeModel, AHeadsDraftsAreDrawnFromItsOwnPassesAndItsCacheIsReturned) {
+  // Sampled, several requests, k = 4: the head catches up on each prompt,
+  // drafts from its own hidden states, and gives back every block.
+  std::vector<RequestParams> reqs = batch();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling.temperature = 0.8f;
+    reqs[i].sampling.seed = 40 + i;
+  }
+  EngineStats stats;
+  const auto a = run_engine(*model_, reqs, speculating("head:" + head_path(), 4), &stats);
+  EXPECT_EQ(a, run_engine(*model_, reqs, speculating("head:" + head_path(), 4))) << "seeded runs differ";
+  EXPECT_GT(stats.spec_drafted_tokens, 0);
+  EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens) << "the head never caught up on a prompt";
 }
 
 TEST_F(SpeculativeModel, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference) {

@@ -1,0 +1,64 @@
+#include "model/llama_layer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace exactly {
+
+void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int64_t n, const LayerBuffers& b,
+                 const kernels::PagedKV& cache, const int64_t* slots, const kernels::AttentionBatch& batch,
+                 ThreadPool& pool) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
+  kernels::rmsnorm(x, L.attn_norm, n, c.dim, c.rms_eps, b.h);
+  kernels::matmul(L.wq, b.h, n, b.q, pool);
+  kernels::matmul(L.wk, b.h, n, b.k, pool);
+  kernels::matmul(L.wv, b.h, n, b.v, pool);
+  kernels::rope_adjacent_with(b.q, n, c.n_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+  kernels::rope_adjacent_with(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+  kernels::kv_store(cache, b.k, b.v, slots, n);
+  kernels::attention(cache, batch, b.q, c.n_heads, scale, b.attn, pool);
+  kernels::matmul(L.wo, b.attn, n, b.proj, pool);
+  kernels::add_inplace(x, b.proj, n * c.dim);
+
+  // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
+  kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, b.h);
+  kernels::matmul(L.w_gate, b.h, n, b.gate, pool);
+  kernels::matmul(L.w_up, b.h, n, b.up, pool);
+  kernels::silu_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);
+  kernels::matmul(L.w_down, b.gate, n, b.proj, pool);
+  kernels::add_inplace(x, b.proj, n * c.dim);
+}
+
+void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> token_ids, int32_t vocab,
+                   const float* normed, int64_t n_out, float* logits, int32_t* argmax, AlignedVector<float>& scratch,
+                   ThreadPool& pool) {
+  if (token_ids.empty()) {
+    kernels::matmul(head, normed, n_out, logits, pool);
+  } else {
+    const auto rows = static_cast<int64_t>(token_ids.size());
+    if (static_cast<int64_t>(scratch.size()) < n_out * rows) scratch.resize(static_cast<size_t>(n_out * rows));
+    kernels::matmul(head, normed, n_out, scratch.data(), pool);
+    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float* row = logits + i * vocab;
+        std::fill(row, row + vocab, -std::numeric_limits<float>::infinity());
+        const float* part = scratch.data() + i * rows;
+        for (int64_t r = 0; r < rows; ++r) row[token_ids[static_cast<size_t>(r)]] = part[r];
+      }
+    });
+  }
+  if (argmax != nullptr)
+    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* row = logits + i * vocab;
+        int32_t best = 0;
+        for (int32_t v = 1; v < vocab; ++v)
+          if (row[v] > row[best]) best = v;
+        argmax[i] = best;
+      }
+    });
+}
+
+}  // namespace exactly

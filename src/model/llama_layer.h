@@ -1,0 +1,57 @@
+// The pieces of the llama forward pass that a draft head shares with the
+// target (model/draft_head.h): one pre-norm decoder layer, and the output
+// head over normed rows.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/aligned_vector.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace exactly {
+
+struct LlamaLayerWeights {
+  const float* attn_norm;  // [dim]
+  kernels::WeightMatrix wq;    // [n_heads * head_dim, dim]
+  kernels::WeightMatrix wk;    // [n_kv_heads * head_dim, dim]
+  kernels::WeightMatrix wv;    // [n_kv_heads * head_dim, dim]
+  kernels::WeightMatrix wo;    // [dim, n_heads * head_dim]
+  const float* ffn_norm;   // [dim]
+  kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
+  kernels::WeightMatrix w_up;    // [ffn_dim, dim]
+  kernels::WeightMatrix w_down;  // [dim, ffn_dim]
+};
+
+// Activations of one pass, each at least as large as its shape for n tokens.
+struct LayerBuffers {
+  float* h;        // [n, dim] normed input of a sub-layer
+  float* q;        // [n, n_heads * head_dim]
+  float* k;        // [n, n_kv_heads * head_dim]
+  float* v;        // [n, n_kv_heads * head_dim]
+  float* attn;     // [n, n_heads * head_dim]
+  float* proj;     // [n, dim] output of wo / w_down
+  float* gate;     // [n, ffn_dim]
+  float* up;       // [n, ffn_dim]
+  const float* rope_cos;  // [n, rope_dims / 2] each token's angles
+  const float* rope_sin;  // [n, rope_dims / 2]
+};
+
+// x ([n, dim], the residual stream) += attention block, then += MLP block;
+// the layer's K/V of every token go to `cache` at `slots` ([n]).
+void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int64_t n, const LayerBuffers& buf,
+                 const kernels::PagedKV& cache, const int64_t* slots, const kernels::AttentionBatch& batch,
+                 ThreadPool& pool);
+
+// The logits ([n_out, vocab]) of n_out normed rows ([n_out, dim]) through
+// `head`: over every token, or over `token_ids` ([head.rows], a partial
+// head) with -inf for every other token, so the row reads like a full one.
+// With `argmax` ([n_out]), also each row's argmax (the lowest index among
+// equal maxima). `scratch` holds a partial head's own logits.
+void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> token_ids, int32_t vocab,
+                   const float* normed, int64_t n_out, float* logits, int32_t* argmax, AlignedVector<float>& scratch,
+                   ThreadPool& pool);
+
+}  // namespace exactly
