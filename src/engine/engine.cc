@@ -246,6 +246,9 @@ KVCacheStats Engine::draft_kv_stats() const {
 void Engine::check_integrity() const {
   kv_manager_.check_integrity();
   if (const KVCacheManager* m = speculator_->draft_kv_manager()) m->check_integrity();
+  // A request's hidden states go when it ends: never more kept than requests alive.
+  EXACTLY_CHECK(speculator_->hidden_sequences() <= sequences_.size(), "hidden states of %zu sequences, %zu alive",
+                speculator_->hidden_sequences(), sequences_.size());
 }
 
 bool Engine::has_unfinished() const { return !groups_.empty(); }

@@ -79,8 +79,9 @@ class Engine {
   size_t num_waiting() const { return scheduler_->num_waiting(); }
   int32_t max_model_len() const { return config_.max_model_len; }
   const Tokenizer& tokenizer() const { return *model_.tokenizer; }
-  // Checks the KV bookkeeping's invariants, the draft model's cache included
-  // (aborts when broken); for tests.
+  // Checks the KV bookkeeping's invariants, the draft model's or head's cache
+  // included, and that a head keeps no ended request's hidden states (aborts
+  // when broken); for tests.
   void check_integrity() const;
 
  private:

@@ -114,6 +114,8 @@ class Speculator {
   void record_hidden(RequestId id, int64_t first, int64_t count, const float* rows);
   // `child` is forked from `parent` (n > 1): it shares the parent's context.
   void fork(RequestId parent, RequestId child);
+  // Requests whose hidden states are kept (released when they end).
+  size_t hidden_sequences() const { return hidden_ ? hidden_->num_sequences() : 0; }
 
   // The draft model's or head's own cache (draft:PATH, head:PATH).
   const KVCacheManager* draft_kv_manager() const { return draft_kv_manager_.get(); }

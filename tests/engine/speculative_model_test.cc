@@ -13,6 +13,7 @@
 #include "engine/spec_method.h"
 #include "engine/speculator.h"
 #include "kvcache/kv_cache_manager.h"
+#include "engine/draft_model.h"
 #include "loader/gguf_writer.h"
 #include "loader/layer_export.h"
 #include "random_head.h"
@@ -364,6 +365,36 @@ TEST_F(SpeculativeModel, AHeadsDraftsAreDrawnFromItsOwnPassesAndItsCacheIsReturn
   EXPECT_EQ(a, run_engine(*model_, reqs, speculating("head:" + head_path(), 4))) << "seeded runs differ";
   EXPECT_GT(stats.spec_drafted_tokens, 0);
   EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens) << "the head never caught up on a prompt";
+}
+
+// A model of another device: what a head asks of the target's device is
+// refused before any of it runs.
+class OtherDeviceModel final : public Model {
+ public:
+  explicit OtherDeviceModel(ModelConfig c) : config_(std::move(c)) {}
+  const ModelConfig& config() const override { return config_; }
+  const char* device() const override { return "cuda"; }
+  int64_t weight_bytes() const override { return 1; }
+  int64_t kv_bytes_per_slot() const override { return 1; }
+  void reserve(const ModelLimits&) override {}
+  int64_t default_kv_cache_memory(double) const override { return 1; }
+  std::unique_ptr<KVPool> make_kv_pool(int64_t, int) override { return nullptr; }
+  void forward(const ForwardBatch&, KVPool&, float*, ThreadPool&, int, int32_t*) override { FAIL() << "ran"; }
+
+ private:
+  ModelConfig config_;
+};
+
+TEST_F(SpeculativeModel, AHeadOnAnotherDeviceThanTheCpuIsRefusedSayingSo) {
+  LoadedModel gpu;
+  gpu.model = std::make_unique<OtherDeviceModel>(model_->config());
+  try {
+    load_draft_head(head_path(), gpu);
+    ADD_FAILURE() << "a head was loaded for a model on another device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ExitCode::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("draft heads are not yet on --device cuda"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SpeculativeModel, ADraftWithAnotherVocabularyIsRefusedNamingTheDifference) {
