@@ -66,38 +66,61 @@ class LLM:
         return self._stream(self._submit("stream", _prompt_list(prompts), sampling_params))
 
     def chat(self, messages: Any, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
-             tools: Any = None, response_format: Any = None) -> list[RequestOutput]:
+             tools: Any = None, tool_choice: Any = None, parallel_tool_calls: bool | None = None,
+             response_format: Any = None) -> list[RequestOutput]:
         """Answers one conversation (a list of {"role", "content"} messages) or
         several (a list of such lists), each rendered by the model's chat
-        template as the server renders it."""
-        return self._finish_all(self._submit_chat("chat", messages, sampling_params, tools, response_format))
+        template as the server renders it. tools, tool_choice and
+        parallel_tool_calls mean what they mean on /v1/chat/completions: the
+        tools go to the template, "required" or a named function makes the
+        answer one call (generated under its schema), and each finished
+        output's tool_calls holds the calls found in its text."""
+        return self._finish_all(self._submit_chat("chat", messages, sampling_params,
+                                                  _tool_fields(tools, tool_choice, parallel_tool_calls),
+                                                  response_format))
 
     def stream_chat(self, messages: Any, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
-                    tools: Any = None, response_format: Any = None) -> Iterator[RequestOutput]:
-        """chat() as a stream of deltas, like stream()."""
-        return self._stream(self._submit_chat("stream_chat", messages, sampling_params, tools, response_format))
+                    tools: Any = None, tool_choice: Any = None, parallel_tool_calls: bool | None = None,
+                    response_format: Any = None) -> Iterator[RequestOutput]:
+        """chat() as a stream of deltas, like stream(); a request's last delta
+        carries its tool_calls."""
+        return self._stream(self._submit_chat("stream_chat", messages, sampling_params,
+                                              _tool_fields(tools, tool_choice, parallel_tool_calls),
+                                              response_format))
 
     # --- requests in, outputs out -------------------------------------------------
 
-    def _submit_chat(self, caller: str, messages: Any, sampling_params: Any, tools: Any,
+    def _submit_chat(self, caller: str, messages: Any, sampling_params: Any, tool_fields: dict[str, Any],
                      response_format: Any) -> list[RequestState]:
-        # Tool calls are parsed out of the answer by the server alone: refused here, never ignored.
-        if tools is not None:
-            raise NotImplementedError(f"{caller}(): argument 'tools' is not supported yet (the server's are)")
         extra = {}
         if response_format is not None:
             extra["response_format"] = _response_format(caller, response_format)
+        tools, tools_json = None, ""
+        if tool_fields:
+            try:
+                found = _exactly.tool_request(json.dumps(tool_fields))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{caller}(): {e}") from None
+            if found:
+                tools, tools_json = json.loads(found), json.dumps(tool_fields["tools"])
+                if tools["forced_schema"] is not None:
+                    if extra:
+                        raise ValueError(f"{caller}(): 'response_format' cannot be combined with a required tool "
+                                         "call (tool_choice)")
+                    extra["structured_outputs"] = {"json": tools["forced_schema"]}
         conversations = _conversation_list(caller, messages)
         prompts = []
         for i, conversation in enumerate(conversations):
             try:
-                prompts.append({"prompt_token_ids": self._engine.chat_tokens(messages_json(caller, conversation))})
+                prompts.append({"prompt_token_ids": self._engine.chat_tokens(messages_json(caller, conversation),
+                                                                             tools_json)})
             except ValueError as e:
                 raise ValueError(f"{caller}(): conversation {i}: {e}") from None
-        return self._submit(caller, prompts, sampling_params, extra)
+        return self._submit(caller, prompts, sampling_params, extra, tools)
 
     def _submit(self, caller: str, prompts: list[Any], sampling_params: Any,
-                extra_fields: dict[str, Any] | None = None) -> list[RequestState]:
+                extra_fields: dict[str, Any] | None = None,
+                tools: dict[str, Any] | None = None) -> list[RequestState]:
         params = _params_list(caller, sampling_params, len(prompts))
         states: list[RequestState] = []
         try:
@@ -107,7 +130,8 @@ class LLM:
                 if extra_fields:
                     conflict = [f for f in ("structured_outputs",) if f in body]
                     if conflict:
-                        raise ValueError(f"{caller}(): 'response_format' and SamplingParams.{conflict[0]} both ask "
+                        asker = "a required tool call" if tools else "'response_format'"
+                        raise ValueError(f"{caller}(): {asker} and SamplingParams.{conflict[0]} both ask "
                                          "for a grammar; give one")
                     body.update(extra_fields)
                 body["prompt"] = ids
@@ -117,7 +141,7 @@ class LLM:
                     request_id = self._engine.add_request(json.dumps(body))
                 except ValueError as e:
                     raise ValueError(f"{caller}(): prompt {i}: {e}") from None
-                states.append(RequestState(request_id, text, ids, sp, self.tokenizer))
+                states.append(RequestState(request_id, text, ids, sp, self.tokenizer, tools))
         except BaseException:
             self._abort(states)
             raise
@@ -250,6 +274,15 @@ class _Stream:
 
     def __del__(self) -> None:
         self.close()
+
+
+def _tool_fields(tools: Any, tool_choice: Any, parallel_tool_calls: Any) -> dict[str, Any]:
+    """The chat request fields the arguments stand for (checked by tool_request)."""
+    fields = {}
+    for name, value in (("tools", tools), ("tool_choice", tool_choice), ("parallel_tool_calls", parallel_tool_calls)):
+        if value is not None:
+            fields[name] = value
+    return fields
 
 
 def _response_format(caller: str, value: Any) -> Any:

@@ -24,6 +24,9 @@ class CompletionOutput:
     cumulative_logprob: float | None           # with logprobs: the sum of the chosen tokens' logprobs
     logprobs: list[PositionLogprobs] | None    # with logprobs: one per generated token
     finish_reason: str | None                  # "stop", "length" or "abort"; None while running
+    # chat(tools=...): the calls found in the finished text, in OpenAI's tool_calls shape
+    # ({"id", "type": "function", "function": {"name", "arguments"}}); None without tools
+    tool_calls: list[dict] | None = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

@@ -3,8 +3,10 @@ into the whole, as `exactly batch` folds them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from . import _exactly
 from .outputs import CompletionOutput, Logprob, PositionLogprobs, RequestOutput
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer
@@ -12,8 +14,9 @@ from .tokenizer import Tokenizer
 
 class RequestState:
     def __init__(self, request_id: int, prompt: str | None, prompt_ids: list[int], params: SamplingParams,
-                 tokenizer: Tokenizer) -> None:
+                 tokenizer: Tokenizer, tools: dict[str, Any] | None = None) -> None:
         self.request_id = request_id
+        self._tools = tools  # chat(tools=...): tool_request()'s choice, names and parallel
         self.prompt = prompt
         self.prompt_ids = prompt_ids
         self.finished = False
@@ -42,6 +45,8 @@ class RequestState:
                 for t in d.logprobs:
                     whole.cumulative_logprob += t.logprob
             delta.finish_reason = whole.finish_reason = d.finish_reason
+            if d.finish_reason is not None:
+                delta.tool_calls = whole.tool_calls = self._calls(d.index)
             deltas.append(delta)
         prompt_logprobs = None
         if out.prompt_logprobs:
@@ -58,6 +63,15 @@ class RequestState:
             c.text = self._text[i].decode("utf-8", "replace")
         return RequestOutput(str(self.request_id), self.prompt, self.prompt_ids, self._prompt_logprobs,
                              self._completions, self.finished, self._cached_tokens)
+
+    def _calls(self, index: int) -> list[dict] | None:
+        """The tool calls in completion `index`'s finished text (None without tools)."""
+        if self._tools is None:
+            return None
+        text = self._text[index].decode("utf-8", "replace")
+        found = json.loads(_exactly.find_tool_calls(text, self._tools["choice"], self._tools["names"],
+                                                    self._tools["parallel"]))
+        return found["calls"]
 
     def _completion(self, index: int) -> CompletionOutput:
         logprobs = [] if self._with_logprobs else None

@@ -131,8 +131,12 @@ class PyEngine {
     return server::chat_prompt_text(parse_messages(messages), tok(), add_generation_prompt);
   }
 
-  std::vector<int32_t> chat_tokens(const std::string& messages) const {
-    return server::chat_prompt_tokens(parse_messages(messages), tok());
+  // `tools`: a chat request's "tools" array as JSON, "" for none; they go to
+  // the template as the server passes them.
+  std::vector<int32_t> chat_tokens(const std::string& messages, const std::string& tools) const {
+    if (tools.empty()) return server::chat_prompt_tokens(parse_messages(messages), tok());
+    const nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(tools);
+    return server::chat_prompt_tokens(parse_messages(messages), tok(), &parsed);
   }
 
   const Tokenizer& tok() const { return *model_.tokenizer; }
@@ -193,7 +197,7 @@ void bind_engine(nb::module_& m) {
       .def("encode", &PyEngine::encode, nb::arg("text"), nb::arg("add_special_tokens"), Unlocked())
       .def("decode", &PyEngine::decode, nb::arg("ids"), nb::arg("render_special"))
       .def("chat_text", &PyEngine::chat_text, nb::arg("messages"), nb::arg("add_generation_prompt"), Unlocked())
-      .def("chat_tokens", &PyEngine::chat_tokens, nb::arg("messages"), Unlocked())
+      .def("chat_tokens", &PyEngine::chat_tokens, nb::arg("messages"), nb::arg("tools") = "", Unlocked())
       .def("token_text", &PyEngine::token_text, nb::arg("id"))
       .def_prop_ro("vocab_size", [](const PyEngine& e) { return e.model().config().vocab_size; })
       .def_prop_ro("max_model_len", [](const PyEngine& e) { return e.engine().max_model_len(); })

@@ -227,8 +227,14 @@ def test_bad_models_and_requests_raise_not_crash(llm, model_path, tmp_path):
         llm.chat([{"content": "no role"}])
     with pytest.raises(ValueError, match="'messages'"):
         llm.chat("hello")
-    with pytest.raises(NotImplementedError, match="'tools' is not supported yet"):
-        llm.chat(MESSAGES, tools=[{"type": "function", "function": {"name": "f"}}])
+    with pytest.raises(ValueError, match="'tools'"):
+        llm.chat(MESSAGES, tools=[{"type": "function", "function": {"name": "f", "color": 1}}])
+    with pytest.raises(ValueError, match="'tool_choice'"):
+        llm.chat(MESSAGES, tool_choice="required")
+    with pytest.raises(ValueError, match="'tool_choice'"):
+        llm.chat(MESSAGES, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nowhere"}})
+    with pytest.raises(ValueError, match="tool call"):
+        llm.chat(MESSAGES, tools=TOOLS, tool_choice="required", response_format={"type": "json_object"})
     with pytest.raises(ValueError, match="'response_format'"):
         llm.chat(MESSAGES, response_format={"type": "xml"})
     with pytest.raises(ValueError, match="'structured_outputs.regex' must be a string"):
@@ -376,3 +382,68 @@ def test_batch_refuses_fields_it_would_ignore(run_exactly, model_path, tmp_path)
     assert result.returncode == 2
     assert "requests.jsonl:1" in result.stderr and "'tools'" in result.stderr
 
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                            "unit": {"enum": ["c", "f"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
+                                           "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "description": "Local time in a city",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"city": {"type": "string", "maxLength": 20}},
+                                                          "required": ["city"]}}}]
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_chat_with_tools_answers_as_the_server(llm, exactly_bin, model_path):
+    """tools, tool_choice and parallel_tool_calls as /v1/chat/completions
+    reads them: the same prompt through the template, the same text, and
+    the same calls found in it, at temperature 0 and seeded; a forced call
+    validates against its function's schema."""
+    import jsonschema
+    from test_server import ServerProcess, post
+
+    cases = [({"tool_choice": "required"}, SamplingParams(temperature=0, max_tokens=60)),
+             ({"tool_choice": {"type": "function", "function": {"name": "get_time"}}},
+              SamplingParams(temperature=1.0, seed=3, max_tokens=60)),
+             ({"tool_choice": "auto", "parallel_tool_calls": False}, SamplingParams(temperature=0, max_tokens=60)),
+             ({"tool_choice": "none"}, SamplingParams(temperature=0, max_tokens=30))]
+    server = ServerProcess(exactly_bin, model_path)
+    try:
+        for fields, params in cases:
+            [out] = llm.chat(ASK, params, tools=TOOLS, **fields)
+            c = out.outputs[0]
+            body = {"model": "SmolLM2-135M-Instruct.Q4_1", "messages": ASK, "tools": TOOLS, **fields, "temperature": params.temperature,
+                    "max_tokens": params.max_tokens}
+            if params.seed is not None:
+                body["seed"] = params.seed
+            r = post(server, "/v1/chat/completions", body)
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            served_calls = choice["message"].get("tool_calls") or []
+            assert [x["function"] for x in c.tool_calls] == [x["function"] for x in served_calls], fields
+            if not served_calls:
+                assert c.text == choice["message"]["content"], fields
+            if fields["tool_choice"] != "auto" and fields["tool_choice"] != "none":
+                assert len(c.tool_calls) == 1 and c.tool_calls[0]["type"] == "function"
+                call = c.tool_calls[0]["function"]
+                schema = next(t["function"]["parameters"] for t in TOOLS if t["function"]["name"] == call["name"])
+                jsonschema.validate(json.loads(call["arguments"]), schema)
+                if isinstance(fields["tool_choice"], dict):
+                    assert call["name"] == "get_time"
+            if fields["tool_choice"] == "none":
+                assert c.tool_calls == []
+    finally:
+        assert server.stop() == 0
+
+
+def test_streamed_chat_with_tools_ends_with_the_calls(llm):
+    params = SamplingParams(temperature=0, max_tokens=60)
+    [whole] = llm.chat(ASK, params, tools=TOOLS, tool_choice="required")
+    deltas = list(llm.stream_chat(ASK, params, tools=TOOLS, tool_choice="required"))
+    assert "".join(d.outputs[0].text for d in deltas) == whole.outputs[0].text
+    assert deltas[-1].finished and deltas[-1].outputs[0].tool_calls is not None
+    assert [x["function"] for x in deltas[-1].outputs[0].tool_calls] == \
+        [x["function"] for x in whole.outputs[0].tool_calls]
+    assert all(d.outputs[0].tool_calls is None for d in deltas[:-1])
