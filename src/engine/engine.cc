@@ -685,191 +685,227 @@ void Engine::score_prompts() {
   }
 }
 
+// One engine iteration: drafts, a schedule, one forward pass over what it
+// packed, the tokens drawn (or drafts verified), the scheduler and the
+// requests updated, and the outputs that changed handed out.
 std::vector<RequestOutput> Engine::step() {
-  std::vector<RequestOutput> results;
-  if (groups_.empty()) return results;
+  if (groups_.empty()) return {};
   propose_drafts();
+  const SchedulerOutput out = schedule_step();
+  if (!out.scheduled.empty()) {
+    const auto forward_start = std::chrono::steady_clock::now();
+    run_forward(out);
+    std::vector<StepTokens> step_tokens;
+    const std::vector<Drawn> drawn = draw_tokens(out, step_tokens);
+    observe_step_cost(std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count());
+    apply_tokens(out, drawn, step_tokens);
+  }
+  return collect_outputs();
+}
+
+SchedulerOutput Engine::schedule_step() {
   SchedulerOutput out = scheduler_->schedule();
   stats_.preemptions += static_cast<int64_t>(out.preempted.size());
   stats_.peak_running = std::max<int64_t>(stats_.peak_running, static_cast<int64_t>(scheduler_->num_running()));
-  if (!out.scheduled.empty()) {
-    ++stats_.steps;
-    for (const ScheduledChunk& c : out.scheduled) {
-      Group& g = *sequence_of(c.id).group;
-      if (g.cached_prompt_tokens < 0 && g.seqs.front() == c.id) {
-        g.cached_prompt_tokens = c.first_new_token;
-        g.first_scheduled = std::chrono::steady_clock::now();
-      }
-    }
-    if (!out.copies.empty()) {
-      std::vector<std::pair<int32_t, int32_t>> pairs;
-      for (const BlockCopy& bc : out.copies) pairs.push_back({bc.src, bc.dst});
-      kv_storage_->copy_blocks(pairs);
-    }
-    pack_batch(out);
-    const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-    logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
-    auto t0 = std::chrono::steady_clock::now();
-    argmax_.resize(batch_.logits_rows.size());
-    start_masks(out);
-    model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
-    record_hidden(out);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    stats_.forward_seconds += seconds;
-    mask_filler_.wait();
-    score_prompts();
-    if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
-      ++stats_.decode_only_steps;
-      stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());
-      stats_.decode_only_seconds += seconds;
-    }
-
-    // Sample every chunk that reached the end of its tokens (verifying its
-    // drafts, if any). A group's first sample also draws its siblings' first
-    // tokens from the same logits.
-    struct Drawn {
-      RequestId seq;
-      std::vector<int32_t> tokens;  // [n] tokens to emit, in order
-      std::vector<size_t> rows;     // [n] logits row each was drawn from
-      bool fork;                    // a sibling created from the parent after the update
-    };
-    std::vector<Drawn> drawn;
-    std::vector<StepTokens> step_tokens;
-    size_t row = 0;
-    for (const ScheduledChunk& c : out.scheduled) {
-      if (!c.samples) continue;
-      const Request* r = scheduler_->find(c.id);
-      Sequence& s = sequence_of(c.id);
-      const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
-      auto logits_at = [&](size_t i) { return std::span<const float>(logits_.data() + (row + i) * vocab, vocab); };
-      Drawn d{c.id, {}, {}, false};
-      if (r->draft_tokens.empty()) {
-        d.tokens.push_back(batch_.row_use[row] != RowUse::kLogits
-                               ? argmax_[row]
-                               : s.sampler.sample(processed(s, logits_at(0)), r->tokens, num_prompt));
-        d.rows.push_back(row);
-      } else {
-        const std::vector<int32_t>& drafts = r->draft_tokens;
-        VerifyOutcome v;
-        if (batch_.row_use[row] == RowUse::kVerify) {  // verified by the model: the emitted tokens, then -1
-          for (size_t i = 0; i <= drafts.size() && argmax_[row + i] >= 0; ++i)
-            v.tokens.push_back(argmax_[row + i]);
-          EXACTLY_CHECK(!v.tokens.empty(), "the model verified no token");
-          v.num_accepted = static_cast<int32_t>(v.tokens.size()) - 1;
-          v.num_draws = RejectionSampler::draws_used(drafts.size(), static_cast<size_t>(v.num_accepted));
-          for (int32_t i = 0; i < v.num_draws; ++i) s.sampler.rng().uniform();  // what the verify used
-        } else if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
-          v = RejectionSampler::verify_greedy(drafts,
-                                              std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
-        } else {
-          // p_i is conditioned on the context followed by drafts x_1..x_{i-1};
-          // processed only for the positions the verification reaches.
-          if (verify_dists_.size() < drafts.size() + 1) verify_dists_.resize(drafts.size() + 1);
-          std::vector<int32_t> context;
-          v = speculator_->verify(
-              drafts, s.draft_dists,
-              [&](size_t i) -> const std::vector<TokenProb>& {
-                context.assign(r->tokens.begin(), r->tokens.end());
-                context.insert(context.end(), drafts.begin(), drafts.begin() + static_cast<ptrdiff_t>(i));
-                s.sampler.distribution_into(logits_at(i), context, num_prompt, verify_dists_[i]);
-                return verify_dists_[i];
-              },
-              s.sampler);
-        }
-        speculator_->recycle(s.draft_dists);
-        if (s.lookup_drafts) {  // the probe's filler: says nothing of the proposer
-          ++stats_.spec_probe_verifies;
-          stats_.spec_probe_drafted_tokens += static_cast<int64_t>(drafts.size());
-          stats_.spec_probe_accepted_tokens += v.num_accepted;
-        } else {
-          s.spec_stats.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
-          if (s.draft_confidence.size() == drafts.size()) draft_confidence_.record(s.draft_confidence, v.num_accepted);
-          spec_all_.record(static_cast<int32_t>(drafts.size()), v.num_accepted);
-          ++stats_.spec_verifies;
-          stats_.spec_drafted_tokens += static_cast<int64_t>(drafts.size());
-          stats_.spec_accepted_tokens += v.num_accepted;
-        }
-        s.lookup_drafts = false;
-        d.tokens = v.tokens;
-        for (size_t i = 0; i < v.tokens.size(); ++i) d.rows.push_back(row + i);
-      }
-      step_tokens.push_back({c.id, d.tokens, false});
-      Group& g = *s.group;
-      if (!g.forked && g.params.n > 1) {
-        g.forked = true;
-        for (int32_t i = 1; i < g.params.n; ++i) {
-          const RequestId child = next_seq_id_++;
-          g.seqs.push_back(child);
-          auto cs = std::make_unique<Sequence>(child, &g, i, params_for_index(g.params.sampling, i), *model_.tokenizer);
-          // Every sibling starts where the parent started: the parent's mask is theirs.
-          const int32_t t = cs->sampler.sample(processed(s, logits_at(0)), r->tokens, num_prompt);
-          sequences_[child] = std::move(cs);
-          speculator_->fork(c.id, child);
-          drawn.push_back({child, {t}, {row}, true});
-        }
-      }
-      drawn.push_back(std::move(d));
-      row += r->draft_tokens.size() + 1;
-    }
-    // Speculation weighs decode steps against verify steps, so only those
-    // feed its cost model: a prefill chunk runs the GEMM path at a lower cost
-    // per token than the few tokens of a verify, and fitted in, it made
-    // verifying look cheaper than it is. A step's cost is its forward pass
-    // and the sampling of its rows (every verified position is a row to
-    // process when sampling is not greedy; left out, drafting looked cheaper
-    // than it is at temperature > 0).
-    // A pass that paid a one-time set-up (a graph's capture) is left out too.
-    if (!step_has_prefill_ && !model_.model->last_forward_was_setup()) {
-      const double sampled = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), sampled);
-    }
-    std::vector<std::unique_ptr<Request>> finished = scheduler_->update_after_step(out, step_tokens);
-    std::unordered_set<RequestId> finished_by_length;
-    for (const auto& r : finished) finished_by_length.insert(r->id);
-
-    for (const Drawn& d : drawn) {
-      if (!d.fork) continue;
-      Sequence& s = sequence_of(d.seq);
-      const RequestId parent = s.group->seqs.front();
-      if (scheduler_->find(parent) != nullptr) {
-        Request& child = scheduler_->fork_request(parent, d.seq, d.tokens.front());
-        child.engine_state = &s;
-      } else {
-        finished_by_length.insert(d.seq);  // the parent ended at max_tokens; so does its sibling
-      }
-    }
-    for (const Drawn& d : drawn) {
-      Sequence& s = sequence_of(d.seq);
-      bool stopped = false;
-      for (size_t i = 0; i < d.tokens.size() && !stopped; ++i) {
-        std::span<const float> logits(logits_.data() + d.rows[i] * vocab, vocab);
-        const bool stop_token = is_stop_token(s, d.tokens[i]);
-        if (!stop_token) emit(s, d.tokens[i], logits);
-        stopped = stop_token || s.stops.stopped();
-      }
-      if (stopped) {
-        if (scheduler_->find(d.seq) != nullptr) scheduler_->finish_request(d.seq, RequestStatus::kFinishedStopped);
-        // A grammar with no way on ended at a stop token: unfinished, not stopped.
-        end_sequence(s, s.constraint && s.constraint->dead_end() ? FinishReason::kAbort : FinishReason::kStop);
-      } else if (finished_by_length.count(d.seq)) {
-        end_sequence(s, FinishReason::kLength);
-      }
+  if (out.scheduled.empty()) return out;
+  ++stats_.steps;
+  for (const ScheduledChunk& c : out.scheduled) {
+    Group& g = *sequence_of(c.id).group;
+    if (g.cached_prompt_tokens < 0 && g.seqs.front() == c.id) {
+      g.cached_prompt_tokens = c.first_new_token;
+      g.first_scheduled = std::chrono::steady_clock::now();
     }
   }
+  return out;
+}
 
-  // Hand out what changed and retire finished groups.
+// Copy-on-write block copies, the packed batch, the grammar masks started
+// beside the forward pass, the pass itself, then what reads its results
+// before sampling (hidden states for a head, prompt scores).
+void Engine::run_forward(const SchedulerOutput& out) {
+  if (!out.copies.empty()) {
+    std::vector<std::pair<int32_t, int32_t>> pairs;
+    for (const BlockCopy& bc : out.copies) pairs.push_back({bc.src, bc.dst});
+    kv_storage_->copy_blocks(pairs);
+  }
+  pack_batch(out);
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
+  const auto t0 = std::chrono::steady_clock::now();
+  argmax_.resize(batch_.logits_rows.size());
+  start_masks(out);
+  model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
+  record_hidden(out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.forward_seconds += seconds;
+  mask_filler_.wait();
+  score_prompts();
+  if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
+    ++stats_.decode_only_steps;
+    stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());
+    stats_.decode_only_seconds += seconds;
+  }
+}
+
+// Samples every chunk that reached the end of its tokens (verifying its
+// drafts, if any). A group's first sample also draws its siblings' first
+// tokens from the same logits.
+std::vector<Engine::Drawn> Engine::draw_tokens(const SchedulerOutput& out, std::vector<StepTokens>& step_tokens) {
+  std::vector<Drawn> drawn;
+  size_t row = 0;
+  for (const ScheduledChunk& c : out.scheduled) {
+    if (!c.samples) continue;
+    const Request* r = scheduler_->find(c.id);
+    Sequence& s = sequence_of(c.id);
+    Drawn d{c.id, {}, {}, false};
+    if (r->draft_tokens.empty()) {
+      d.tokens.push_back(batch_.row_use[row] != RowUse::kLogits
+                             ? argmax_[row]
+                             : s.sampler.sample(processed(s, logits_row(row)), r->tokens,
+                                                static_cast<size_t>(r->num_prompt_tokens)));
+      d.rows.push_back(row);
+    } else {
+      const VerifyOutcome v = verify_drafts(*r, s, row);
+      d.tokens = v.tokens;
+      for (size_t i = 0; i < v.tokens.size(); ++i) d.rows.push_back(row + i);
+    }
+    step_tokens.push_back({c.id, d.tokens, false});
+    fork_siblings(*r, s, row, drawn);
+    drawn.push_back(std::move(d));
+    row += r->draft_tokens.size() + 1;
+  }
+  return drawn;
+}
+
+std::span<const float> Engine::logits_row(size_t row) const {
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  return {logits_.data() + row * vocab, vocab};
+}
+
+// A request's drafts against the target's rows from `row` on: verified on
+// the model's device, greedily against its argmaxes, or by the exact
+// rejection rule on the processed distributions; then the statistics.
+VerifyOutcome Engine::verify_drafts(const Request& r, Sequence& s, size_t row) {
+  const std::vector<int32_t>& drafts = r.draft_tokens;
+  const size_t num_prompt = static_cast<size_t>(r.num_prompt_tokens);
+  VerifyOutcome v;
+  if (batch_.row_use[row] == RowUse::kVerify) {  // verified by the model: the emitted tokens, then -1
+    for (size_t i = 0; i <= drafts.size() && argmax_[row + i] >= 0; ++i) v.tokens.push_back(argmax_[row + i]);
+    EXACTLY_CHECK(!v.tokens.empty(), "the model verified no token");
+    v.num_accepted = static_cast<int32_t>(v.tokens.size()) - 1;
+    v.num_draws = RejectionSampler::draws_used(drafts.size(), static_cast<size_t>(v.num_accepted));
+    for (int32_t i = 0; i < v.num_draws; ++i) s.sampler.rng().uniform();  // what the verify used
+  } else if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
+    v = RejectionSampler::verify_greedy(drafts, std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
+  } else {
+    // p_i is conditioned on the context followed by drafts x_1..x_{i-1};
+    // processed only for the positions the verification reaches.
+    if (verify_dists_.size() < drafts.size() + 1) verify_dists_.resize(drafts.size() + 1);
+    std::vector<int32_t> context;
+    v = speculator_->verify(
+        drafts, s.draft_dists,
+        [&](size_t i) -> const std::vector<TokenProb>& {
+          context.assign(r.tokens.begin(), r.tokens.end());
+          context.insert(context.end(), drafts.begin(), drafts.begin() + static_cast<ptrdiff_t>(i));
+          s.sampler.distribution_into(logits_row(row + i), context, num_prompt, verify_dists_[i]);
+          return verify_dists_[i];
+        },
+        s.sampler);
+  }
+  speculator_->recycle(s.draft_dists);
+  record_verify(s, static_cast<int32_t>(drafts.size()), v.num_accepted);
+  return v;
+}
+
+void Engine::record_verify(Sequence& s, int32_t drafted, int32_t accepted) {
+  if (s.lookup_drafts) {  // the probe's filler: says nothing of the proposer
+    ++stats_.spec_probe_verifies;
+    stats_.spec_probe_drafted_tokens += drafted;
+    stats_.spec_probe_accepted_tokens += accepted;
+  } else {
+    s.spec_stats.record(drafted, accepted);
+    if (s.draft_confidence.size() == static_cast<size_t>(drafted)) draft_confidence_.record(s.draft_confidence, accepted);
+    spec_all_.record(drafted, accepted);
+    ++stats_.spec_verifies;
+    stats_.spec_drafted_tokens += drafted;
+    stats_.spec_accepted_tokens += accepted;
+  }
+  s.lookup_drafts = false;
+}
+
+// A group of n > 1 forks at its first sample: each sibling draws its first
+// token from the parent's first logits row (the parent's mask is theirs).
+void Engine::fork_siblings(const Request& r, Sequence& s, size_t row, std::vector<Drawn>& drawn) {
+  Group& g = *s.group;
+  if (g.forked || g.params.n <= 1) return;
+  g.forked = true;
+  for (int32_t i = 1; i < g.params.n; ++i) {
+    const RequestId child = next_seq_id_++;
+    g.seqs.push_back(child);
+    auto cs = std::make_unique<Sequence>(child, &g, i, params_for_index(g.params.sampling, i), *model_.tokenizer);
+    const int32_t t = cs->sampler.sample(processed(s, logits_row(row)), r.tokens,
+                                         static_cast<size_t>(r.num_prompt_tokens));
+    sequences_[child] = std::move(cs);
+    speculator_->fork(r.id, child);
+    drawn.push_back({child, {t}, {row}, true});
+  }
+}
+
+// Speculation weighs decode steps against verify steps, so only those feed
+// its cost model: a prefill chunk runs the GEMM path at a lower cost per
+// token than the few tokens of a verify, and fitted in, it made verifying
+// look cheaper than it is. A step's cost is its forward pass and the
+// sampling of its rows (every verified position is a row to process when
+// sampling is not greedy; left out, drafting looked cheaper than it is at
+// temperature > 0). A pass that paid a one-time set-up (a graph's capture)
+// is left out too.
+void Engine::observe_step_cost(double forward_and_sampling_seconds) {
+  if (step_has_prefill_ || model_.model->last_forward_was_setup()) return;
+  step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), forward_and_sampling_seconds);
+}
+
+// The scheduler takes the step's tokens (ending requests at max_tokens),
+// forked siblings join it, then each drawn token is emitted up to a stop.
+void Engine::apply_tokens(const SchedulerOutput& out, const std::vector<Drawn>& drawn,
+                          const std::vector<StepTokens>& step_tokens) {
+  std::vector<std::unique_ptr<Request>> finished = scheduler_->update_after_step(out, step_tokens);
+  std::unordered_set<RequestId> finished_by_length;
+  for (const auto& r : finished) finished_by_length.insert(r->id);
+  for (const Drawn& d : drawn) {
+    if (!d.fork) continue;
+    Sequence& s = sequence_of(d.seq);
+    const RequestId parent = s.group->seqs.front();
+    if (scheduler_->find(parent) != nullptr) {
+      Request& child = scheduler_->fork_request(parent, d.seq, d.tokens.front());
+      child.engine_state = &s;
+    } else {
+      finished_by_length.insert(d.seq);  // the parent ended at max_tokens; so does its sibling
+    }
+  }
+  for (const Drawn& d : drawn) {
+    Sequence& s = sequence_of(d.seq);
+    bool stopped = false;
+    for (size_t i = 0; i < d.tokens.size() && !stopped; ++i) {
+      const bool stop_token = is_stop_token(s, d.tokens[i]);
+      if (!stop_token) emit(s, d.tokens[i], logits_row(d.rows[i]));
+      stopped = stop_token || s.stops.stopped();
+    }
+    if (stopped) {
+      if (scheduler_->find(d.seq) != nullptr) scheduler_->finish_request(d.seq, RequestStatus::kFinishedStopped);
+      // A grammar with no way on ended at a stop token: unfinished, not stopped.
+      end_sequence(s, s.constraint && s.constraint->dead_end() ? FinishReason::kAbort : FinishReason::kStop);
+    } else if (finished_by_length.count(d.seq)) {
+      end_sequence(s, FinishReason::kLength);
+    }
+  }
+}
+
+// Hands out what changed in each group and retires the finished ones.
+std::vector<RequestOutput> Engine::collect_outputs() {
+  std::vector<RequestOutput> results;
   for (auto it = groups_.begin(); it != groups_.end();) {
     Group& g = *it->second;
-    const bool prompt_scored = g.prompt_scores.size() + 1 == g.params.prompt.size();
-    if (g.params.prompt_logprobs >= 0 && !g.prompt_scores_sent && prompt_scored) {
-      std::vector<std::optional<TokenLogprobs>>& lp = g.pending.prompt_logprobs;
-      lp.assign(1, std::nullopt);
-      for (TokenLogprobs& t : g.prompt_scores) lp.emplace_back(std::move(t));
-      g.prompt_scores.clear();  // only their count matters from now on
-      g.prompt_scores.shrink_to_fit();
-      g.prompt_scores_sent = true;
-      g.touched = true;
-    }
+    release_prompt_scores(g);
     if (!g.touched) {
       ++it;
       continue;
@@ -894,6 +930,19 @@ std::vector<RequestOutput> Engine::step() {
     }
   }
   return results;
+}
+
+// A group's prompt logprobs go out once, when every prompt position is scored.
+void Engine::release_prompt_scores(Group& g) {
+  const bool prompt_scored = g.prompt_scores.size() + 1 == g.params.prompt.size();
+  if (g.params.prompt_logprobs < 0 || g.prompt_scores_sent || !prompt_scored) return;
+  std::vector<std::optional<TokenLogprobs>>& lp = g.pending.prompt_logprobs;
+  lp.assign(1, std::nullopt);
+  for (TokenLogprobs& t : g.prompt_scores) lp.emplace_back(std::move(t));
+  g.prompt_scores.clear();  // only their count matters from now on
+  g.prompt_scores.shrink_to_fit();
+  g.prompt_scores_sent = true;
+  g.touched = true;
 }
 
 }  // namespace exactly

@@ -99,9 +99,27 @@ class Engine {
   };
   void pack_prompt_score_rows(const SchedulerOutput& out, const std::vector<int32_t>& chunk_rows);
   void score_prompts();
-  std::vector<StepTokens> sample(const SchedulerOutput& out);
-  void finish_step(const SchedulerOutput& out, std::vector<std::unique_ptr<Request>> finished,
-                   std::vector<RequestOutput>& results);
+  // The tokens a step drew for one sequence, and the logits row of each.
+  struct Drawn {
+    RequestId seq;
+    std::vector<int32_t> tokens;  // [n] tokens to emit, in order
+    std::vector<size_t> rows;     // [n] logits row each was drawn from
+    bool fork;                    // a sibling created from the parent after the update
+  };
+  // step()'s stages, in order.
+  SchedulerOutput schedule_step();
+  void run_forward(const SchedulerOutput& out);
+  std::vector<Drawn> draw_tokens(const SchedulerOutput& out, std::vector<StepTokens>& step_tokens);
+  void observe_step_cost(double forward_and_sampling_seconds);
+  void apply_tokens(const SchedulerOutput& out, const std::vector<Drawn>& drawn,
+                    const std::vector<StepTokens>& step_tokens);
+  std::vector<RequestOutput> collect_outputs();
+  // Their parts.
+  VerifyOutcome verify_drafts(const Request& r, Sequence& s, size_t row);
+  void record_verify(Sequence& s, int32_t drafted, int32_t accepted);
+  void fork_siblings(const Request& r, Sequence& s, size_t row, std::vector<Drawn>& drawn);
+  void release_prompt_scores(Group& g);
+  std::span<const float> logits_row(size_t row) const;
   void start_masks(const SchedulerOutput& out);
   std::span<const float> processed(const Sequence& s, std::span<const float> logits);
   Sequence& sequence_of(RequestId id);
