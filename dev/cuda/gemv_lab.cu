@@ -341,23 +341,13 @@ std::vector<Version> canonical_versions() {
                      g->run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
                    }};
   };
-  // Beyond 8 rows the narrow tilings do not apply: the 64-row tiles run.
-  auto narrow = [](const char* name, RowsTiling t) {
-    return Version{name, [t](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
-                     gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st,
-                                    n <= kGemmRowsNarrowMax ? t : RowsTiling::kM64);
-                   }};
-  };
   return {version("f0 fastest (production: streaming at 1 row, cuBLASLt's choice beyond)", &fastest),
           version("c1 canonical: cuBLASLt without split-K", &lt_canonical),
           version("c2 canonical: gemm_rows up to 64 rows, cuBLASLt without split-K beyond", &canonical),
           Version{"c3 canonical: gemm_rows alone",
                   [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
                     gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
-                  }},
-          narrow("c4 canonical: gemm_rows, 8 weight rows a tile on N (up to 8 rows)", RowsTiling::kN8),
-          narrow("c5 canonical: gemm_rows, 16 weight rows a tile on N (up to 8 rows)", RowsTiling::kN16),
-          narrow("c6 canonical: gemm_rows, 32 weight rows a tile on N (up to 8 rows)", RowsTiling::kN32)};
+                  }}};
 }
 
 // Every canonical version against c1 bit for bit at every row count, row 0

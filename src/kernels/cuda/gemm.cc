@@ -29,7 +29,6 @@ struct Gemm::Plan {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool few_rows = false;  // the order's few-row kernel runs this shape
-  RowsTiling tiling = RowsTiling::kM64;  // how gemm_rows tiles the weight
   ~Plan() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -103,13 +102,11 @@ bool tensor_core_fp32(const cublasLtMatmulAlgo_t& algo) {
 struct Gemm::Candidate {
   bool few_rows;
   cublasLtMatmulAlgo_t algo;
-  RowsTiling tiling = RowsTiling::kM64;
 };
 
 // One plan per shape, made on first use: in the fastest order cuBLASLt's
 // first heuristic choice (or the streaming kernel for a few rows); in
-// canonical order the fastest of gemm_rows (in each of its tilings that
-// apply) and cuBLASLt's first choices
+// canonical order the fastest of gemm_rows and cuBLASLt's first choices
 // without split-K, timed once per power-of-two bucket of rows up to
 // kTunedRows (timing costs about a millisecond a shape, and a server's steps
 // take every row count), else the first choice. Every candidate sums in the
@@ -152,10 +149,6 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   const bool rows_fit = canonical ? n <= few_rows_ && gemm_rows_applies(n, m, k, x, w)
                                   : n <= few_rows_ && gemv_applies(n, k, x, w);
   if (rows_fit) candidates.push_back({true, {}});
-  // A few rows of a narrow weight may run faster tiled on wgmma's N side.
-  if (rows_fit && canonical)
-    for (RowsTiling t : kNarrowTilings)
-      if (gemm_rows_applies(n, m, k, x, w, t)) candidates.push_back({true, {}, t});
   for (int i = 0, kept = 0; i < found && kept < (canonical ? kTunedCandidates : 1); ++i) {
     if (canonical && !tensor_core_fp32(results[i].algo)) continue;
     candidates.push_back({false, results[i].algo});
@@ -180,7 +173,6 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   }
   plan->few_rows = candidates[chosen].few_rows;
   plan->algo = candidates[chosen].algo;
-  plan->tiling = candidates[chosen].tiling;
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
@@ -199,7 +191,6 @@ size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candida
   for (size_t i = 0; i < candidates.size(); ++i) {
     plan.few_rows = candidates[i].few_rows;
     plan.algo = candidates[i].algo;
-    plan.tiling = candidates[i].tiling;
     std::vector<float> ms;
     for (int rep = 0; rep < 7; ++rep) {
       check_cuda(cudaEventRecord(start, stream), "product tuning");
@@ -222,8 +213,7 @@ size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candida
 void Gemm::launch(const Plan& plan, const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k,
                   GemmOut out_type, bool accumulate, cudaStream_t stream) {
   if (plan.few_rows) {
-    if (order_ == GemmOrder::kCanonical)
-      return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream, plan.tiling);
+    if (order_ == GemmOrder::kCanonical) return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
     return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
   }
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;

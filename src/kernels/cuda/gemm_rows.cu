@@ -14,14 +14,6 @@
 // the tiles. Under dependent launch the producer starts streaming weights
 // before the kernel ahead has finished (weights are never written).
 //
-// Weights too narrow to give every SM a 64-row tile (a small model's
-// products: 576 or 960 rows on 132 SMs) tile their rows 8, 16 or 32 at a time
-// on wgmma's N side instead, with the input rows (at most 8) on its M side:
-// A's eight 8-row groups all read the same eight rows (a stride of 0 between
-// groups), so the inputs take 1 KB a panel, and the outputs of groups 1-7
-// repeat group 0's and are dropped. The k16 step's arithmetic does not depend
-// on which operand is A (dev/cuda/order_lab.cu), so the bits are the same.
-//
 // Whole tiles per CTA leave SMs idle in the last round (448 tiles on 132 SMs
 // is 3.4 rounds of 4), so a CTA's share is an equal run of (tile, k-stage)
 // steps instead. A tile cut between two CTAs keeps its one chain: the CTA
@@ -50,23 +42,20 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
+constexpr int kTileRows = 64;  // weight rows per tile: wgmma's M
+constexpr int kWeightPanelBytes = kTileRows * 128;
 constexpr int kSharedBudget = 200 * 1024;  // bytes of stages per CTA: one CTA per SM, many bytes in flight
 
 enum class OutKind : int { kBf16 = 0, kF32 = 1, kF32Add = 2 };
 
-// wgmma's N (a multiple of 8): the input rows when the weights are on M
-// (kOnN false: tiles of 64 weight rows), the tile's weight rows when they
-// are on N (inputs: one 8-row group). Stages of P 64-column panels of k (k a
-// multiple of 64 P: a stage is never partial, so the consumer's steps are one
-// unrolled sequence).
-template <int N, int P, bool kOnN>
+// N input rows (a multiple of 8) on wgmma's N side; stages of P 64-column
+// panels of k (k a multiple of 64 P: a stage is never partial, so the
+// consumer's steps are one unrolled sequence).
+template <int N, int P>
 struct RowsShape {
-  static constexpr int kTileRows = kOnN ? N : 64;
-  static constexpr int kInputRows = kOnN ? 8 : N;
   static constexpr int kStageK = 64 * P;
-  static constexpr int kWeightPanelBytes = kTileRows * 128;
   static constexpr int kWeightBytes = P * kWeightPanelBytes;
-  static constexpr int kInputPanelBytes = kInputRows * 128;
+  static constexpr int kInputPanelBytes = N * 128;
   static constexpr int kStageBytes = kWeightBytes + P * kInputPanelBytes;
   static constexpr int kMaxStages = 32 / P;
   static constexpr int kStages =
@@ -78,19 +67,15 @@ struct RowsShape {
 
 // The k16 steps of a stage, in order; the first overwrites the accumulators
 // unless `accumulate`.
-template <int N, int P, bool kOnN>
+template <int N, int P>
 __device__ __forceinline__ void issue_steps(float (&acc)[N / 2], uint64_t w_desc, uint64_t x_desc, bool accumulate) {
 #ifdef EXACTLY_HAS_WGMMA
-  using S = RowsShape<N, P, kOnN>;
 #pragma unroll
   for (int j = 0; j < 4 * P; ++j) {
     const uint32_t step = static_cast<uint32_t>((j % 4) * 32);
-    const uint64_t w = wgmma_descriptor_advance(w_desc, (j / 4) * S::kWeightPanelBytes + step);
-    const uint64_t x = wgmma_descriptor_advance(x_desc, (j / 4) * S::kInputPanelBytes + step);
-    if constexpr (kOnN)
-      wgmma_kk<N>(acc, x, w, accumulate || j > 0);
-    else
-      wgmma_kk<N>(acc, w, x, accumulate || j > 0);
+    wgmma_kk<N>(acc, wgmma_descriptor_advance(w_desc, (j / 4) * kWeightPanelBytes + step),
+                wgmma_descriptor_advance(x_desc, (j / 4) * RowsShape<N, P>::kInputPanelBytes + step),
+                accumulate || j > 0);
   }
 #endif
 }
@@ -170,11 +155,11 @@ __device__ __forceinline__ void resume_accumulators(float (&acc)[N / 2]) {
 }
 #endif
 
-template <int N, int P, bool kOnN>
-__global__ void __launch_bounds__(RowsShape<N, P, kOnN>::kThreads, 1)
+template <int N, int P>
+__global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
     gemm_rows_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map, void* out,
                      int m, int n_out, int k, int out_kind) {
-  using S = RowsShape<N, P, kOnN>;
+  using S = RowsShape<N, P>;
 #ifdef EXACTLY_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
   __shared__ __align__(8) uint64_t full[S::kStages], empty[S::kStages];
@@ -182,7 +167,7 @@ __global__ void __launch_bounds__(RowsShape<N, P, kOnN>::kThreads, 1)
   auto weights_at = [&](int slot) { return base + static_cast<uint32_t>(slot * S::kStageBytes); };
   auto inputs_at = [&](int slot) { return weights_at(slot) + S::kWeightBytes; };
 
-  const StepShare share((n_out + S::kTileRows - 1) / S::kTileRows, k / S::kStageK);
+  const StepShare share((n_out + kTileRows - 1) / kTileRows, k / S::kStageK);
   const int iterations = share.end - share.begin;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -209,8 +194,8 @@ __global__ void __launch_bounds__(RowsShape<N, P, kOnN>::kThreads, 1)
       const uint32_t bar = smem_address(&full[slot]);
       mbarrier_arrive_expect_tx(bar, static_cast<uint32_t>(S::kStageBytes));
       for (int p = 0; p < P; ++p)
-        tma_load_2d(weights_at(slot) + p * S::kWeightPanelBytes, &w_map, ks * S::kStageK + p * 64,
-                    tile * S::kTileRows, bar);
+        tma_load_2d(weights_at(slot) + p * kWeightPanelBytes, &w_map, ks * S::kStageK + p * 64, tile * kTileRows,
+                    bar);
     };
     auto issue_inputs = [&](int it, int ks) {
       const int slot = it % S::kStages;
@@ -247,12 +232,11 @@ __global__ void __launch_bounds__(RowsShape<N, P, kOnN>::kThreads, 1)
     for (int s = 0; s < stages; ++s, ++it) {
       const int slot = it % S::kStages;
       mbarrier_wait(smem_address(&full[slot]), (it / S::kStages) & 1);
-      const uint64_t w_desc = wgmma_descriptor(weights_at(slot), S::kWeightPanelBytes, 1024);
-      // On A's side the inputs' one 8-row group stands for all eight.
-      const uint64_t x_desc = wgmma_descriptor(inputs_at(slot), S::kInputPanelBytes, kOnN ? 0 : 1024);
+      const uint64_t w_desc = wgmma_descriptor(weights_at(slot), kWeightPanelBytes, 1024);
+      const uint64_t x_desc = wgmma_descriptor(inputs_at(slot), S::kInputPanelBytes, 1024);
       wgmma_keep(acc);
       wgmma_fence();
-      issue_steps<N, P, kOnN>(acc, w_desc, x_desc, continuing || s > 0);
+      issue_steps<N, P>(acc, w_desc, x_desc, continuing || s > 0);
       wgmma_commit();
       // The stage before this one is done once at most this stage's group is
       // in flight: release it.
@@ -263,18 +247,14 @@ __global__ void __launch_bounds__(RowsShape<N, P, kOnN>::kThreads, 1)
     wgmma_keep(acc);
     if (threadIdx.x == 0) mbarrier_arrive(smem_address(&empty[(it - 1) % S::kStages]));
   };
-  // Accumulator j of a thread is D's element (16 warp + g (+ 8), 8 (j / 4)
-  // + 2 c (+ 1)): (weight row, input row) with the weights on M, (input row,
-  // weight row) on N, where only group 0 of D's rows is kept.
   auto store = [&](const float(&acc)[N / 2], int tile) {
+    const int rows = min(kTileRows, n_out - tile * kTileRows);
 #pragma unroll
     for (int j = 0; j < N / 2; ++j) {
-      const int d_row = 16 * warp + g + ((j % 4) >= 2 ? 8 : 0);
-      const int d_col = 8 * (j / 4) + 2 * c + (j % 2);
-      if (kOnN && d_row >= 8) continue;
-      const int row = tile * S::kTileRows + (kOnN ? d_col : d_row);
-      const int token = kOnN ? d_row : d_col;
-      if (row >= n_out || token >= m) continue;
+      const int local = 16 * warp + g + ((j % 4) >= 2 ? 8 : 0);
+      const int row = tile * kTileRows + local;
+      const int token = 8 * (j / 4) + 2 * c + (j % 2);
+      if (local >= rows || row >= n_out || token >= m) continue;
       const int64_t at = int64_t{token} * n_out + row;
       if (out_kind == static_cast<int>(OutKind::kBf16)) {
         static_cast<bf16*>(out)[at] = __float2bfloat16_rn(acc[j]);
@@ -353,22 +333,22 @@ int multiprocessors() {
   return n;
 }
 
-template <int N, int P, bool kOnN = false>
+template <int N, int P>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
             cudaStream_t stream) {
-  using S = RowsShape<N, P, kOnN>;
-  constexpr auto kernel = gemm_rows_kernel<N, P, kOnN>;
+  using S = RowsShape<N, P>;
+  constexpr auto kernel = gemm_rows_kernel<N, P>;
   static const bool configured = [] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSharedBytes),
                "gemm_rows");
     return true;
   }();
   (void)configured;
-  const CUtensorMap w_map = tensor_map(w, n_out, k, S::kTileRows);
-  const CUtensorMap x_map = tensor_map(x, m, k, S::kInputRows);
+  const CUtensorMap w_map = tensor_map(w, n_out, k, kTileRows);
+  const CUtensorMap x_map = tensor_map(x, m, k, N);
   // One CTA per SM, but no more than there are tiles (a share is at least a
   // tile: StepShare) or hand-off slots.
-  const int64_t tiles = (n_out + S::kTileRows - 1) / S::kTileRows;
+  const int64_t tiles = (n_out + kTileRows - 1) / kTileRows;
   const auto grid = static_cast<unsigned>(std::min<int64_t>({tiles, multiprocessors(), kMaxGrid}));
   launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
                    w_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
@@ -377,13 +357,7 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, i
 
 template <int P>
 void launch_for_rows(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-                     RowsTiling tiling, cudaStream_t stream) {
-  switch (tiling) {
-    case RowsTiling::kN8: return launch<8, P, true>(x, w, out, m, n_out, k, kind, stream);
-    case RowsTiling::kN16: return launch<16, P, true>(x, w, out, m, n_out, k, kind, stream);
-    case RowsTiling::kN32: return launch<32, P, true>(x, w, out, m, n_out, k, kind, stream);
-    case RowsTiling::kM64: break;
-  }
+                     cudaStream_t stream) {
   switch ((m + 7) / 8) {
     case 1: return launch<8, P>(x, w, out, m, n_out, k, kind, stream);
     case 2: return launch<16, P>(x, w, out, m, n_out, k, kind, stream);
@@ -398,24 +372,23 @@ void launch_for_rows(const void* x, const void* w, void* out, int64_t m, int64_t
 
 }  // namespace
 
-bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const void* w, RowsTiling tiling) {
+bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const void* w) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-  const int most = tiling == RowsTiling::kM64 ? kGemmRowsMax : kGemmRowsNarrowMax;
-  return m >= 1 && m <= most && n_out >= 1 && n_out < (int64_t{1} << 31) && k >= 64 && k % 64 == 0 &&
+  return m >= 1 && m <= kGemmRowsMax && n_out >= 1 && n_out < (int64_t{1} << 31) && k >= 64 && k % 64 == 0 &&
          k < (int64_t{1} << 31) && aligned(x) && aligned(w);
 }
 
 void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream, RowsTiling tiling) {
-  EXACTLY_CUDA_REQUIRE(gemm_rows_applies(m, n_out, k, x, w, tiling),
+                    bool accumulate, cudaStream_t stream) {
+  EXACTLY_CUDA_REQUIRE(gemm_rows_applies(m, n_out, k, x, w),
                        "gemm_rows: %lld rows of a %lld x %lld weight (at most %d rows, k a multiple of 64)",
                        static_cast<long long>(m), static_cast<long long>(n_out), static_cast<long long>(k),
-                       tiling == RowsTiling::kM64 ? kGemmRowsMax : kGemmRowsNarrowMax);
+                       kGemmRowsMax);
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm_rows: accumulating needs an fp32 output");
   const OutKind kind = out_type == GemmOut::bf16 ? OutKind::kBf16 : accumulate ? OutKind::kF32Add : OutKind::kF32;
   // Stages of 256 columns of k where k allows, else of 64.
-  if (k % 256 == 0) return launch_for_rows<4>(x, w, out, m, n_out, k, kind, tiling, stream);
-  launch_for_rows<1>(x, w, out, m, n_out, k, kind, tiling, stream);
+  if (k % 256 == 0) return launch_for_rows<4>(x, w, out, m, n_out, k, kind, stream);
+  launch_for_rows<1>(x, w, out, m, n_out, k, kind, stream);
 }
 
 }  // namespace exactly::kernels::cuda
