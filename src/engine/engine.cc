@@ -380,9 +380,33 @@ void Engine::end_sequence(Sequence& s, FinishReason reason) {
 // computed). Running requests are scheduled first, so drafts are only handed
 // out while the whole step's running work fits the token budget: a verify is
 // never split across steps, and its k + 1 logits rows come from one pass.
+// Drafts for the requests that decode this step, each as long as its
+// acceptance and the measured step costs make worth verifying.
 void Engine::propose_drafts() {
   if (!speculator_->enabled()) return;
   int64_t budget = config_.max_num_batched_tokens;
+  const std::vector<Request*> decoding = decoding_requests(budget);
+  std::optional<DraftPlan> plan = draft_plan(static_cast<int64_t>(decoding.size()));
+  if (!plan) return;
+  std::vector<DraftJob> jobs;
+  for (Request* r : decoding) {
+    if (plan->probing && plan->probe_left <= 0) break;
+    const std::optional<DraftJob> job = draft_job(*r, *plan, budget, !jobs.empty());
+    if (!job) continue;
+    jobs.push_back(*job);
+    budget -= job->k;
+    plan->probe_left -= job->k;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  speculator_->propose(jobs, pool_);
+  stats_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.spec_draft_pass_tokens = speculator_->draft_tokens_computed();
+}
+
+// The running requests with one token to compute and no logits processing
+// that drafts cannot go through, in id order; `budget` loses every running
+// request's pending tokens.
+std::vector<Request*> Engine::decoding_requests(int64_t& budget) {
   std::vector<Request*> decoding;
   for (const auto& [id, seq] : sequences_) {
     Request* r = seq->done ? nullptr : scheduler_->find(id);
@@ -392,104 +416,103 @@ void Engine::propose_drafts() {
     if (pending == 1 && !seq->processes_logits()) decoding.push_back(r);
   }
   std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
-  const auto num_decoding = static_cast<int64_t>(decoding.size());
-  // A draft model that has to catch up decides by a rate that a few
-  // rejections cannot push below the prior (pooled_rate_to_decide_by): its
-  // catch-up grows while it waits, so an estimate it stopped on is never
-  // tested again. The other proposers come back by fading alone.
-  const double all_rate = speculator_->catches_up() ? spec_all_.pooled_rate_to_decide_by(kPooledPriorDrafts)
-                                                    : spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
-  // Speculation waits for evidence of what verifying costs: nothing is
-  // drafted before a plain decode step has been timed, and until the
-  // target's cost model can tell a step's fixed cost from its cost per
-  // token, only the drafts that let it (probe_draft_tokens), up to k from
-  // each request. Layer skipping makes those of one request, which times its
-  // passes and tries its acceptance; the other requests' drafts, and all of
-  // a draft model's, are lookups that cost nothing to make and inform no
-  // acceptance estimate. A draft model's first drafts for a request cost a
-  // pass over the request's context, so it drafts only once the catch-up
-  // gate below finds that worth it at the pooled acceptance (the prior's
-  // until some request's drafts are verified), with its costs estimated from
-  // the target's until its passes give a fit: a draft that would pay only at
-  // an acceptance well above the prior's is not tried. (Drafting at the
-  // prior's k in the first two steps of 16 requests lost ~4% of a 128-token
-  // run before the measured costs turned speculation off; one probe draft
-  // for each of 16 editing requests cost 6-7% of the run in catch-up, and
-  // with the draft making the probe's 4 drafts for 4 editing requests, its
-  // catch-up on two prompts put the run at x0.94; prompt lookup, which
-  // drafted at the prior's cost, drafted 5 tokens for each of 64 requests,
-  // where verifying costs nearly as much as a plain step.)
-  const std::optional<StepCostModel::Fit> fit = step_cost_.fit();
-  const bool probing = config_.adaptive_speculation && !fit;
-  if (probing && !step_cost_.mean_seconds()) return;
+  return decoding;
+}
+
+// What this step's drafting decides by; nullopt when nothing is drafted.
+//
+// A draft model that has to catch up decides by a rate that a few
+// rejections cannot push below the prior (pooled_rate_to_decide_by): its
+// catch-up grows while it waits, so an estimate it stopped on is never
+// tested again. The other proposers come back by fading alone.
+//
+// Speculation waits for evidence of what verifying costs: nothing is
+// drafted before a plain decode step has been timed, and until the target's
+// cost model can tell a step's fixed cost from its cost per token, only the
+// drafts that let it (probe_draft_tokens), up to k from each request. Layer
+// skipping makes those of one request, which times its passes and tries its
+// acceptance; the other requests' drafts, and all of a draft model's, are
+// lookups that cost nothing to make and inform no acceptance estimate. A
+// draft model's first drafts for a request cost a pass over the request's
+// context, so it drafts only once the catch-up gate (draft_job) finds that
+// worth it at the pooled acceptance (the prior's until some request's drafts
+// are verified), with its costs estimated from the target's until its passes
+// give a fit: a draft that would pay only at an acceptance well above the
+// prior's is not tried.
+std::optional<Engine::DraftPlan> Engine::draft_plan(int64_t num_decoding) const {
+  DraftPlan plan;
+  plan.all_rate = speculator_->catches_up() ? spec_all_.pooled_rate_to_decide_by(kPooledPriorDrafts)
+                                            : spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
+  plan.fit = step_cost_.fit();
+  plan.probing = config_.adaptive_speculation && !plan.fit;
+  if (plan.probing && !step_cost_.mean_seconds()) return std::nullopt;
   // Once measured: how much one more draft costs relative to a request's
   // share of the step, verifying it and, for a draft model, drafting it.
-  const double relative_cost =
-      fit ? relative_verify_cost(*fit, num_decoding, speculator_->draft_pass_seconds(num_decoding, fit).value_or(0.0))
-          : 0;
-  const double share = fit ? request_share_seconds(*fit, num_decoding) : 0;
-  int64_t probe_left = probe_draft_tokens(num_decoding);
-  std::vector<DraftJob> jobs;
-  for (Request* r : decoding) {
-    if (probing && probe_left <= 0) break;
-    Sequence& s = sequence_of(r->id);
-    const double rate = s.spec_stats.shrunk_acceptance_rate(all_rate, kAcceptanceShrink);
-    int64_t k = config_.num_speculative_tokens;
-    // The probe is a measurement: fewer drafts than it needs (the prior's k
-    // was 2 for one request, where 3 are needed) leave the cost model without
-    // a fit. Prompt lookup may find fewer than asked; the probe then goes on
-    // next step.
-    if (probing) k = std::min(probe_left, k);
-    else if (config_.adaptive_speculation) k = draft_length_for_cost(rate, relative_cost, config_.num_speculative_tokens);
-    // The catch-up gate prices the length the rate gives; a confident run
-    // may go further, an unsure draft ends it sooner.
-    const int64_t k_by_rate = k;
-    const bool confident_run = config_.adaptive_speculation && config_.confident_draft_runs && !probing && k > 0 &&
-                               speculator_->catches_up();
-    if (confident_run) k = config_.num_speculative_tokens;
-    // Never draft past max_tokens or the context: the last token is sampled.
-    const int64_t remaining = r->max_tokens - r->num_output_tokens();
-    k = std::min(k, remaining - 1);
-    k = std::min(k, int64_t{config_.max_model_len} - r->num_tokens() - 1);
-    if (config_.long_prefill_token_threshold > 0) k = std::min(k, config_.long_prefill_token_threshold - 1);
-    k = std::min(k, budget);
-    if (k <= 0) {
-      s.spec_stats.fade();  // so that a pessimistic estimate gets tested again
-      continue;
-    }
-    // A draft model that has yet to catch up on the request's context drafts
-    // for it only if what drafting saves over the rest of the request, at
-    // the acceptance expected of it, outweighs that catch-up.
-    if (config_.adaptive_speculation && !probing) {
-      const std::optional<double> catch_up = speculator_->catch_up_seconds(*r, fit);
-      if (catch_up && *catch_up > 0 &&
-          *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(std::min(k, k_by_rate)), relative_cost,
-                                               remaining_tokens_to_count_on(*r, s.group->params), share)) {
-        s.spec_stats.fade();  // as above: the estimate that stops it is tested again in time
-        continue;
-      }
-    }
-    const bool lookup = probing && speculator_->drafts_with_model() && (speculator_->catches_up() || !jobs.empty());
-    DraftJob job;
-    job.request = r;
-    job.k = static_cast<int32_t>(k);
-    job.drafter = &s.drafter;
-    job.dists = &s.draft_dists;
-    job.lookup = lookup;
-    job.confidence = &s.draft_confidence;
-    if (confident_run) {
-      job.continue_above = draft_continuation_threshold(rate, relative_cost, config_.num_speculative_tokens);
-      job.confidence_scale = draft_confidence_.scale();
-    }
-    jobs.push_back(job);
-    s.lookup_drafts = lookup;
-    budget -= k;
-    probe_left -= k;
+  if (plan.fit) {
+    const double draft_pass = speculator_->draft_pass_seconds(num_decoding, plan.fit).value_or(0.0);
+    plan.relative_cost = relative_verify_cost(*plan.fit, num_decoding, draft_pass);
+    plan.share = request_share_seconds(*plan.fit, num_decoding);
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  speculator_->propose(jobs, pool_);
-  stats_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stats_.spec_draft_pass_tokens = speculator_->draft_tokens_computed();
+  plan.probe_left = probe_draft_tokens(num_decoding);
+  return plan;
+}
+
+// One request's drafting job, or nullopt when it drafts nothing this step.
+std::optional<DraftJob> Engine::draft_job(Request& r, const DraftPlan& plan, int64_t budget, bool others_drafted) {
+  Sequence& s = sequence_of(r.id);
+  const double rate = s.spec_stats.shrunk_acceptance_rate(plan.all_rate, kAcceptanceShrink);
+  int64_t k = config_.num_speculative_tokens;
+  // The probe is a measurement: fewer drafts than it needs leave the cost
+  // model without a fit. Prompt lookup may find fewer than asked; the probe
+  // then goes on next step.
+  if (plan.probing) k = std::min(plan.probe_left, k);
+  else if (config_.adaptive_speculation) k = draft_length_for_cost(rate, plan.relative_cost, config_.num_speculative_tokens);
+  // The catch-up gate prices the length the rate gives; a confident run may
+  // go further, an unsure draft ends it sooner.
+  const int64_t k_by_rate = k;
+  const bool confident_run = config_.adaptive_speculation && config_.confident_draft_runs && !plan.probing && k > 0 &&
+                             speculator_->catches_up();
+  if (confident_run) k = config_.num_speculative_tokens;
+  k = std::min(k, draft_room(r, budget));
+  if (k <= 0) {
+    s.spec_stats.fade();  // so that a pessimistic estimate gets tested again
+    return std::nullopt;
+  }
+  // A draft model that has yet to catch up on the request's context drafts
+  // for it only if what drafting saves over the rest of the request, at the
+  // acceptance expected of it, outweighs that catch-up.
+  if (config_.adaptive_speculation && !plan.probing) {
+    const std::optional<double> catch_up = speculator_->catch_up_seconds(r, plan.fit);
+    if (catch_up && *catch_up > 0 &&
+        *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(std::min(k, k_by_rate)), plan.relative_cost,
+                                             remaining_tokens_to_count_on(r, s.group->params), plan.share)) {
+      s.spec_stats.fade();  // as above: the estimate that stops it is tested again in time
+      return std::nullopt;
+    }
+  }
+  const bool lookup = plan.probing && speculator_->drafts_with_model() && (speculator_->catches_up() || others_drafted);
+  DraftJob job;
+  job.request = &r;
+  job.k = static_cast<int32_t>(k);
+  job.drafter = &s.drafter;
+  job.dists = &s.draft_dists;
+  job.lookup = lookup;
+  job.confidence = &s.draft_confidence;
+  if (confident_run) {
+    job.continue_above = draft_continuation_threshold(rate, plan.relative_cost, config_.num_speculative_tokens);
+    job.confidence_scale = draft_confidence_.scale();
+  }
+  s.lookup_drafts = lookup;
+  return job;
+}
+
+// The most drafts a request may have: never past max_tokens or the context
+// (the last token is sampled), the long-prefill cap or the step's budget.
+int64_t Engine::draft_room(const Request& r, int64_t budget) const {
+  int64_t room = r.max_tokens - r.num_output_tokens() - 1;
+  room = std::min(room, int64_t{config_.max_model_len} - r.num_tokens() - 1);
+  if (config_.long_prefill_token_threshold > 0) room = std::min(room, config_.long_prefill_token_threshold - 1);
+  return std::min(room, budget);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -89,6 +90,19 @@ class Engine {
   struct Sequence;
 
   void propose_drafts();
+  // What a step's drafting decides by (draft_plan), for each request's job.
+  struct DraftPlan {
+    double all_rate = 0;                      // every request's pooled acceptance
+    std::optional<StepCostModel::Fit> fit;    // the target's step costs, once they fit
+    bool probing = false;                     // drafting to measure the costs
+    double relative_cost = 0;                 // one more draft against a request's share of the step
+    double share = 0;                         // a request's share of a step, seconds
+    int64_t probe_left = 0;                   // drafts the probe still needs
+  };
+  std::vector<Request*> decoding_requests(int64_t& budget);
+  std::optional<DraftPlan> draft_plan(int64_t num_decoding) const;
+  std::optional<DraftJob> draft_job(Request& r, const DraftPlan& plan, int64_t budget, bool others_drafted);
+  int64_t draft_room(const Request& r, int64_t budget) const;
   void pack_batch(const SchedulerOutput& out);
   // Rows of prompt positions whose logits score the next prompt token.
   struct PromptScoreRows {
