@@ -149,13 +149,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body, std::string_
 }  // namespace
 
 GenerationRequest parse_generation_request(Endpoint endpoint, std::string_view text, const ServedModel& model) {
-  json body;
-  try {
-    body = parse_request_body(text);
-  } catch (const RequestError& e) {
-    throw ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", ""};
-  }
-  if (!body.is_object()) throw ApiError{400, "the body must be a JSON object", "invalid_request_error", "", ""};
+  const json body = parse_api_body(text);
   check_model(body, model.names);
   try {
     return parse_fields(endpoint, body, text, model);

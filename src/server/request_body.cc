@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/format.h"
+#include "server/api_error.h"
 #include "server/openai_request.h"
 
 namespace exactly::server {
@@ -32,6 +33,17 @@ json parse_request_body(std::string_view body) {
   } catch (const json::exception& e) {  // syntax errors, and numbers out of a double's range
     refuse(e.what());
   }
+}
+
+nlohmann::json parse_api_body(std::string_view text) {
+  nlohmann::json body;
+  try {
+    body = parse_request_body(text);
+  } catch (const RequestError& e) {
+    throw ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", ""};
+  }
+  if (!body.is_object()) throw ApiError{400, "the body must be a JSON object", "invalid_request_error", "", ""};
+  return body;
 }
 
 }  // namespace exactly::server

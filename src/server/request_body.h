@@ -16,4 +16,8 @@ inline constexpr int kMaxJsonDepth = 128;
 // where (the byte offset).
 nlohmann::json parse_request_body(std::string_view body);
 
+// An endpoint's body: parse_request_body's JSON, which must be an object;
+// throws ApiError 400 (OpenAI's shape) saying which of the two it is not.
+nlohmann::json parse_api_body(std::string_view body);
+
 }  // namespace exactly::server

@@ -18,17 +18,6 @@ namespace {
   throw RequestError("field '" + field + "' " + why, field);
 }
 
-json body_of(std::string_view text) {
-  json body;
-  try {
-    body = parse_request_body(text);
-  } catch (const RequestError& e) {
-    throw ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", ""};
-  }
-  if (!body.is_object()) throw ApiError{400, "the body must be a JSON object", "invalid_request_error", "", ""};
-  return body;
-}
-
 void only(const json& body, std::initializer_list<const char*> accepted) {
   for (auto it = body.begin(); it != body.end(); ++it) {
     const std::string& key = it.key();
@@ -92,7 +81,7 @@ json detokenize(const json& body, std::string_view, const ServedModel& model) {
 template <class F>
 HttpReply answer(std::string_view text, const ServedModel& model, F f) {
   try {
-    const json body = body_of(text);
+    const json body = parse_api_body(text);
     if (auto m = body.find("model"); m != body.end() && !m->is_null() &&
         (!m->is_string() || std::find(model.names.begin(), model.names.end(), m->get<std::string>()) == model.names.end()))
       throw ApiError{404, "The model does not exist on this server.", "invalid_request_error", "model", "model_not_found"};
