@@ -384,16 +384,7 @@ def test_batch_refuses_fields_it_would_ignore(run_exactly, model_path, tmp_path)
 
 
 
-WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
-                                            "unit": {"enum": ["c", "f"]}},
-           "required": ["city", "unit"], "additionalProperties": False}
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
-                                           "parameters": WEATHER}},
-         {"type": "function", "function": {"name": "get_time", "description": "Local time in a city",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"city": {"type": "string", "maxLength": 20}},
-                                                          "required": ["city"]}}}]
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+from test_tool_calls import ASK, TOOLS  # noqa: E402  (the server's tool tests' functions and question)
 
 
 def test_chat_with_tools_answers_as_the_server(llm, exactly_bin, model_path):
