@@ -13,8 +13,8 @@
 #include "engine/draft_model.h"
 #include "kvcache/capacity.h"
 #include "sample/stop_strings.h"
-#include "spec/acceptance_stats.h"
-#include "spec/rejection_sampler.h"
+#include "speculative/acceptance_stats.h"
+#include "speculative/rejection_sampler.h"
 
 namespace exactly {
 

@@ -28,8 +28,8 @@
 #include "model/draft_head.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
-#include "spec/acceptance_stats.h"
-#include "spec/draft_confidence.h"
+#include "speculative/acceptance_stats.h"
+#include "speculative/draft_confidence.h"
 
 namespace exactly {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "spec/acceptance_rule.h"
+#include "speculative/acceptance_rule.h"
 
 namespace exactly {
 

@@ -21,9 +21,9 @@
 #include "kvcache/kv_cache_manager.h"
 #include "model/kv_storage.h"
 #include "sched/request.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_proposer.h"
-#include "spec/rejection_sampler.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_proposer.h"
+#include "speculative/rejection_sampler.h"
 
 namespace exactly {
 

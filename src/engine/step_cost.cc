@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "spec/acceptance_stats.h"
+#include "speculative/acceptance_stats.h"
 
 namespace exactly {
 

@@ -43,7 +43,7 @@ struct PenaltyToken {
 };
 
 // A sampled speculative verify the model runs itself: modified rejection
-// sampling (spec/rejection_sampler.h) of num_drafts drafts against the
+// sampling (speculative/rejection_sampler.h) of num_drafts drafts against the
 // k + 1 logits rows from first_row on (each with its RowSampling, whose
 // uniform is unused). The layout is the GPU kernel's (kernels/cuda/sampling.h).
 struct RowVerify {

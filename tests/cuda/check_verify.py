@@ -1,6 +1,6 @@
 """Checks of the GPU verification of speculative drafts (verify_drafts in
 kernels/cuda/sampling.h, run by scripts/gpu-check) against a float64
-reference of the host's rule (spec/rejection_sampler.cc, acceptance_rule.cc,
+reference of the host's rule (speculative/rejection_sampler.cc, acceptance_rule.cc,
 distribution_view.cc), written here from its description, over target rows
 processed by check_sampling's reference of the host sampler:
 

@@ -15,7 +15,7 @@
 #include "engine/engine.h"
 #include "real_model_test.h"
 #include "run_engine.h"
-#include "spec/rejection_sampler.h"
+#include "speculative/rejection_sampler.h"
 
 namespace exactly {
 namespace {

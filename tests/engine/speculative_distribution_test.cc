@@ -24,8 +24,8 @@
 #include <filesystem>
 #include <map>
 
-#include "../spec/chi_square.h"
-#include "../spec/wrong_rules.h"
+#include "../speculative/chi_square.h"
+#include "../speculative/wrong_rules.h"
 #include "engine/engine.h"
 #include "loader/layer_export.h"
 #include "random_head.h"

@@ -19,7 +19,7 @@
 #include "random_head.h"
 #include "real_model_test.h"
 #include "sample/sampler.h"
-#include "spec/model_drafter.h"
+#include "speculative/model_drafter.h"
 #include "run_engine.h"
 
 namespace exactly {

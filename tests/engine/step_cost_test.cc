@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "spec/acceptance_stats.h"
+#include "speculative/acceptance_stats.h"
 
 namespace exactly {
 namespace {

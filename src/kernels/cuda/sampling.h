@@ -57,7 +57,7 @@ void sample_rows(float* logits, int64_t rows, int32_t vocab, const SampleRowPara
                  const PenaltyEntry* penalties, int32_t* tokens, void* workspace, cudaStream_t stream);
 
 // Speculative decoding's verification of sampled drafts (spec_verify.cu),
-// with the host's semantics (spec/rejection_sampler.h, acceptance_rule.h):
+// with the host's semantics (speculative/rejection_sampler.h, acceptance_rule.h):
 // modified rejection sampling against the target distributions p_1..p_{k+1},
 // each a logits row processed as sample_rows processes it. For i = 1..k,
 // draft x_i is accepted when U_{i-1} < min(1, p_i(x_i) / q_i(x_i)) (0 when

@@ -1,4 +1,4 @@
-#include "spec/distribution_view.h"
+#include "speculative/distribution_view.h"
 
 #include "core/check.h"
 

@@ -1,4 +1,4 @@
-#include "spec/rejection_sampler.h"
+#include "speculative/rejection_sampler.h"
 
 #include "core/check.h"
 #include "core/faulted_in.h"

@@ -1,4 +1,4 @@
-#include "spec/draft_confidence.h"
+#include "speculative/draft_confidence.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "spec/acceptance_rule.h"
+#include "speculative/acceptance_rule.h"
 
 #include <algorithm>
 

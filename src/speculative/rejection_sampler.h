@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "sample/rng.h"
-#include "spec/acceptance_rule.h"
-#include "spec/distribution_view.h"
+#include "speculative/acceptance_rule.h"
+#include "speculative/distribution_view.h"
 
 namespace exactly {
 

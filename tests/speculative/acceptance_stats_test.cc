@@ -1,4 +1,4 @@
-#include "spec/acceptance_stats.h"
+#include "speculative/acceptance_stats.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "spec/model_drafter.h"
+#include "speculative/model_drafter.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 
 #include "core/check.h"
 #include "core/faulted_in.h"
-#include "spec/distribution_view.h"
+#include "speculative/distribution_view.h"
 
 namespace exactly {
 

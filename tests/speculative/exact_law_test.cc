@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "sample/rng.h"
-#include "spec/acceptance_rule.h"
+#include "speculative/acceptance_rule.h"
 #include "wrong_rules.h"
 
 namespace exactly {

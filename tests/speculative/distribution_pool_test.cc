@@ -1,4 +1,4 @@
-#include "spec/distribution_pool.h"
+#include "speculative/distribution_pool.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "spec/target_hidden.h"
+#include "speculative/target_hidden.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "spec/ngram_proposer.h"
+#include "speculative/ngram_proposer.h"
 
 #include <algorithm>
 

@@ -11,7 +11,7 @@
 
 #include <vector>
 
-#include "spec/distribution_view.h"
+#include "speculative/distribution_view.h"
 
 namespace exactly {
 

@@ -15,7 +15,7 @@
 
 #include "chi_square.h"
 #include "sample/rng.h"
-#include "spec/rejection_sampler.h"
+#include "speculative/rejection_sampler.h"
 #include "wrong_rules.h"
 
 namespace exactly {

@@ -48,8 +48,8 @@
 #include "model/kv_storage.h"
 #include "model/llama.h"
 #include "sample/sampler.h"
-#include "spec/distribution_pool.h"
-#include "spec/target_hidden.h"
+#include "speculative/distribution_pool.h"
+#include "speculative/target_hidden.h"
 
 namespace exactly {
 
