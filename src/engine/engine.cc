@@ -69,6 +69,16 @@ SamplingParams drafting_params(SamplingParams sp) {
   return sp;
 }
 
+SpeculationConfig speculation_config(const EngineConfig& c) {
+  SpeculationConfig sc;
+  sc.max_drafts = c.num_speculative_tokens;
+  sc.adaptive = c.adaptive_speculation;
+  sc.confident_runs = c.confident_draft_runs;
+  sc.max_model_len = c.max_model_len;
+  sc.long_prefill_token_threshold = c.long_prefill_token_threshold;
+  return sc;
+}
+
 }  // namespace
 
 // One completion: its sampler, detokenizer and stop-string state.
@@ -214,6 +224,7 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
   Model* draft = draft_of(draft_model_, draft_head_);
   speculator_ = std::make_unique<Speculator>(spec_, model_, draft, *kv_storage_, kv_manager_, config_,
                                              split_kv_memory(model_, draft, config_).draft);
+  policy_ = std::make_unique<SpeculationPolicy>(speculation_config(config_), *speculator_);
   // The vocabulary-sized buffers of the probe, speculation's first step,
   // faulted in now: the logits of every running request plus the probe's
   // drafts, a distribution per verified row of one request when sampling,
@@ -376,27 +387,18 @@ void Engine::end_sequence(Sequence& s, FinishReason reason) {
   speculator_->recycle(s.draft_dists);
 }
 
-// Drafts for requests that are decoding (everything but their newest token
-// computed). Running requests are scheduled first, so drafts are only handed
-// out while the whole step's running work fits the token budget: a verify is
-// never split across steps, and its k + 1 logits rows come from one pass.
-// Drafts for the requests that decode this step, each as long as its
-// acceptance and the measured step costs make worth verifying.
+// Drafts for the requests that decode this step, as many as the policy
+// finds worth verifying. Running requests are scheduled first, so drafts are
+// only handed out while the whole step's running work fits the token budget:
+// a verify is never split across steps, and its k + 1 logits rows come from
+// one pass.
 void Engine::propose_drafts() {
   if (!speculator_->enabled()) return;
   int64_t budget = config_.max_num_batched_tokens;
-  const std::vector<Request*> decoding = decoding_requests(budget);
-  std::optional<DraftPlan> plan = draft_plan(static_cast<int64_t>(decoding.size()));
-  if (!plan) return;
+  const std::vector<DraftCandidate> decoding = decoding_requests(budget);
   std::vector<DraftJob> jobs;
-  for (Request* r : decoding) {
-    if (plan->probing && plan->probe_left <= 0) break;
-    const std::optional<DraftJob> job = draft_job(*r, *plan, budget, !jobs.empty());
-    if (!job) continue;
-    jobs.push_back(*job);
-    budget -= job->k;
-    plan->probe_left -= job->k;
-  }
+  for (const DraftDecision& d : policy_->plan(decoding, budget)) jobs.push_back(draft_job(d));
+  if (jobs.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   speculator_->propose(jobs, pool_);
   stats_.spec_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -406,113 +408,35 @@ void Engine::propose_drafts() {
 // The running requests with one token to compute and no logits processing
 // that drafts cannot go through, in id order; `budget` loses every running
 // request's pending tokens.
-std::vector<Request*> Engine::decoding_requests(int64_t& budget) {
-  std::vector<Request*> decoding;
+std::vector<DraftCandidate> Engine::decoding_requests(int64_t& budget) {
+  std::vector<DraftCandidate> decoding;
   for (const auto& [id, seq] : sequences_) {
     Request* r = seq->done ? nullptr : scheduler_->find(id);
     if (r == nullptr || r->status != RequestStatus::kRunning) continue;
     const int64_t pending = r->num_tokens() - r->num_computed_tokens;
     budget -= pending;
-    if (pending == 1 && !seq->processes_logits()) decoding.push_back(r);
+    if (pending == 1 && !seq->processes_logits())
+      decoding.push_back({r, &seq->spec_stats, remaining_tokens_to_count_on(*r, seq->group->params)});
   }
-  std::sort(decoding.begin(), decoding.end(), [](const Request* a, const Request* b) { return a->id < b->id; });
+  std::sort(decoding.begin(), decoding.end(),
+            [](const DraftCandidate& a, const DraftCandidate& b) { return a.request->id < b.request->id; });
   return decoding;
 }
 
-// What this step's drafting decides by; nullopt when nothing is drafted.
-//
-// A draft model that has to catch up decides by a rate that a few
-// rejections cannot push below the prior (pooled_rate_to_decide_by): its
-// catch-up grows while it waits, so an estimate it stopped on is never
-// tested again. The other proposers come back by fading alone.
-//
-// Speculation waits for evidence of what verifying costs: nothing is
-// drafted before a plain decode step has been timed, and until the target's
-// cost model can tell a step's fixed cost from its cost per token, only the
-// drafts that let it (probe_draft_tokens), up to k from each request. Layer
-// skipping makes those of one request, which times its passes and tries its
-// acceptance; the other requests' drafts, and all of a draft model's, are
-// lookups that cost nothing to make and inform no acceptance estimate. A
-// draft model's first drafts for a request cost a pass over the request's
-// context, so it drafts only once the catch-up gate (draft_job) finds that
-// worth it at the pooled acceptance (the prior's until some request's drafts
-// are verified), with its costs estimated from the target's until its passes
-// give a fit: a draft that would pay only at an acceptance well above the
-// prior's is not tried.
-std::optional<Engine::DraftPlan> Engine::draft_plan(int64_t num_decoding) const {
-  DraftPlan plan;
-  plan.all_rate = speculator_->catches_up() ? spec_all_.pooled_rate_to_decide_by(kPooledPriorDrafts)
-                                            : spec_all_.pooled_acceptance_rate(kPooledPriorDrafts);
-  plan.fit = step_cost_.fit();
-  plan.probing = config_.adaptive_speculation && !plan.fit;
-  if (plan.probing && !step_cost_.mean_seconds()) return std::nullopt;
-  // Once measured: how much one more draft costs relative to a request's
-  // share of the step, verifying it and, for a draft model, drafting it.
-  if (plan.fit) {
-    const double draft_pass = speculator_->draft_pass_seconds(num_decoding, plan.fit).value_or(0.0);
-    plan.relative_cost = relative_verify_cost(*plan.fit, num_decoding, draft_pass);
-    plan.share = request_share_seconds(*plan.fit, num_decoding);
-  }
-  plan.probe_left = probe_draft_tokens(num_decoding);
-  return plan;
-}
-
-// One request's drafting job, or nullopt when it drafts nothing this step.
-std::optional<DraftJob> Engine::draft_job(Request& r, const DraftPlan& plan, int64_t budget, bool others_drafted) {
-  Sequence& s = sequence_of(r.id);
-  const double rate = s.spec_stats.shrunk_acceptance_rate(plan.all_rate, kAcceptanceShrink);
-  int64_t k = config_.num_speculative_tokens;
-  // The probe is a measurement: fewer drafts than it needs leave the cost
-  // model without a fit. Prompt lookup may find fewer than asked; the probe
-  // then goes on next step.
-  if (plan.probing) k = std::min(plan.probe_left, k);
-  else if (config_.adaptive_speculation) k = draft_length_for_cost(rate, plan.relative_cost, config_.num_speculative_tokens);
-  // The catch-up gate prices the length the rate gives; a confident run may
-  // go further, an unsure draft ends it sooner.
-  const int64_t k_by_rate = k;
-  const bool confident_run = config_.adaptive_speculation && config_.confident_draft_runs && !plan.probing && k > 0 &&
-                             speculator_->catches_up();
-  if (confident_run) k = config_.num_speculative_tokens;
-  k = std::min(k, draft_room(r, budget));
-  if (k <= 0) {
-    s.spec_stats.fade();  // so that a pessimistic estimate gets tested again
-    return std::nullopt;
-  }
-  // A draft model that has yet to catch up on the request's context drafts
-  // for it only if what drafting saves over the rest of the request, at the
-  // acceptance expected of it, outweighs that catch-up.
-  if (config_.adaptive_speculation && !plan.probing) {
-    const std::optional<double> catch_up = speculator_->catch_up_seconds(r, plan.fit);
-    if (catch_up && *catch_up > 0 &&
-        *catch_up > drafting_savings_seconds(rate, static_cast<int32_t>(std::min(k, k_by_rate)), plan.relative_cost,
-                                             remaining_tokens_to_count_on(r, s.group->params), plan.share)) {
-      s.spec_stats.fade();  // as above: the estimate that stops it is tested again in time
-      return std::nullopt;
-    }
-  }
-  const bool lookup = plan.probing && speculator_->drafts_with_model() && (speculator_->catches_up() || others_drafted);
+// The speculator's job for the policy's decision, drawing into the sequence's own storage.
+DraftJob Engine::draft_job(const DraftDecision& d) {
+  Sequence& s = sequence_of(d.request->id);
   DraftJob job;
-  job.request = &r;
-  job.k = static_cast<int32_t>(k);
+  job.request = d.request;
+  job.k = d.k;
   job.drafter = &s.drafter;
   job.dists = &s.draft_dists;
-  job.lookup = lookup;
+  job.lookup = d.lookup;
   job.confidence = &s.draft_confidence;
-  if (confident_run) {
-    job.continue_above = draft_continuation_threshold(rate, plan.relative_cost, config_.num_speculative_tokens);
-    job.confidence_scale = draft_confidence_.scale();
-  }
-  s.lookup_drafts = lookup;
+  job.continue_above = d.continue_above;
+  job.confidence_scale = d.confidence_scale;
+  s.lookup_drafts = d.lookup;
   return job;
-}
-
-// The most drafts a request may have: never past max_tokens or the context
-// (the last token is sampled), the long-prefill cap or the step's budget.
-int64_t Engine::draft_room(const Request& r, int64_t budget) const {
-  int64_t room = r.max_tokens - r.num_output_tokens() - 1;
-  room = std::min(room, int64_t{config_.max_model_len} - r.num_tokens() - 1);
-  if (config_.long_prefill_token_threshold > 0) room = std::min(room, config_.long_prefill_token_threshold - 1);
-  return std::min(room, budget);
 }
 
 namespace {
@@ -846,9 +770,7 @@ void Engine::record_verify(Sequence& s, int32_t drafted, int32_t accepted) {
     stats_.spec_probe_drafted_tokens += drafted;
     stats_.spec_probe_accepted_tokens += accepted;
   } else {
-    s.spec_stats.record(drafted, accepted);
-    if (s.draft_confidence.size() == static_cast<size_t>(drafted)) draft_confidence_.record(s.draft_confidence, accepted);
-    spec_all_.record(drafted, accepted);
+    policy_->record_verify(s.spec_stats, s.draft_confidence, drafted, accepted);
     ++stats_.spec_verifies;
     stats_.spec_drafted_tokens += drafted;
     stats_.spec_accepted_tokens += accepted;
@@ -884,7 +806,7 @@ void Engine::fork_siblings(const Request& r, Sequence& s, size_t row, std::vecto
 // is left out too.
 void Engine::observe_step_cost(double forward_and_sampling_seconds) {
   if (step_has_prefill_ || model_.model->last_forward_was_setup()) return;
-  step_cost_.observe(static_cast<int64_t>(batch_.tokens.size()), forward_and_sampling_seconds);
+  policy_->observe_step(static_cast<int64_t>(batch_.tokens.size()), forward_and_sampling_seconds);
 }
 
 // The scheduler takes the step's tokens (ending requests at max_tokens),

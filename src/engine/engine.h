@@ -23,6 +23,7 @@
 #include "engine/request_params.h"
 #include "engine/spec_method.h"
 #include "engine/speculator.h"
+#include "engine/speculation_policy.h"
 #include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/draft_head.h"
@@ -90,19 +91,8 @@ class Engine {
   struct Sequence;
 
   void propose_drafts();
-  // What a step's drafting decides by (draft_plan), for each request's job.
-  struct DraftPlan {
-    double all_rate = 0;                      // every request's pooled acceptance
-    std::optional<StepCostModel::Fit> fit;    // the target's step costs, once they fit
-    bool probing = false;                     // drafting to measure the costs
-    double relative_cost = 0;                 // one more draft against a request's share of the step
-    double share = 0;                         // a request's share of a step, seconds
-    int64_t probe_left = 0;                   // drafts the probe still needs
-  };
-  std::vector<Request*> decoding_requests(int64_t& budget);
-  std::optional<DraftPlan> draft_plan(int64_t num_decoding) const;
-  std::optional<DraftJob> draft_job(Request& r, const DraftPlan& plan, int64_t budget, bool others_drafted);
-  int64_t draft_room(const Request& r, int64_t budget) const;
+  std::vector<DraftCandidate> decoding_requests(int64_t& budget);
+  DraftJob draft_job(const DraftDecision& d);
   void pack_batch(const SchedulerOutput& out);
   // Rows of prompt positions whose logits score the next prompt token.
   struct PromptScoreRows {
@@ -155,9 +145,7 @@ class Engine {
   std::vector<float> logits_;    // [n_logits_rows, vocab]
   std::vector<int32_t> argmax_;  // [n_logits_rows]
   std::unique_ptr<Speculator> speculator_;
-  StepCostModel step_cost_;     // decode and verify steps only
-  AcceptanceStats spec_all_;    // every request's verifies: its lifetime rate is the prior each request's is shrunk towards
-  DraftConfidence draft_confidence_;  // how a draft model's confidences map to acceptance, over every verify
+  std::unique_ptr<SpeculationPolicy> policy_;  // how many drafts each request gets
   std::vector<std::vector<TokenProb>> verify_dists_;  // [k + 1] a sampled verify's target distributions, reused
   bool step_has_prefill_ = false;  // the packed batch holds a prompt chunk
   std::vector<PromptScoreRows> prompt_score_rows_;  // this step's

@@ -1,8 +1,9 @@
 // Single-sequence generation on the CPU model: keeps one context whose KV
 // lives in a paged pool with an identity block table, feeds prompts in
 // chunks, and samples continuations. The batched engine builds on the same
-// model interface (ForwardBatch); this is the direct path used by `run`,
-// `chat`, `perplexity` and `bench model`.
+// model interface (ForwardBatch); this is the direct path used by
+// `perplexity`, `logits` and `bench model` (`run` and `chat` go through the
+// engine).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 #include "core/thread_pool.h"
 #include "model/kv_storage.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 
 namespace exactly {

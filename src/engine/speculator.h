@@ -1,9 +1,11 @@
 // The proposer chosen by `--spec` and everything it owns: the n-gram
 // matcher, or a model drafter with — for `draft:PATH` — the draft model's own
-// paged KV cache (a KVStorage and a KVCacheManager over its own BlockPool,
-// the same classes as the target's), and the measured cost of its passes.
-// The engine decides how many drafts each request gets; the speculator makes
-// them and verifies them against the target's distributions.
+// paged KV cache (a KVPool on the draft's device and a KVCacheManager over
+// its own BlockPool, the same classes as the target's), and the measured
+// cost of its passes. The speculation policy decides how many drafts each
+// request gets (SpeculationPolicy, from the costs this class reports); the
+// speculator makes them and verifies them against the target's
+// distributions.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "engine/engine_config.h"
 #include "engine/loaded_model.h"
 #include "engine/spec_method.h"
+#include "engine/speculation_policy.h"
 #include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
 #include "model/kv_storage.h"
@@ -44,7 +47,7 @@ struct DraftJob {
   std::vector<double>* confidence = nullptr;
 };
 
-class Speculator {
+class Speculator : public DraftCosts {
  public:
   // `draft` is the model of draft:PATH or the head of head:PATH (null
   // otherwise) and `draft_kv_memory` the bytes of its cache. Throws
@@ -52,14 +55,14 @@ class Speculator {
   // cache holds no block.
   Speculator(const SpecMethod& method, LoadedModel& target, Model* draft, KVPool& target_kv,
              KVCacheManager& target_kv_manager, const EngineConfig& config, int64_t draft_kv_memory);
-  ~Speculator();
+  ~Speculator() override;
 
   bool enabled() const { return method_.kind != SpecMethod::Kind::kNone; }
   // Drafts come from a model's forward passes (draft:PATH, layerskip:L), not a lookup.
-  bool drafts_with_model() const { return drafter_ != nullptr; }
+  bool drafts_with_model() const override { return drafter_ != nullptr; }
   // The drafter computes a request's context before its first drafts for it
   // (a draft model with its own cache).
-  bool catches_up() const { return drafter_ && drafter_->cache() == ModelDrafter::Cache::kOwn; }
+  bool catches_up() const override { return drafter_ && drafter_->cache() == ModelDrafter::Cache::kOwn; }
 
   // Fills each job's request->draft_tokens (and *dists for model drafts); a
   // job may get fewer than k drafts, or none (a lookup job gets k).
@@ -81,7 +84,8 @@ class Speculator {
   // model, the target's fitted step (`target`) scaled by the share of the
   // target's weight bytes the draft reads (weight_fraction()), and for layer
   // skipping the passes' mean. 0 for n-gram drafting, which runs no model.
-  std::optional<double> draft_pass_seconds(int64_t decoding, const std::optional<StepCostModel::Fit>& target) const;
+  std::optional<double> draft_pass_seconds(int64_t decoding,
+                                           const std::optional<StepCostModel::Fit>& target) const override;
 
   // Tokens the draft must compute for the request before its first draft.
   int64_t catch_up_tokens(const Request& r) const;
@@ -90,7 +94,8 @@ class Speculator {
   // prompt lookup and layerskip): the drafter's fitted cost per token; until
   // its passes give a fit, the target's cost per token (`target`) scaled by
   // weight_fraction().
-  std::optional<double> catch_up_seconds(const Request& r, const std::optional<StepCostModel::Fit>& target) const;
+  std::optional<double> catch_up_seconds(const Request& r,
+                                         const std::optional<StepCostModel::Fit>& target) const override;
 
   // A draft model's weight bytes over the target's (what a pass reads, the
   // embedding lookup aside); 0 without one.

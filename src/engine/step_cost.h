@@ -61,6 +61,10 @@ constexpr double kAcceptanceShrink = 2.0;
 // Drafts of pseudo-evidence at the configured prior rate in that lifetime rate
 // (AcceptanceStats::pooled_acceptance_rate): a few verifies cannot set it alone.
 constexpr double kPooledPriorDrafts = 8.0;
+// The share of that pooled evidence a step in which no request drafts takes
+// away (AcceptanceStats::fade_pooled): after a bad stretch, drafts are tried
+// again within a few hundred steps, a test that costs one verify.
+constexpr double kPooledFadePerIdleStep = 0.01;
 
 // Drafts in all that a probe adds to a plain step of `decoding` requests:
 // at least 3, the fewest that let StepCostModel::fit() separate its two terms

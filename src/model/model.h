@@ -105,7 +105,7 @@ class Model {
 // resolved (-1: all). Bad token ids throw Error; the rest are the caller's
 // bugs and abort.
 // Rows the model does not sample or verify (Model::samples_rows(),
-// verifies_drafts()) are bugs too.
+// verified_draft_entries()) are bugs too.
 int check_forward_batch(const ForwardBatch& batch, const Model& model, int num_layers);
 
 }  // namespace exactly

@@ -32,6 +32,8 @@ void AcceptanceStats::record(int32_t num_drafted, int32_t num_accepted) {
   accepted_ += num_accepted;
   const double examined = num_accepted + (num_accepted < num_drafted ? 1 : 0);
   examined_ += static_cast<int64_t>(examined);
+  pooled_accepted_ += num_accepted;
+  pooled_examined_ += examined;
   if (verifies_ == 1) {
     ema_accepted_ = num_accepted;
     ema_examined_ = examined;
@@ -66,13 +68,19 @@ double AcceptanceStats::lifetime_acceptance_rate() const {
 
 double AcceptanceStats::pooled_acceptance_rate(double weight) const {
   EXACTLY_CHECK(weight > 0, "weight %g", weight);
-  return (static_cast<double>(accepted_) + weight * config_.prior_rate) / (static_cast<double>(examined_) + weight);
+  return (pooled_accepted_ + weight * config_.prior_rate) / (pooled_examined_ + weight);
 }
 
 double AcceptanceStats::pooled_rate_to_decide_by(double weight) const {
   const double rate = pooled_acceptance_rate(weight);
-  const double error = std::sqrt(rate * (1 - rate) / (static_cast<double>(examined_) + weight));
+  const double error = std::sqrt(rate * (1 - rate) / (pooled_examined_ + weight));
   return std::max(rate, std::min(config_.prior_rate, rate + error));
+}
+
+void AcceptanceStats::fade_pooled(double factor) {
+  EXACTLY_CHECK(factor >= 0 && factor <= 1, "factor %g", factor);
+  pooled_accepted_ *= 1 - factor;
+  pooled_examined_ *= 1 - factor;
 }
 
 void AcceptanceStats::fade() {

@@ -50,11 +50,12 @@ class AcceptanceStats {
   // Per-draft acceptance over the request's life: accepted / examined (the
   // prior before any verify).
   double lifetime_acceptance_rate() const;
-  // The lifetime rate shrunk towards the configured prior as if `weight` more
-  // drafts had been examined at it. As the prior of every request's estimate
-  // it must not be decided by the first verify: a probe whose two drafts were
-  // rejected made the plain lifetime rate 0, every request's estimate followed
-  // it to 0, and nothing drafted again to revise it.
+  // The lifetime rate (less what fade_pooled took) shrunk towards the
+  // configured prior as if `weight` more drafts had been examined at it. As
+  // the prior of every request's estimate it must not be decided by the first
+  // verify: a probe whose two drafts were rejected made the plain lifetime
+  // rate 0, every request's estimate followed it to 0, and nothing drafted
+  // again to revise it.
   double pooled_acceptance_rate(double weight) const;
   // The pooled rate to decide whether to draft by: no lower than the prior
   // while the prior lies within one standard error of it. Drafting is how
@@ -64,6 +65,11 @@ class AcceptanceStats {
   // its catch-up growing as it went on, never drafted again (a quarter of
   // such runs). With evidence the standard error shrinks and the rate rules.
   double pooled_rate_to_decide_by(double weight) const;
+  // A step in which nothing drafted: the pooled evidence counts for a share
+  // `factor` less, so the pooled rate drifts back to the prior. Requests fade
+  // towards the pooled rate, so one that a bad stretch pushed below what pays
+  // would keep every request, present and future, from ever drafting again.
+  void fade_pooled(double factor);
   // A step in which the request drafted nothing: the recent averages lose
   // weight as they do when a verify is recorded, so shrunk_acceptance_rate()
   // drifts back to its prior. Estimates only change at a verify, so one that
@@ -77,6 +83,8 @@ class AcceptanceStats {
   int64_t drafted_ = 0;
   int64_t accepted_ = 0;
   int64_t examined_ = 0;
+  double pooled_accepted_ = 0;  // the lifetime counts, less what fade_pooled took
+  double pooled_examined_ = 0;
   double ema_accepted_ = 0;  // moving average of accepted drafts per verify
   double ema_examined_ = 0;  // moving average of examined drafts per verify
 };

@@ -9,7 +9,7 @@
 //
 // Where the draft's KV lives:
 //  - Cache::kOwn (`--spec draft:PATH`): a paged cache of its own — a
-//    KVStorage and a KVCacheManager over its own BlockPool, prefix caching
+//    KVPool on the draft's device and a KVCacheManager over its own BlockPool, prefix caching
 //    included — where each request has a sequence of the same id. The drafter
 //    remembers what each sequence holds: known tokens, then the drafts it fed.
 //    Next step the drafts the target accepted (now known tokens) are kept and
@@ -46,7 +46,7 @@
 #include "kvcache/kv_cache_manager.h"
 #include "model/forward_batch.h"
 #include "model/kv_storage.h"
-#include "model/llama.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 #include "speculative/distribution_pool.h"
 #include "speculative/target_hidden.h"

@@ -86,6 +86,25 @@ TEST(AcceptanceStats, OneRejectedProbeDoesNotDecideThePooledRate) {
   EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), stats.lifetime_acceptance_rate(), 2e-3);
 }
 
+// Idle steps fade the pooled evidence: a bad stretch cannot hold the pooled
+// rate, and with it every request's, below what pays for ever. The lifetime
+// rate is the record and does not fade.
+TEST(AcceptanceStats, FadingThePooledEvidenceReturnsItToThePrior) {
+  AcceptanceStats stats;
+  const double prior = AcceptanceStatsConfig{}.prior_rate;
+  for (int i = 0; i < 200; ++i) stats.record(1, 0);
+  const double low = stats.pooled_acceptance_rate(8.0);
+  EXPECT_NEAR(low, 8.0 * prior / 208.0, 1e-12);
+  stats.fade_pooled(0.5);
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), 8.0 * prior / 108.0, 1e-12);
+  for (int i = 0; i < 60; ++i) stats.fade_pooled(0.5);
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), prior, 1e-9);
+  EXPECT_NEAR(stats.pooled_rate_to_decide_by(8.0), prior, 1e-9);
+  EXPECT_DOUBLE_EQ(stats.lifetime_acceptance_rate(), 0.0);
+  stats.record(2, 2);  // new evidence counts in full
+  EXPECT_NEAR(stats.pooled_acceptance_rate(8.0), (2.0 + 8.0 * prior) / (2.0 + 8.0), 1e-6);
+}
+
 // A run of rejections pushes a request's estimate below the prior; steps
 // without drafts fade that evidence, so the estimate returns to the prior
 // (and the request drafts again to test it), without ever reaching 0/0.
