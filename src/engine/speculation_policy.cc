@@ -59,8 +59,10 @@ std::optional<DraftDecision> SpeculationPolicy::decide(const DraftCandidate& c, 
   // The probe is a measurement: fewer drafts than it needs leave the cost
   // model without a fit. Prompt lookup may find fewer than asked; the probe
   // then goes on next step.
-  if (step.probing) k = std::min(step.probe_left, k);
-  else if (config_.adaptive) k = draft_length_for_cost(rate, step.relative_cost, config_.max_drafts);
+  if (step.probing)
+    k = std::min(step.probe_left, k);
+  else if (config_.adaptive)
+    k = draft_length_for_cost(rate, step.relative_cost, config_.max_drafts);
   // The catch-up gate prices the length the rate gives; a confident run may
   // go further, an unsure draft ends it sooner.
   const int64_t k_by_rate = k;

@@ -55,10 +55,10 @@ class DraftCosts {
 };
 
 struct SpeculationConfig {
-  int32_t max_drafts = 3;             // k at most, per request and step
-  bool adaptive = true;               // false: always max_drafts (within the request's room)
-  bool confident_runs = true;         // a confident draft model drafts on past the rate's length
-  int64_t max_model_len = 0;          // the context; the last position is sampled, never drafted
+  int32_t max_drafts = 3;                    // k at most, per request and step
+  bool adaptive = true;                      // false: always max_drafts (within the request's room)
+  bool confident_runs = true;                // a confident draft model drafts on past the rate's length
+  int64_t max_model_len = 0;                 // the context; the last position is sampled, never drafted
   int64_t long_prefill_token_threshold = 0;  // >0: a request's tokens per step
 };
 
@@ -72,8 +72,8 @@ struct DraftCandidate {
 // What one request drafts this step.
 struct DraftDecision {
   Request* request;
-  int32_t k;     // most drafts, >= 1
-  bool lookup;   // prompt lookups for the probe, whatever the proposer
+  int32_t k;                             // most drafts, >= 1
+  bool lookup;                           // prompt lookups for the probe, whatever the proposer
   std::optional<double> continue_above;  // a draft model's run ends at a draft less sure than this
   double confidence_scale = 1;           // maps a draft's confidence to its acceptance
 };
@@ -113,9 +113,9 @@ class SpeculationPolicy {
 
   SpeculationConfig config_;
   const DraftCosts& costs_;
-  StepCostModel step_cost_;      // the target's decode and verify steps
-  AcceptanceStats all_;          // every request's verifies: the prior each request's rate is shrunk towards
-  DraftConfidence confidence_;   // how a draft model's confidences map to acceptance
+  StepCostModel step_cost_;     // the target's decode and verify steps
+  AcceptanceStats all_;         // every request's verifies: the prior each request's rate is shrunk towards
+  DraftConfidence confidence_;  // how a draft model's confidences map to acceptance
 };
 
 }  // namespace exactly
