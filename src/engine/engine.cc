@@ -326,6 +326,20 @@ void Engine::abort(ClientRequestId id) {
   }
 }
 
+// What the model applies to a row it samples for a processing sequence: the
+// request's logit_bias and, once filled, its grammar's mask.
+void Engine::pack_row_processing(ForwardBatch& b, Sequence& s, size_t row) {
+  RowProcessing p{static_cast<int32_t>(row), static_cast<int32_t>(b.logit_biases.size()), 0, nullptr};
+  for (const auto& [id, bias] : s.group->params.logit_bias) b.logit_biases.push_back({id, bias});
+  p.bias_end = static_cast<int32_t>(b.logit_biases.size());
+  if (s.constraint) {
+    s.mask.resize(mask_words(static_cast<size_t>(model_.config().vocab_size)));
+    p.mask = s.mask.data();
+    b.await_masks = [this] { mask_filler_.wait(); };
+  }
+  b.row_processing.push_back(p);
+}
+
 // Grammar masks for the rows this step samples, filled while the forward pass runs.
 void Engine::start_masks(const SchedulerOutput& out) {
   std::vector<MaskFiller::Job> jobs;
@@ -540,20 +554,24 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       for (int64_t j = drafts; j >= 0; --j) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1 - j));
       // A row whose token alone is needed stays with the model: a plain
       // greedy decode needs its argmax, any other decode is sampled there
-      // when the model samples (the logits stay on its device). A greedy
-      // verify needs each position's (penalised) argmax alone too.
+      // when the model samples (the logits stay on its device), biased and
+      // masked first where the model processes rows. A greedy verify needs
+      // each position's (penalised) argmax alone too.
       Sequence& s = sequence_of(c.id);
       const Group& g = *s.group;
-      const bool token_only = g.params.logprobs < 0 && (g.params.n == 1 || g.forked) && !s.processes_logits();
+      const bool processes = s.processes_logits();
+      const bool token_only = g.params.logprobs < 0 && (g.params.n == 1 || g.forked) &&
+                              (!processes || (drafts == 0 && model_.model->processes_rows()));
       const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
       const size_t first_row = b.logits_rows.size() - static_cast<size_t>(drafts) - 1;
       b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
       b.row_sampling.resize(b.logits_rows.size());
-      if (token_only && drafts == 0 && s.sampler.plain_greedy(r->tokens.size(), num_prompt)) {
+      if (token_only && drafts == 0 && !processes && s.sampler.plain_greedy(r->tokens.size(), num_prompt)) {
         b.row_use.back() = RowUse::kArgmax;
       } else if (token_only && drafts == 0 && model_.model->samples_rows()) {
         b.row_use.back() = RowUse::kSample;
         b.row_sampling.back() = device_sampling(s.sampler, r->tokens, num_prompt, b.penalty_tokens);
+        if (processes) pack_row_processing(b, s, b.logits_rows.size() - 1);
       } else if (token_only && drafts > 0 && s.sampler.params().greedy() &&
                  (model_.model->samples_rows() || s.sampler.plain_greedy(r->tokens.size() + drafts, num_prompt))) {
         std::vector<int32_t> context = r->tokens;  // position j sees the drafts before it

@@ -94,6 +94,7 @@ class Engine {
   std::vector<DraftCandidate> decoding_requests(int64_t& budget);
   DraftJob draft_job(const DraftDecision& d);
   void pack_batch(const SchedulerOutput& out);
+  void pack_row_processing(ForwardBatch& b, Sequence& s, size_t row);
   // Rows of prompt positions whose logits score the next prompt token.
   struct PromptScoreRows {
     RequestId seq;

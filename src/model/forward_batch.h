@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -63,6 +64,25 @@ struct DraftProb {
   double p;
 };
 
+// A row marked kSample that is changed before it is sampled, as the host's
+// process_row changes it: its logit_bias entries added, then every token its
+// grammar's mask leaves out set to -inf. Only for a model that processes rows
+// itself (Model::processes_rows()).
+struct RowProcessing {
+  int32_t row;         // logits row
+  int32_t bias_begin;  // ForwardBatch::logit_biases[bias_begin, bias_end)
+  int32_t bias_end;
+  // [ceil(vocab / 32)], bit t of word t / 32 set when token t is allowed, or
+  // null (no grammar). Filled while the pass runs: read only after
+  // ForwardBatch::await_masks() returns.
+  const uint32_t* mask;
+};
+
+struct LogitBiasEntry {
+  int32_t id;  // distinct within a row
+  float bias;  // added to the logit
+};
+
 struct ForwardBatch {
   std::vector<int32_t> tokens;        // [n_tokens] token ids, sequences back to back
   std::vector<int32_t> positions;     // [n_tokens] position of each token in its sequence
@@ -78,6 +98,12 @@ struct ForwardBatch {
   // [logits_rows] or empty; read for kSample rows only.
   std::vector<RowSampling> row_sampling;
   std::vector<PenaltyToken> penalty_tokens;
+  // kSample rows processed before sampling, in row order, and their biases.
+  std::vector<RowProcessing> row_processing;
+  std::vector<LogitBiasEntry> logit_biases;
+  // Returns once every row_processing mask is filled (they are filled beside
+  // the pass); null when no row has one.
+  std::function<void()> await_masks;
   // Sampled verifies run by the model (their rows marked kVerify). Their
   // tokens come back as the emitted ones (accepted drafts, then the
   // replacement or bonus token) followed by -1 up to the job's last row.
@@ -107,6 +133,9 @@ struct ForwardBatch {
     row_use.clear();
     row_sampling.clear();
     penalty_tokens.clear();
+    row_processing.clear();
+    logit_biases.clear();
+    await_masks = nullptr;
     verifies.clear();
     verify_drafts.clear();
     q_offsets.clear();

@@ -61,6 +61,22 @@ int check_forward_batch(const ForwardBatch& b, const Model& model, int num_layer
                   "row %zu: penalty tokens [%d, %d) of %zu", i, r.penalty_begin, r.penalty_end, b.penalty_tokens.size());
     EXACTLY_CHECK(r.uniform >= 0.0 && r.uniform < 1.0, "row %zu: uniform %g outside [0, 1)", i, r.uniform);
   }
+  EXACTLY_CHECK(b.row_processing.empty() || model.processes_rows(), "rows to process for a model that does not");
+  for (size_t j = 0; j < b.row_processing.size(); ++j) {
+    const RowProcessing& p = b.row_processing[j];
+    EXACTLY_CHECK(p.row >= 0 && static_cast<size_t>(p.row) < b.row_use.size() &&
+                      b.row_use[static_cast<size_t>(p.row)] == RowUse::kSample &&
+                      (j == 0 || b.row_processing[j - 1].row < p.row),
+                  "processed row %d: not a sampled row in order", p.row);
+    EXACTLY_CHECK(0 <= p.bias_begin && p.bias_begin <= p.bias_end &&
+                      static_cast<size_t>(p.bias_end) <= b.logit_biases.size(),
+                  "processed row %d: biases [%d, %d) of %zu", p.row, p.bias_begin, p.bias_end, b.logit_biases.size());
+    for (int32_t e = p.bias_begin; e < p.bias_end; ++e) {
+      const int32_t id = b.logit_biases[static_cast<size_t>(e)].id;
+      EXACTLY_CHECK(id >= 0 && id < model.config().vocab_size, "processed row %d: bias for token %d", p.row, id);
+    }
+    EXACTLY_CHECK(p.mask == nullptr || b.await_masks, "processed row %d: a mask with nothing to await it", p.row);
+  }
   return num_layers;
 }
 

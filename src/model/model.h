@@ -83,6 +83,10 @@ class Model {
   // Whether forward() samples rows marked kSample itself (on its device,
   // where the logits are); a model that does not refuses such rows.
   virtual bool samples_rows() const { return false; }
+  // Whether forward() also processes the rows of batch.row_processing before
+  // sampling them (logit_bias, a grammar's mask); the host processes them
+  // otherwise, from the whole row.
+  virtual bool processes_rows() const { return false; }
   // How many draft-distribution entries (summed over a batch's verifies and
   // their positions) forward() can take in the verifies it runs itself
   // (batch.verifies); 0: it runs none. The engine leaves a verify that would

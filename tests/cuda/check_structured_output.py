@@ -9,7 +9,11 @@
    of the keywords the corpus uses);
 3. a constrained request gives the same bits alone and among 31 others;
 4. a -100 logit_bias on the greedy token leaves the runner-up of the
-   model's raw logprobs; a forced tool call follows its function's schema.
+   model's raw logprobs; a forced tool call follows its function's schema;
+5. rows biased and masked on the GPU (a request without logprobs: its rows
+   are sampled there) give the tokens of the same request with logprobs
+   (its rows whole, processed and sampled on the host), greedy and seeded,
+   32 at once.
 
 Needs only the Python standard library (urllib).
 
@@ -213,6 +217,21 @@ def main() -> int:
         calls = call["message"].get("tool_calls") or []
         record("forced tool call", call["finish_reason"] == "tool_calls" and len(calls) == 1 and
                valid(json.loads(calls[0]["function"]["arguments"]), params))
+        # 5. processed on the GPU against processed on the host.
+        def pair(i):
+            name = sorted(SCHEMAS)[i % len(SCHEMAS)]
+            body = {"prompt": PROMPT.format(name=name.replace("_", " ")), "max_tokens": 64,
+                    "temperature": 0.0 if i % 4 == 0 else 1.0, "seed": 50 + i, "return_token_ids": True,
+                    "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": SCHEMAS[name]}}}
+            if i % 3 == 0:
+                body["logit_bias"] = {"90": 3.0, "28": -2.0, str(200 + i): 4.0}
+            device = post(comp, body)["choices"][0]
+            host = post(comp, dict(body, logprobs=1))["choices"][0]
+            return device["token_ids"] == host["token_ids"], len(device["token_ids"])
+        with ThreadPoolExecutor(32) as pool:
+            pairs = list(pool.map(pair, range(48)))
+        record("GPU-processed rows give the host's tokens", all(same for same, _ in pairs),
+               equal=sum(same for same, _ in pairs), of=len(pairs), tokens=sum(n for _, n in pairs))
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -5,14 +5,17 @@
 // engine must then produce exactly the tokens it produces when it samples
 // every row itself, for seeded requests of every sampling setting — which
 // proves the rows are marked, the penalties listed and the request's draws
-// taken as the host's Sampler would. A variant that mishandles one piece
-// (penalties ignored) must be caught by the same comparison.
+// taken as the host's Sampler would. Rows of requests with a logit_bias or a
+// grammar are handed over too, with what the model must apply to them first,
+// and give the host's tokens. A variant that mishandles one piece (penalties
+// ignored, the mask ignored) must be caught.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
 #include "engine/engine.h"
+#include "engine/output_constraint.h"
 #include "real_model_test.h"
 #include "run_engine.h"
 #include "speculative/rejection_sampler.h"
@@ -20,7 +23,7 @@
 namespace exactly {
 namespace {
 
-enum class Fault { kNone, kIgnorePenalties };
+enum class Fault { kNone, kIgnorePenalties, kIgnoreMask };
 
 class SamplingModel final : public Model {
  public:
@@ -37,6 +40,7 @@ class SamplingModel final : public Model {
     return inner_->make_kv_pool(num_blocks, block_size);
   }
   bool samples_rows() const override { return true; }
+  bool processes_rows() const override { return true; }
   int64_t verified_draft_entries() const override { return draft_entries_; }
 
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers,
@@ -45,12 +49,15 @@ class SamplingModel final : public Model {
     ForwardBatch plain = batch;
     plain.row_use.clear();
     plain.verifies.clear();
+    plain.row_processing.clear();
+    plain.await_masks = nullptr;
     inner_->forward(plain, kv, logits, pool, num_layers, tokens);
     const auto vocab = static_cast<size_t>(config().vocab_size);
     for (const RowVerify& v : batch.verifies) {
       verify(v, batch, logits, vocab, tokens);
       ++verified_jobs;
     }
+    process(batch, logits, vocab);
     for (size_t i = 0; i < batch.row_use.size(); ++i) {
       std::span<float> row(logits + i * vocab, vocab);
       if (batch.row_use[i] == RowUse::kSample) {
@@ -66,8 +73,27 @@ class SamplingModel final : public Model {
 
   int64_t sampled_rows = 0;
   int64_t verified_jobs = 0;
+  int64_t processed_rows = 0;
 
  private:
+  // Each processed row biased and masked from what the batch carries alone,
+  // as process_row does on the host.
+  void process(const ForwardBatch& b, float* logits, size_t vocab) {
+    if (b.await_masks) b.await_masks();
+    std::vector<float> out;
+    for (const RowProcessing& p : b.row_processing) {
+      std::span<float> row(logits + static_cast<size_t>(p.row) * vocab, vocab);
+      LogitBias bias;
+      for (int32_t e = p.bias_begin; e < p.bias_end; ++e)
+        bias.push_back({b.logit_biases[static_cast<size_t>(e)].id, b.logit_biases[static_cast<size_t>(e)].bias});
+      std::span<const uint32_t> mask;
+      if (p.mask != nullptr && fault_ != Fault::kIgnoreMask) mask = std::span<const uint32_t>(p.mask, (vocab + 31) / 32);
+      process_row(row, bias, mask, out);
+      std::copy(out.begin(), out.end(), row.begin());
+      ++processed_rows;
+    }
+  }
+
   // The host's rejection sampler over what the batch carries for the job.
   void verify(const RowVerify& v, const ForwardBatch& b, const float* logits, size_t vocab, int32_t* tokens) const {
     const auto k = static_cast<size_t>(v.num_drafts);
@@ -168,16 +194,53 @@ class DeviceSampling : public RealModelTest {
 
   static std::vector<std::vector<int32_t>> run_with(Fault fault, int64_t* sampled_rows,
                                                      const EngineConfig& c = config(), int64_t* verified = nullptr,
-                                                     int64_t draft_entries = kRoomy, EngineStats* stats = nullptr) {
+                                                     int64_t draft_entries = kRoomy, EngineStats* stats = nullptr,
+                                                     const std::vector<RequestParams>& reqs = requests(),
+                                                     int64_t* processed = nullptr) {
     LoadedModel m = load_model(test_model_path(), false);
     auto wrapped = std::make_unique<SamplingModel>(std::move(m.model), fault, draft_entries);
     SamplingModel* probe = wrapped.get();
     m.model = std::move(wrapped);
-    auto out = testing::run_engine(m, requests(), c, stats);
+    auto out = testing::run_engine(m, reqs, c, stats);
     *sampled_rows = probe->sampled_rows;
     if (verified != nullptr) *verified = probe->verified_jobs;
+    if (processed != nullptr) *processed = probe->processed_rows;
     return out;
   }
+
+  // requests() with a logit_bias on every third and a grammar on every
+  // other: half the vocabulary, a different half at each position.
+  static std::vector<RequestParams> processed_requests() {
+    std::vector<RequestParams> reqs = requests();
+    auto grammar = std::make_shared<HalfTheVocabulary>();
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (i % 3 == 0) reqs[i].logit_bias = {{11, 4.0f}, {198, -3.5f}, {30, 6.0f}, {1000 + static_cast<int32_t>(i), 5.0f}};
+      if (i % 2 == 1) {
+        reqs[i].constraint = grammar;
+        reqs[i].ignore_eos = false;  // a grammar ends at a stop token
+      }
+    }
+    return reqs;
+  }
+
+  // Allows token t at position j when (t * 7 + j * 13) / 3 is even: about
+  // half the vocabulary, never the same half twice in a row.
+  class HalfTheVocabulary final : public Constraint {
+   public:
+    std::unique_ptr<ConstraintState> start() const override { return std::make_unique<State>(); }
+
+   private:
+    struct State final : ConstraintState {
+      static bool allowed(int64_t t, int64_t j) { return ((t * 7 + j * 13) / 3) % 2 == 0; }
+      void fill_mask(std::span<uint32_t> mask) override {
+        std::fill(mask.begin(), mask.end(), 0u);
+        for (size_t t = 0; t < mask.size() * 32; ++t)
+          if (allowed(static_cast<int64_t>(t), position)) mask[t / 32] |= 1u << (t % 32);
+      }
+      bool accept(int32_t t) override { return allowed(t, position++); }
+      int64_t position = 0;
+    };
+  };
 
   static EngineConfig config() {
     EngineConfig c;
@@ -234,6 +297,27 @@ TEST_F(DeviceSampling, VerifiesBeyondTheModelsRoomStayOnTheHost) {
   EXPECT_GT(stats.spec_verifies - verified, 10) << "every verify fitted: the room was not tested";
   ASSERT_EQ(host.size(), device.size());
   for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
+}
+
+// Biased and masked rows sampled by the model give the host's tokens, and
+// the grammar holds at every position.
+TEST_F(DeviceSampling, BiasedAndMaskedRowsGiveTheHostsTokens) {
+  const std::vector<RequestParams> reqs = processed_requests();
+  const auto host = testing::run_engine(*model_, reqs, config());
+  int64_t sampled = 0, processed = 0;
+  const auto device = run_with(Fault::kNone, &sampled, config(), nullptr, kRoomy, nullptr, reqs, &processed);
+  EXPECT_GT(processed, 80) << "processed rows stayed on the host";
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < host.size(); ++i) EXPECT_EQ(host[i], device[i]) << "request " << i;
+  const auto unprocessed = testing::run_engine(*model_, requests(), config());
+  EXPECT_NE(host, unprocessed) << "the bias and the grammar changed nothing: the test cannot tell";
+}
+
+TEST_F(DeviceSampling, IgnoringTheMaskIsCaught) {
+  // A token the grammar refuses stops the engine (it checks each one).
+  int64_t sampled = 0;
+  EXPECT_DEATH(run_with(Fault::kIgnoreMask, &sampled, config(), nullptr, kRoomy, nullptr, processed_requests()),
+               "grammar refused");
 }
 
 TEST_F(DeviceSampling, IgnoringPenaltiesIsCaught) {

@@ -56,6 +56,30 @@ size_t sampling_workspace_bytes(int64_t rows, int32_t vocab);
 void sample_rows(float* logits, int64_t rows, int32_t vocab, const SampleRowParams* params,
                  const PenaltyEntry* penalties, int32_t* tokens, void* workspace, cudaStream_t stream);
 
+// What a row is changed by before it is sampled (row_processing.cu), as the
+// host's process_row (engine/output_constraint.h) changes it: its bias
+// entries added in order, then every token its mask leaves out set to -inf.
+struct ProcessRowJob {        // plain old data, uploaded as an array
+  int32_t row;                // logits row
+  int32_t bias_begin;         // biases[bias_begin, bias_end)
+  int32_t bias_end;
+  int32_t mask;               // masks[mask * words, + words), words = ceil(vocab / 32); -1: none
+};
+
+struct LogitBiasEntry {       // id in [0, vocab)
+  int32_t id;
+  float bias;
+};
+
+// Processes the jobs' rows that lie in [first_row, first_row + rows) of the
+// batch, `logits` being the first of those rows ([rows, vocab] f32 on the
+// device); jobs outside are skipped. A bit t % 32 of word t / 32 of a mask set
+// means token t is allowed. Rows of distinct jobs must be distinct. `jobs`,
+// `biases` and `masks` are device arrays (biases or masks may be null when no
+// job has any).
+void process_rows(float* logits, int64_t first_row, int64_t rows, int32_t vocab, const ProcessRowJob* jobs,
+                  int32_t num_jobs, const LogitBiasEntry* biases, const uint32_t* masks, cudaStream_t stream);
+
 // Speculative decoding's verification of sampled drafts (spec_verify.cu),
 // with the host's semantics (speculative/rejection_sampler.h, acceptance_rule.h):
 // modified rejection sampling against the target distributions p_1..p_{k+1},

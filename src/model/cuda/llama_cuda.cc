@@ -56,6 +56,10 @@ static_assert(sizeof(PenaltyToken) == sizeof(kc::PenaltyEntry) &&
 static_assert(sizeof(RowVerify) == sizeof(kc::VerifyJob) &&
               offsetof(RowVerify, uniform_begin) == offsetof(kc::VerifyJob, uniform_begin));
 static_assert(sizeof(DraftProb) == sizeof(kc::DraftProb) && offsetof(DraftProb, p) == offsetof(kc::DraftProb, p));
+static_assert(sizeof(LogitBiasEntry) == sizeof(kc::LogitBiasEntry) &&
+              offsetof(LogitBiasEntry, bias) == offsetof(kc::LogitBiasEntry, bias));
+
+size_t align8(size_t bytes) { return (bytes + 7) / 8 * 8; }
 
 // Most drafts per verify (the engine's limit on --num-speculative-tokens).
 constexpr int64_t kMaxDrafts = 16;
@@ -74,6 +78,10 @@ struct CudaLlamaModel::Workspace {
   // demand) and the kernel's scratch.
   kc::DeviceBuffer sampling, penalties, sampling_scratch;
   kc::PinnedBuffer sampling_staging, penalties_staging;
+  // Rows processed before sampling: jobs | biases | masks (grown on demand).
+  kc::DeviceBuffer processing;
+  kc::PinnedBuffer processing_staging;
+  size_t off_biases = 0, off_masks = 0;
   // Verifies on the GPU: their rows' parameters, then jobs | drafts |
   // q offsets | q entries | uniforms | accepted | tokens, for `seqs` jobs.
   kc::DeviceBuffer verify_params, verify;
@@ -671,6 +679,36 @@ void CudaLlamaModel::upload_sampling(const ForwardBatch& b) {
                  "sampling upload");
 }
 
+// The masks are filled by the engine while the layers run: waiting for them
+// here, after the layers are launched, keeps that overlap.
+void CudaLlamaModel::upload_processing(const ForwardBatch& b) {
+  Workspace& w = *ws_;
+  const size_t words = (static_cast<size_t>(config_.vocab_size) + 31) / 32;
+  const size_t jobs = b.row_processing.size();
+  size_t masks = 0;
+  for (const RowProcessing& p : b.row_processing) masks += p.mask != nullptr ? 1 : 0;
+  w.off_biases = align8(jobs * sizeof(kc::ProcessRowJob));
+  w.off_masks = align8(w.off_biases + b.logit_biases.size() * sizeof(kc::LogitBiasEntry));
+  const size_t bytes = w.off_masks + masks * words * sizeof(uint32_t);
+  if (bytes > w.processing.bytes()) {  // the previous step's copies are done: forward() synchronises
+    const size_t grown = std::max(bytes, 2 * w.processing.bytes());
+    w.processing = kc::DeviceBuffer(grown, "processed rows");
+    w.processing_staging = kc::PinnedBuffer(grown, "processed rows (host)");
+  }
+  if (b.await_masks) b.await_masks();
+  auto* host = w.processing_staging.as<uint8_t>();
+  auto* job = reinterpret_cast<kc::ProcessRowJob*>(host);
+  auto* mask = reinterpret_cast<uint32_t*>(host + w.off_masks);
+  int32_t next_mask = 0;
+  for (const RowProcessing& p : b.row_processing) {
+    *job++ = {p.row, p.bias_begin, p.bias_end, p.mask != nullptr ? next_mask++ : -1};
+    if (p.mask != nullptr) mask = std::copy(p.mask, p.mask + words, mask);
+  }
+  std::memcpy(host + w.off_biases, b.logit_biases.data(), b.logit_biases.size() * sizeof(LogitBiasEntry));
+  kc::check_cuda(cudaMemcpyAsync(w.processing.get(), host, bytes, cudaMemcpyHostToDevice, stream_),
+                 "processed rows upload");
+}
+
 // Only the rows that need logits go through the final norm and the head, in
 // chunks that fit the logits buffer; rows wanted for their token alone stay
 // on the GPU (a 128k vocabulary is half a megabyte a row), their argmax or
@@ -685,6 +723,8 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
       verifying ||
       (tokens != nullptr && std::find(b.row_use.begin(), b.row_use.end(), RowUse::kSample) != b.row_use.end());
   if (sampling) upload_sampling(b);
+  const bool processing = sampling && !b.row_processing.empty();
+  if (processing) upload_processing(b);
   if (verifying) {
     EXACTLY_CHECK(n_out <= w.logits_rows, "%lld logits rows with verifies exceed one chunk of %d",
                   static_cast<long long>(n_out), w.logits_rows);
@@ -697,6 +737,13 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     const int64_t rows = std::min<int64_t>(w.logits_rows, n_out - first);
     kc::rmsnorm_bf16(w.x.as<float>(), output_norm_, d_rows + first, rows, c.dim, c.rms_eps, w.last.get(), stream_);
     gemm_->run(w.last.get(), output_, w.logits.get(), rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream_);
+    if (processing) {
+      const uint8_t* dev = w.processing.as<uint8_t>();
+      kc::process_rows(w.logits.as<float>(), first, rows, c.vocab_size, reinterpret_cast<const kc::ProcessRowJob*>(dev),
+                       static_cast<int32_t>(b.row_processing.size()),
+                       reinterpret_cast<const kc::LogitBiasEntry*>(dev + w.off_biases),
+                       reinterpret_cast<const uint32_t*>(dev + w.off_masks), stream_);
+    }
     if (sampling) {
       for (int64_t s = 0; s < rows; s += kSampleRowsPerLaunch)
         kc::sample_rows(w.logits.as<float>() + s * c.vocab_size, std::min<int64_t>(kSampleRowsPerLaunch, rows - s),

@@ -67,6 +67,9 @@ class CudaLlamaModel final : public Model {
   // Rows marked kSample are sampled on the GPU (kernels/cuda/sampling.h),
   // unless EXACTLY_CUDA_SAMPLING=0 sends them back to the host's Sampler.
   bool samples_rows() const override;
+  // Rows with a logit_bias or a grammar's mask are biased and masked on the
+  // GPU before they are sampled, under the same switch.
+  bool processes_rows() const override { return samples_rows(); }
   // Sampled verifies run on the GPU too (kernels/cuda/sampling.h), under the
   // same switch, as many as the workspace's draft-distribution space takes in
   // a step: kSparseDraftEntries per draft of every sequence (one-hot prompt
@@ -147,6 +150,8 @@ class CudaLlamaModel final : public Model {
   // Uploads the sampling parameters of every logits row (kLogits and kArgmax
   // rows as plain greedy ones, which leaves their logits as they are).
   void upload_sampling(const ForwardBatch& b);
+  // Uploads the processed rows' jobs, biases and masks, once the masks are filled.
+  void upload_processing(const ForwardBatch& b);
   void upload_verifies(const ForwardBatch& b);
   void run_verifies(const ForwardBatch& b);
 
