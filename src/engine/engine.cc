@@ -103,6 +103,9 @@ struct Engine::Sequence {
   bool lookup_drafts = false;  // the pending drafts are a probe's lookups, not the proposer's
   bool done = false;
   std::unique_ptr<ConstraintState> constraint;  // the grammar's state, or none
+  // Emitted tokens the grammar's state has yet to advance past: it does so
+  // in the next mask's job, beside the forward pass, or when the sequence ends.
+  std::vector<int32_t> unaccepted;
   std::vector<uint32_t> mask;                   // [ceil(vocab / 32)] allowed next tokens, filled each step
 };
 
@@ -326,6 +329,15 @@ void Engine::abort(ClientRequestId id) {
   }
 }
 
+// The grammar's state advances past the tokens emitted since its last mask.
+// Advancing is the costly half of a grammar's work per token on the host
+// after sampling; done with the next mask, it leaves the step's critical path.
+void Engine::accept_emitted(Sequence& s) {
+  for (int32_t token : s.unaccepted)
+    EXACTLY_CHECK(s.constraint->accept(token), "the grammar refused token %d it allowed", token);
+  s.unaccepted.clear();
+}
+
 // What the model applies to a row it samples for a processing sequence: the
 // request's logit_bias and, once filled, its grammar's mask.
 void Engine::pack_row_processing(ForwardBatch& b, Sequence& s, size_t row) {
@@ -349,7 +361,10 @@ void Engine::start_masks(const SchedulerOutput& out) {
     Sequence& s = sequence_of(c.id);
     if (!s.constraint) continue;
     s.mask.resize(words);
-    jobs.push_back([&s] { s.constraint->fill_mask(s.mask); });
+    jobs.push_back([&s] {
+      accept_emitted(s);
+      s.constraint->fill_mask(s.mask);
+    });
   }
   mask_filler_.start(std::move(jobs));
 }
@@ -381,7 +396,7 @@ void Engine::emit(Sequence& s, int32_t token, std::span<const float> logits) {
   CompletionDelta& d = delta_for(g.pending, s.index);
   g.touched = true;
   d.token_ids.push_back(token);
-  if (s.constraint) EXACTLY_CHECK(s.constraint->accept(token), "the grammar refused token %d it allowed", token);
+  if (s.constraint) s.unaccepted.push_back(token);
   if (g.params.logprobs >= 0) d.logprobs.push_back(compute_logprobs(logits, token, g.params.logprobs));
   d.text += s.stops.push(s.detok.push(token));
   ++g.completion_tokens;
@@ -391,6 +406,7 @@ void Engine::emit(Sequence& s, int32_t token, std::span<const float> logits) {
 void Engine::end_sequence(Sequence& s, FinishReason reason) {
   if (s.done) return;
   s.done = true;
+  if (s.constraint) accept_emitted(s);
   Group& g = *s.group;
   CompletionDelta& d = delta_for(g.pending, s.index);
   if (reason != FinishReason::kAbort && !s.stops.stopped()) d.text += s.stops.push(s.detok.flush()) + s.stops.flush();

@@ -95,6 +95,7 @@ class Engine {
   DraftJob draft_job(const DraftDecision& d);
   void pack_batch(const SchedulerOutput& out);
   void pack_row_processing(ForwardBatch& b, Sequence& s, size_t row);
+  static void accept_emitted(Sequence& s);
   // Rows of prompt positions whose logits score the next prompt token.
   struct PromptScoreRows {
     RequestId seq;
