@@ -10,16 +10,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_serve_chart.h"
-#include "cli/bench_serve_client.h"
-#include "cli/bench_serve_metrics.h"
-#include "cli/bench_serve_runner.h"
-#include "cli/bench_serve_workload.h"
+#include "bench_tools/serve_chart.h"
+#include "bench_tools/serve_client.h"
+#include "bench_tools/serve_metrics.h"
+#include "bench_tools/serve_runner.h"
+#include "bench_tools/serve_workload.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/format.h"
 
 namespace exactly::cli {
+
+using namespace bench_tools;
 
 namespace {
 

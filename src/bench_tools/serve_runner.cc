@@ -1,4 +1,4 @@
-#include "cli/bench_serve_runner.h"
+#include "bench_tools/serve_runner.h"
 
 #include <atomic>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <semaphore>
 #include <thread>
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -80,4 +80,4 @@ LoadResult run_load(const Endpoint& endpoint, const std::vector<BenchRequest>& r
   return run_open_loop(endpoint, requests, shape);
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

@@ -1,4 +1,4 @@
-#include "cli/bench_serve_workload.h"
+#include "bench_tools/serve_workload.h"
 
 #include <fstream>
 #include <random>
@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/format.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -76,4 +76,4 @@ std::vector<BenchRequest> synthetic_requests(int count, int input_len, int outpu
   return out;
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

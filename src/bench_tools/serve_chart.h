@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_serve_metrics.h"
+#include "bench_tools/serve_metrics.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 enum class ChartLatency { kTpot, kTtft };
 
 // Writes the chart as a PNG; throws Error when the file cannot be written.
 void plot_latency_throughput(const std::vector<ServeSummary>& runs, ChartLatency latency, const std::string& path);
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

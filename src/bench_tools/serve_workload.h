@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 struct BenchRequest {
   nlohmann::json body;         // a /v1/completions request, without the stream fields
@@ -28,4 +28,4 @@ std::vector<BenchRequest> load_dataset(const std::string& path, int count, const
 std::vector<BenchRequest> synthetic_requests(int count, int input_len, int output_len, uint64_t seed,
                                              const std::string& model);
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

@@ -1,8 +1,8 @@
-#include "cli/png_font.h"
+#include "bench_tools/png_font.h"
 
 #include <cctype>
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -73,4 +73,4 @@ const char* glyph_rows(char c) {
   return nullptr;
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

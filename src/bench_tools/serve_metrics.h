@@ -17,9 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_serve_runner.h"
+#include "bench_tools/serve_runner.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 struct LatencyStats {
   int64_t count = 0;  // samples; the figures below are NaN when 0
@@ -57,4 +57,4 @@ void print_summary(const ServeSummary& s, const Slo& slo, std::FILE* out);
 
 nlohmann::json summary_json(const ServeSummary& s, const Slo& slo);
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

@@ -16,7 +16,7 @@ namespace httplib {
 class Client;
 }
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 using BenchClock = std::chrono::steady_clock;
 
@@ -60,4 +60,4 @@ class StreamingClient {
   std::unique_ptr<httplib::Client> client_;
 };
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

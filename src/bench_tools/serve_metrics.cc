@@ -1,4 +1,4 @@
-#include "cli/bench_serve_metrics.h"
+#include "bench_tools/serve_metrics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "core/format.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -167,4 +167,4 @@ nlohmann::json summary_json(const ServeSummary& s, const Slo& slo) {
   return j;
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

@@ -2,7 +2,7 @@
 // punctuation that numbers and units need.
 #pragma once
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 constexpr int kGlyphWidth = 5;
 constexpr int kGlyphHeight = 7;
@@ -10,4 +10,4 @@ constexpr int kGlyphHeight = 7;
 // 35 characters, row by row, '#' for ink; nullptr for a character the font lacks.
 const char* glyph_rows(char c);
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

@@ -1,14 +1,14 @@
-#include "cli/png_plot.h"
+#include "bench_tools/png_plot.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <fstream>
 
-#include "cli/png_font.h"
+#include "bench_tools/png_font.h"
 #include "core/error.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -173,4 +173,4 @@ void write_png(const std::string& path, const Canvas& canvas) {
   if (!out) throw Error("cannot write " + path);
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 class SseDecoder {
  public:
@@ -26,4 +26,4 @@ class SseDecoder {
   std::string pending_;
 };
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

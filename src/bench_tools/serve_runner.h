@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "cli/bench_serve_client.h"
-#include "cli/bench_serve_workload.h"
+#include "bench_tools/serve_client.h"
+#include "bench_tools/serve_workload.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 struct LoadShape {
   double request_rate = 0;  // requests/s; +infinity: no pacing
@@ -32,4 +32,4 @@ LoadResult run_load(const Endpoint& endpoint, const std::vector<BenchRequest>& r
 // exponential gaps of mean 1/rate; all 0 for an infinite rate.
 std::vector<double> poisson_arrivals(size_t count, double rate, uint64_t seed);
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

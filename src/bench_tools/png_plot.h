@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 struct Rgb {
   uint8_t r = 0, g = 0, b = 0;
@@ -49,4 +49,4 @@ void write_png(const std::string& path, const Canvas& canvas);
 uint32_t crc32(std::string_view bytes, uint32_t crc = 0);
 uint32_t adler32(std::string_view bytes);
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

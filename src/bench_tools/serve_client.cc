@@ -1,15 +1,15 @@
-#include "cli/bench_serve_client.h"
+#include "bench_tools/serve_client.h"
 
 #include <httplib.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "cli/bench_serve_sse.h"
+#include "bench_tools/serve_sse.h"
 #include "core/error.h"
 #include "core/format.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -192,4 +192,4 @@ RequestOutcome StreamingClient::send(const nlohmann::json& body, BenchClock::tim
   return out;
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

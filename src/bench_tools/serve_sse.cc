@@ -1,6 +1,6 @@
-#include "cli/bench_serve_sse.h"
+#include "bench_tools/serve_sse.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -48,4 +48,4 @@ void SseDecoder::take_event(std::string_view event, std::vector<std::string>& pa
   if (has_data) payloads.push_back(std::move(data));
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools

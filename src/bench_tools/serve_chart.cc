@@ -1,12 +1,12 @@
-#include "cli/bench_serve_chart.h"
+#include "bench_tools/serve_chart.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "cli/png_plot.h"
+#include "bench_tools/png_plot.h"
 #include "core/format.h"
 
-namespace exactly::cli {
+namespace exactly::bench_tools {
 
 namespace {
 
@@ -123,4 +123,4 @@ void plot_latency_throughput(const std::vector<ServeSummary>& runs, ChartLatency
   write_png(path, c);
 }
 
-}  // namespace exactly::cli
+}  // namespace exactly::bench_tools
