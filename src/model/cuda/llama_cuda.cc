@@ -704,7 +704,8 @@ void CudaLlamaModel::upload_processing(const ForwardBatch& b) {
     *job++ = {p.row, p.bias_begin, p.bias_end, p.mask != nullptr ? next_mask++ : -1};
     if (p.mask != nullptr) mask = std::copy(p.mask, p.mask + words, mask);
   }
-  std::memcpy(host + w.off_biases, b.logit_biases.data(), b.logit_biases.size() * sizeof(LogitBiasEntry));
+  if (!b.logit_biases.empty())
+    std::memcpy(host + w.off_biases, b.logit_biases.data(), b.logit_biases.size() * sizeof(LogitBiasEntry));
   kc::check_cuda(cudaMemcpyAsync(w.processing.get(), host, bytes, cudaMemcpyHostToDevice, stream_),
                  "processed rows upload");
 }
