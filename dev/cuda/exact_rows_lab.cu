@@ -1,6 +1,7 @@
-// Lab for exact_rows_attention (src/kernels/cuda/exact_rows.cu): its rows
-// against the Hopper prefill kernel's, bit for bit, and its time against the
-// split-KV decode kernel and the prefill kernel on the same decode rows.
+// Lab for exact_rows_attention (src/kernels/cuda/exact_rows.cu and
+// exact_rows_split.cu): the rows of both its paths against the Hopper prefill
+// kernel's, bit for bit, and their time against the split-KV decode kernel and
+// the prefill kernel on the same decode rows.
 //
 // Validation:
 // random paged pools (blocks shuffled), random queries; decode
@@ -8,9 +9,9 @@
 // contexts from 1 to 5,000 keys, head dims 64 (9 heads over 3) and 128 (32
 // over 8); every output element compared bit for bit with the prefill
 // kernel's, outputs poisoned (NaN) first.
-// Timing: a decode step's attention over 32 layers' pools (so the KV comes
-// from memory, not L2), batch 1 to 128 at 640 keys and 1 to 16 at 4,096,
-// Llama-3-8B's heads; median of 20 graph replays.
+// Timing: a decode step's attention over every layer's pools (so the KV comes
+// from memory, not L2), batch 1 to 128 at 640 keys and 1 to 32 at 4,096, the
+// heads of Llama-3-8B and of SmolLM2; median of 20 graph replays.
 //
 //   exact_rows_lab
 #include <cuda_bf16.h>
@@ -92,37 +93,57 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   const Batch b = make_batch(lens, q_lens, blocks, rng);
   DeviceBatch db(b);
   const int64_t pool = blocks * kBlock * n_kv * head_dim, q_elems = b.tokens() * n_heads * head_dim;
-  void *k, *v, *q, *out_prefill, *out_exact;
+  void *k, *v, *q, *out_prefill, *out_exact, *out_split, *ws;
   CK(cudaMalloc(&k, pool * 2));
   CK(cudaMalloc(&v, pool * 2));
   CK(cudaMalloc(&q, q_elems * 2));
   CK(cudaMalloc(&out_prefill, q_elems * 2));
   CK(cudaMalloc(&out_exact, q_elems * 2));
+  CK(cudaMalloc(&out_split, q_elems * 2));
+  const int64_t ws_bytes = kc::exact_rows_workspace_bytes(static_cast<int>(lens.size()), n_heads, n_kv, b.max_q,
+                                                          b.max_len);
+  const int64_t split_bytes = std::max<int64_t>(ws_bytes, int64_t{static_cast<int>(lens.size())} * n_kv *
+                                                              ((b.max_q * (n_heads / n_kv) + 15) / 16) * 16 *
+                                                              ((b.max_len + 127) / 128 * 128) * 4);
+  CK(cudaMalloc(&ws, static_cast<size_t>(split_bytes)));
   kc::fill_uniform_bf16(k, pool, 1.0f, seed * 3 + 1, nullptr);
   kc::fill_uniform_bf16(v, pool, 1.0f, seed * 3 + 2, nullptr);
   kc::fill_uniform_bf16(q, q_elems, 1.0f, seed * 3 + 3, nullptr);
   CK(cudaMemset(out_prefill, 0xff, q_elems * 2));
   CK(cudaMemset(out_exact, 0xff, q_elems * 2));
+  CK(cudaMemset(out_split, 0xff, q_elems * 2));
   const kc::PagedKVDevice cache{k, v, blocks, kBlock, n_kv, head_dim, kc::DType::bf16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   kc::flash_attention_prefill(cache, db.view, q, n_heads, scale, true, out_prefill, nullptr);
-  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr);
+  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, 0, nullptr,
+                           kc::ExactRowsPath::kOneKernel);
+  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_split, ws, split_bytes, nullptr,
+                           kc::ExactRowsPath::kSplit);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems));
+  std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)),
+      y(static_cast<size_t>(q_elems));
   CK(cudaMemcpy(a.data(), out_prefill, a.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(x.data(), out_exact, x.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(y.data(), out_split, y.size() * 2, cudaMemcpyDeviceToHost));
+  auto is_nan = [](uint16_t e) { return (e & 0x7f80) == 0x7f80 && (e & 0x7f) != 0; };
   int64_t diff = 0, nan = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff += a[i] != x[i];
-    nan += (x[i] & 0x7f80) == 0x7f80 && (x[i] & 0x7f) != 0;
+    diff += (a[i] != x[i]) + (a[i] != y[i]);
+    nan += is_nan(x[i]) + is_nan(y[i]);
   }
-  for (void* p : {k, v, q, out_prefill, out_exact}) cudaFree(p);
+  for (void* p : {k, v, q, out_prefill, out_exact, out_split, ws}) cudaFree(p);
   return diff + nan;
 }
 
-void time_decode(int batch, int ctx) {
-  constexpr int kHeads = 32, kKv = 8, kHd = 128, kLayers = 32;
+struct Shape {
+  const char* name;
+  int heads, kv, hd, layers;
+};
+constexpr Shape kLlama8B{"Llama-3-8B", 32, 8, 128, 32}, kSmolLM2{"SmolLM2-135M", 9, 3, 64, 30};
+
+void time_decode(const Shape& shape, int batch, int ctx) {
+  const int kHeads = shape.heads, kKv = shape.kv, kHd = shape.hd, kLayers = shape.layers;
   std::mt19937 rng(99);
   const std::vector<int> lens(static_cast<size_t>(batch), ctx), q_lens(static_cast<size_t>(batch), 1);
   const int64_t blocks = int64_t{batch} * ((ctx + kBlock - 1) / kBlock) + 8;
@@ -142,24 +163,30 @@ void time_decode(int batch, int ctx) {
   CK(cudaMalloc(&q, q_elems * 2));
   CK(cudaMalloc(&out, q_elems * 2));
   kc::fill_uniform_bf16(q, q_elems, 1.0f, 7, nullptr);
-  const int64_t ws_bytes = kc::decode_workspace_bytes(batch, kHeads, ctx, kHd);
+  const int64_t ws_bytes = std::max(kc::decode_workspace_bytes(batch, kHeads, ctx, kHd),
+                                    int64_t{batch} * kKv * 4 * ((ctx + 127) / 128 * 128) * 4);
   CK(cudaMalloc(&ws, static_cast<size_t>(std::max<int64_t>(ws_bytes, 16))));
   CK(cudaDeviceSynchronize());
-  const float scale = 1.0f / std::sqrt(128.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHd));
   const float split = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::paged_decode_attention(c, db.view, q, kHeads, scale, out, ws, ws_bytes, st);
   });
   const float exact = time_graph([&](cudaStream_t st) {
-    for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st);
+    for (const auto& c : caches)
+      kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, nullptr, 0, st, kc::ExactRowsPath::kOneKernel);
+  });
+  const float split_exact = time_graph([&](cudaStream_t st) {
+    for (const auto& c : caches)
+      kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, ws, ws_bytes, st, kc::ExactRowsPath::kSplit);
   });
   const float prefill = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::flash_attention_prefill(c, db.view, q, kHeads, scale, true, out, st);
   });
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
-  std::printf("batch %3d x %5d keys, 32 layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows %7.3f ms (%4.0f GB/s, "
-              "x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
-              batch, ctx, split, bytes / split / 1e6, exact, bytes / exact / 1e6, split / exact,
-              prefill, split / prefill);
+  std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
+              "%7.3f ms (x%.2f) | exact rows, split %7.3f ms (%4.0f GB/s, x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
+              shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, split_exact, bytes / split_exact / 1e6,
+              split / split_exact, prefill, split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);
 }
@@ -195,9 +222,13 @@ int main() {
       bad += dq, ++cases;
     }
   }
-  std::printf(bad == 0 ? "exact rows: all %d cases bit-identical to the prefill kernel\n"
+  std::printf(bad == 0 ? "exact rows (one kernel and split): all %d cases bit-identical to the prefill kernel\n"
                        : "EXACT ROWS DIFFER from the prefill kernel (%d cases)\n",
               cases);
-  for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {128, 640}, {1, 4096}, {4, 4096}, {8, 4096}, {16, 4096}}) time_decode(batch, ctx);
+  for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {64, 640},
+                            {128, 640}, {1, 4096}, {4, 4096}, {8, 4096}, {16, 4096}, {32, 4096}})
+    time_decode(kLlama8B, batch, ctx);
+  for (auto [batch, ctx] : {std::pair{1, 640}, {4, 640}, {16, 640}, {64, 640}, {128, 640}, {1, 4096}, {16, 4096}})
+    time_decode(kSmolLM2, batch, ctx);
   return bad == 0 ? 0 : 1;
 }

@@ -14,6 +14,10 @@
 // the tokens of a short query) into its 16 rows. There is no split of the
 // keys, since the prefill kernel has none.
 //
+// This file is the one-kernel path, which a large batch fills the GPU with;
+// a small batch takes the split path (exact_rows_split.cu), which scores the
+// key tiles on every SM first. Both give the same bits.
+//
 // The work of one KV head is spread over a CTA of four warps, so that
 // latency is hidden by warps rather than left to one:
 // - the copies: K and V stream through a ring in shared memory in 32-key
@@ -30,6 +34,8 @@
 #include <cmath>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/exact_rows_common.cuh"
+#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/online_softmax.cuh"
@@ -38,18 +44,6 @@ namespace exactly::kernels::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-
-struct ExactRowsParams {
-  const bf16* q;  // [tokens, n_heads, D]
-  bf16* out;      // [tokens, n_heads, D]
-  const bf16* k;  // [slots, n_kv_heads, D]
-  const bf16* v;
-  const int32_t* query_start;   // [n_seqs + 1]
-  const int32_t* seq_lens;      // [n_seqs]
-  const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
-  int max_blocks_per_seq, block_size, n_kv_heads, n_heads, group;
-  float scale_log2;
-};
 
 // 128 keys per tile: the prefill kernel's (flash_prefill.cu, kSm90BN). A
 // ring of four 32-key chunks: a deeper one (16) measured the same, since a
@@ -63,33 +57,13 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   __shared__ float scores[16][kBN + 4];  // a tile's S, row by key (padded against bank conflicts)
   const int s = blockIdx.x, kv_head = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, c = lane % 4, q_mat = lane / 8, q_row = lane % 8;
-  const int q0 = p.query_start[s], q_len = p.query_start[s + 1] - q0, ctx_len = p.seq_lens[s];
-  const int rows = q_len * p.group, row0 = blockIdx.z * 16;
-  if (row0 >= rows) return;
+  const RowGroup rg(p, s, blockIdx.z);
+  if (rg.empty()) return;
+  const int ctx_len = rg.ctx_len;
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
-
-  auto row_ptr = [&](const bf16* base, int r) -> const bf16* {
-    const int packed = row0 + r;
-    if (packed >= rows) return nullptr;
-    return base + (int64_t{q0 + packed / p.group} * p.n_heads + kv_head * p.group + packed % p.group) * D;
-  };
   uint32_t qf[D / 16][4];
-  {
-    const bf16* lo = row_ptr(p.q, g);
-    const bf16* hi = row_ptr(p.q, g + 8);
-    auto pair = [](const bf16* row, int col) -> uint32_t {
-      return row == nullptr ? 0u : *reinterpret_cast<const uint32_t*>(row + col);
-    };
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      qf[ks][0] = pair(lo, 16 * ks + 2 * c);
-      qf[ks][1] = pair(hi, 16 * ks + 2 * c);
-      qf[ks][2] = pair(lo, 16 * ks + 8 + 2 * c);
-      qf[ks][3] = pair(hi, 16 * ks + 8 + 2 * c);
-    }
-  }
-  const int pos_lo = ctx_len - q_len + (row0 + g) / p.group;
-  const int pos_hi = ctx_len - q_len + (row0 + g + 8) / p.group;
+  load_q_fragments<D>(qf, p, rg, kv_head, lane);
+  const int pos_lo = rg.position(p, g), pos_hi = rg.position(p, g + 8);
 
   // A thread's copies: its 16-byte column of every (threads / pieces)-th row.
   const int my_piece = tid % kPieces, my_row0 = tid / kPieces;
@@ -205,7 +179,7 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    bf16* dst = const_cast<bf16*>(row_ptr(p.out, g + 8 * r));
+    bf16* dst = rg.row(p.out, p, kv_head, g + 8 * r, D);
     if (dst == nullptr) continue;
 #pragma unroll
     for (int dt = 0; dt < kMyCols / 8; ++dt)
@@ -214,24 +188,36 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   }
 }
 
+// One CTA per (sequence, KV head, row group) walking every tile: below this
+// many of them a batch takes the split path.
+constexpr int64_t kSplitBelowCtas = 128;
+
+bool take_split(ExactRowsPath path, int n_seqs, int n_kv_heads, int row_groups) {
+  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kSplit;
+  return int64_t{n_seqs} * n_kv_heads * row_groups < kSplitBelowCtas;
+}
+
+ExactRowsParams params_of(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads,
+                          float scale, void* out) {
+  return ExactRowsParams{static_cast<const bf16*>(q),
+                         static_cast<bf16*>(out),
+                         static_cast<const bf16*>(c.k),
+                         static_cast<const bf16*>(c.v),
+                         b.query_start,
+                         b.seq_lens,
+                         b.block_tables,
+                         b.max_blocks_per_seq,
+                         c.block_size,
+                         c.n_kv_heads,
+                         n_heads,
+                         n_heads / c.n_kv_heads,
+                         scale * 1.4426950408889634f};
+}
+
 template <int D>
-void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale, void* out,
-            cudaStream_t stream) {
-  const ExactRowsParams p{static_cast<const bf16*>(q),
-                          static_cast<bf16*>(out),
-                          static_cast<const bf16*>(c.k),
-                          static_cast<const bf16*>(c.v),
-                          b.query_start,
-                          b.seq_lens,
-                          b.block_tables,
-                          b.max_blocks_per_seq,
-                          c.block_size,
-                          c.n_kv_heads,
-                          n_heads,
-                          n_heads / c.n_kv_heads,
-                          scale * 1.4426950408889634f};
+void launch(const ExactRowsParams& p, const AttentionBatchDevice& b, cudaStream_t stream) {
   const int group_rows = b.max_query_len * p.group;
-  const dim3 grid(static_cast<unsigned>(b.n_seqs), static_cast<unsigned>(c.n_kv_heads),
+  const dim3 grid(static_cast<unsigned>(b.n_seqs), static_cast<unsigned>(p.n_kv_heads),
                   static_cast<unsigned>((group_rows + 15) / 16));
   exact_rows_kernel<D><<<grid, kWarps * 32, 0, stream>>>(p);
   check_launch("exact_rows_attention");
@@ -239,8 +225,17 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
 
 }  // namespace
 
+int64_t exact_rows_workspace_bytes(int n_seqs, int n_heads, int n_kv_heads, int max_query_len, int max_seq_len) {
+  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_seqs <= 0) return 0;
+  const ExactSplitShape shape = exact_split_shape(n_heads / n_kv_heads, max_query_len, max_seq_len);
+  int split_seqs = n_seqs;  // the largest batch of at most n_seqs that the automatic choice splits
+  while (split_seqs > 0 && !take_split(ExactRowsPath::kAuto, split_seqs, n_kv_heads, shape.row_groups)) --split_seqs;
+  return exact_split_bytes(split_seqs, n_kv_heads, shape);
+}
+
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
-                          float scale, void* out, cudaStream_t stream) {
+                          float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
+                          ExactRowsPath path) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
   EXACTLY_CUDA_REQUIRE(batch.max_query_len >= 0 && int64_t{batch.max_query_len} * (n_heads / cache.n_kv_heads) <=
@@ -248,8 +243,14 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
                        "exact_rows_attention: %d query tokens of %d heads per KV head", batch.max_query_len,
                        n_heads / cache.n_kv_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
-  if (cache.head_dim == 64) return launch<64>(cache, batch, q, n_heads, scale, out, stream);
-  launch<128>(cache, batch, q, n_heads, scale, out, stream);
+  const ExactRowsParams p = params_of(cache, batch, q, n_heads, scale, out);
+  const int row_groups = (batch.max_query_len * p.group + 15) / 16;
+  if (take_split(workspace == nullptr && path == ExactRowsPath::kAuto ? ExactRowsPath::kOneKernel : path,
+                 batch.n_seqs, cache.n_kv_heads, row_groups))
+    return exact_rows_split(p, batch.n_seqs, batch.max_query_len, batch.max_seq_len, cache.head_dim, workspace,
+                            workspace_bytes, stream);
+  if (cache.head_dim == 64) return launch<64>(p, batch, stream);
+  launch<128>(p, batch, stream);
 }
 
 }  // namespace exactly::kernels::cuda

@@ -45,9 +45,12 @@ struct OnlineSoftmax {
   }
 
   // Raw scores to unnormalised probabilities 2^(s * scale_log2 - max), in place.
+  // kRows = 1 updates the first row of each thread only (where no thread
+  // has a second one), leaving the second's state as it was.
+  template <int kRows = 2>
   __device__ __forceinline__ void update(float (&s)[kScores], float scale_log2) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       float mx = m_run[r];
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
