@@ -91,9 +91,9 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
 // Under canonical products the engine sends decode rows here, so that a
 // row's bits do not depend on the kernel that its step chose. A large batch
 // runs one kernel that walks each row group's tiles in one CTA; a small one
-// (kAuto, given a workspace) is split: the scores and probabilities of every
-// key tile first, on all SMs, into the workspace, then the tiles' chain of
-// O by O's columns. The same bits either way. workspace may be null (then one
+// (kAuto, given a workspace) is split: the scores of every key tile first,
+// on all SMs, into the workspace, then the tiles' chain of softmax and P V
+// by O's columns. The same bits either way. workspace may be null (then one
 // kernel); given, it must hold exact_rows_workspace_bytes(...) for a batch
 // that kAuto splits, and kSplit needs it always.
 enum class ExactRowsPath { kAuto, kOneKernel, kSplit };

@@ -189,7 +189,10 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
 }
 
 // One CTA per (sequence, KV head, row group) walking every tile: below this
-// many of them a batch takes the split path.
+// many of them a batch takes the split path. On an H100 (exact_rows_lab, 640
+// keys) split took 0.61 against 0.77 ms for 32 layers of 8 x 8 groups and
+// 0.48 against 0.63 ms for 30 layers of 16 x 3, level at 128 groups, and
+// lost from 256 (1.57 against 1.11 ms).
 constexpr int64_t kSplitBelowCtas = 128;
 
 bool take_split(ExactRowsPath path, int n_seqs, int n_kv_heads, int row_groups) {

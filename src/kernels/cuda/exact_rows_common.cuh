@@ -22,15 +22,9 @@ struct ExactRowsParams {
   const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
   int max_blocks_per_seq, block_size, n_kv_heads, n_heads, group;
   float scale_log2;
-  // The split path's workspace, per group (sequence, KV head, row group) in
-  // that order: scores [row_cap, key_cap] fp32 (masked keys -inf; key_cap a
-  // multiple of the 128-key tile), per tile each row's largest score [16],
-  // P as the chain's mma fragments [8 k16 steps, 32 lanes, 4], and each
-  // lane's corrections and sums [32 lanes, 4].
+  // The split path's scores: [n_seqs, n_kv_heads, row_groups, row_cap, key_cap]
+  // fp32, masked keys as -inf; key_cap a multiple of the 128-key tile.
   float* scores = nullptr;
-  float* maxes = nullptr;
-  uint32_t* probs = nullptr;
-  float* chain = nullptr;
   int row_groups = 0, row_cap = 0, key_cap = 0;
 };
 

@@ -1,24 +1,20 @@
 // exact_rows_attention's split path: the same bits as the one-kernel path
 // (and so as the Hopper prefill kernel), with the keys spread over the GPU.
 //
-// In the prefill kernel's chain over 128-key tiles only O and the row sums
-// carry from one tile to the next, and what a tile adds to them depends on
-// its scores and on the running maximum before it, which is the largest
-// score of the tiles before it. So the chain is cut into three launches:
-// - exact_scores_kernel, one CTA per (tile, KV head, row group): the tile's
-//   scores S = Q Kᵀ with the one-kernel path's k16 chains over D, masked
-//   (-inf), stored in fp32, and each row's largest;
-// - exact_probs_kernel, one warp per (tile, KV head, row group): the running
-//   maximum before the tile (the largest of the earlier tiles' largest:
-//   fmax is exact, so any order gives it), then online_softmax.cuh's update
-//   on the stored scores from that state, which gives the tile's P (packed
-//   to bf16 as the P V product takes it), its correction of O and l, and
-//   what it adds to each thread's part of l;
-// - exact_chain_kernel, one warp per (16 columns of O, KV head, row group):
-//   the tiles in order from key 0, each O *= correction, O += P V as k16
-//   steps over the tile's keys, l = l * correction + the tile's sum, then
-//   O / l rounded to bf16.
-// What stays sequential is eight k16 steps and a few multiplies per tile.
+// In the prefill kernel's chain only O and the softmax state carry from one
+// 128-key tile to the next; the scores S = Q Kᵀ of a tile depend on nothing
+// but Q and the tile's keys. So the chain is cut in two launches:
+// - exact_scores_kernel: one CTA per (tile, KV head, row group) computes the
+//   tile's scores with the one-kernel path's k16 chains over D, masks them
+//   (-inf) and stores them in fp32 in the workspace: every key tile of every
+//   sequence at once, reading K from all SMs;
+// - exact_chain_kernel: one warp per (kCols columns of O, KV head, row
+//   group) walks the tiles in order from key 0, running on the stored scores
+//   the online softmax of online_softmax.cuh (the same values in every warp,
+//   so the same P and row sums) and O += P V as k16 steps over the tile's
+//   keys for its columns, then O / l rounded to bf16.
+// What a tile costs the chain is a softmax over stored scores and eight k16
+// steps; its K and the products over D moved to the first launch.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -37,40 +33,24 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kTileKeys = 128;  // the prefill kernel's tile (flash_prefill.cu, kSm90BN)
-constexpr int kKSteps = kTileKeys / 16;
 constexpr int kScoreWarps = 4;  // a warp scores 32 keys of the tile
 constexpr int kChainCols = 16;  // O columns per chain warp
 constexpr int kChainStages = 4;
-constexpr int kProbBytes = kKSteps * 32 * 16;  // a tile's P fragments: a 16-byte A fragment per lane and k16 step
-constexpr int kChainValueBytes = 32 * 16;      // a tile's corrections and sums: 4 floats per lane
-constexpr int kVRow = kChainCols * 2, kVPieces = kVRow / 16, kVBytes = kTileKeys * kVRow;
-constexpr int kStageBytes = kProbBytes + kChainValueBytes + kVBytes;
-// Block-table entries a chain warp keeps in shared memory (8,192 keys in
-// blocks of 16), read again only when its copies run past them.
-constexpr int kChainTableWindow = 512;
+// A tile's stored scores in shared memory: 16 rows of 136 floats (8 of them
+// padding), so that the 8-byte reads of the accumulator layout hit distinct
+// banks.
+constexpr int kScoreStride = kTileKeys + 8;
 
-// Where a group's part of each workspace array starts.
-struct GroupArrays {
-  float* scores;
-  float* maxes;
-  uint32_t* probs;
-  float* chain;
-  __device__ GroupArrays(const ExactRowsParams& p, int s, int kv_head, int group_index) {
-    const int64_t group = (int64_t{s} * p.n_kv_heads + kv_head) * p.row_groups + group_index;
-    const int64_t tiles = p.key_cap / kTileKeys;
-    scores = p.scores + group * p.row_cap * int64_t{p.key_cap};
-    maxes = p.maxes + group * tiles * 16;
-    probs = p.probs + group * tiles * (kProbBytes / 4);
-    chain = p.chain + group * tiles * (kChainValueBytes / 4);
-  }
-};
+__device__ __forceinline__ float* scores_of(const ExactRowsParams& p, int s, int kv_head, int group_index) {
+  return p.scores + ((int64_t{s} * p.n_kv_heads + kv_head) * p.row_groups + group_index) * p.row_cap *
+                        int64_t{p.key_cap};
+}
 
 template <int D>
 __global__ void __launch_bounds__(kScoreWarps * 32) exact_scores_kernel(const ExactRowsParams p) {
   constexpr int kPieces = D / 8, kRowStep = kScoreWarps * 32 / kPieces;
   __shared__ __align__(128) uint8_t keys[kTileKeys * D * 2];
   __shared__ int32_t blocks[kTileKeys / 16 + 1];  // the tile's block-table entries (blocks of 16 keys or more)
-  __shared__ float warp_max[kScoreWarps][16];
   wait_for_predecessor();
   const int tile = blockIdx.x, kv_head = blockIdx.y, s = blockIdx.z / p.row_groups;
   const int group_index = blockIdx.z % p.row_groups;
@@ -116,92 +96,47 @@ __global__ void __launch_bounds__(kScoreWarps * 32) exact_scores_kernel(const Ex
       Elem<bf16>::mma(acc[j], qf[ks + 1], b[2], b[3]);
     }
   }
-  const GroupArrays w(p, s, kv_head, group_index);
+  float* out = scores_of(p, s, kv_head, group_index);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
-    const bool exists = rg.row0 + row < rg.rows;
+    if (rg.row0 + row >= rg.rows) continue;
     const int pos = rg.position(p, row);
-    float mx = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int key = key0 + 32 * warp + 8 * j + 2 * c;
       float2 v{acc[j][2 * r], acc[j][2 * r + 1]};
       if (key >= rg.ctx_len || key > pos) v.x = -INFINITY;
       if (key + 1 >= rg.ctx_len || key + 1 > pos) v.y = -INFINITY;
-      mx = fmaxf(mx, fmaxf(v.x, v.y));
-      if (exists) *reinterpret_cast<float2*>(w.scores + int64_t{row} * p.key_cap + key) = v;
+      *reinterpret_cast<float2*>(out + int64_t{row} * p.key_cap + key) = v;
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    if (c == 0) warp_max[warp][row] = mx;
   }
-  __syncthreads();
-  if (tid < 16)
-    w.maxes[tile * 16 + tid] = fmaxf(fmaxf(warp_max[0][tid], warp_max[1][tid]), fmaxf(warp_max[2][tid], warp_max[3][tid]));
 }
 
-template <int D>
-__global__ void __launch_bounds__(32) exact_probs_kernel(const ExactRowsParams p) {
-  wait_for_predecessor();
-  const int tile = blockIdx.x, kv_head = blockIdx.y, s = blockIdx.z / p.row_groups;
-  const int group_index = blockIdx.z % p.row_groups;
-  const RowGroup rg(p, s, group_index);
-  if (rg.empty() || tile * kTileKeys >= rg.ctx_len) return;
-  const int lane = threadIdx.x, g = lane / 4, c = lane % 4;
-  const int here = min(16, rg.rows - rg.row0);  // rows of the group that exist
-  const GroupArrays w(p, s, kv_head, group_index);
-  // The softmax state before this tile: no sum yet (what the tile adds is
-  // what is stored), the running maximum of each row over the earlier tiles.
-  OnlineSoftmax<kTileKeys> sm;
-  float before[16];
-#pragma unroll
-  for (int r = 0; r < 16; ++r) before[r] = -INFINITY;
-  for (int u = lane; u < tile; u += 32)
-#pragma unroll
-    for (int r = 0; r < 16; ++r) before[r] = fmaxf(before[r], w.maxes[u * 16 + r]);
-#pragma unroll
-  for (int r = 0; r < 16; ++r)
-#pragma unroll
-    for (int step = 1; step < 32; step *= 2) before[r] = fmaxf(before[r], __shfl_xor_sync(0xffffffffu, before[r], step));
-  sm.m_run[0] = before[g];
-  sm.m_run[1] = before[g + 8];
-  float sc[kTileKeys / 2];
-#pragma unroll
-  for (int i = 0; i < kTileKeys / 2; i += 2) {  // the accumulator layout: pairs of adjacent keys
-    const int row = g + 8 * ((i % 4) / 2), key = tile * kTileKeys + (i / 4) * 8 + 2 * c;
-    const float2 v = row < here ? *reinterpret_cast<const float2*>(w.scores + int64_t{row} * p.key_cap + key)
-                                : float2{-INFINITY, -INFINITY};
-    sc[i] = v.x;
-    sc[i + 1] = v.y;
-  }
-  if (here <= 8)  // rows g + 8 do not exist: half the exponentials
-    sm.update<1>(sc, p.scale_log2);
-  else
-    sm.update(sc, p.scale_log2);
-  uint4* probs = reinterpret_cast<uint4*>(w.probs) + int64_t{tile} * kKSteps * 32;
-#pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks)
-    probs[ks * 32 + lane] = uint4{Elem<bf16>::pack(sc[8 * ks + 0], sc[8 * ks + 1]),
-                                  Elem<bf16>::pack(sc[8 * ks + 2], sc[8 * ks + 3]),
-                                  Elem<bf16>::pack(sc[8 * ks + 4], sc[8 * ks + 5]),
-                                  Elem<bf16>::pack(sc[8 * ks + 6], sc[8 * ks + 7])};
-  reinterpret_cast<float4*>(w.chain)[int64_t{tile} * 32 + lane] =
-      float4{sm.correction[0], sm.correction[1], sm.l_run[0], sm.l_run[1]};
-}
+constexpr int kChainVRow = kChainCols * 2, kChainVBytes = kTileKeys * kChainVRow;
+// A stage of the chain's ring: a tile's scores of row_cap rows, then its V
+// columns.
+__host__ __device__ constexpr int chain_score_bytes(int row_cap) { return row_cap * kScoreStride * 4; }
+__host__ __device__ constexpr int chain_stage_bytes(int row_cap) { return chain_score_bytes(row_cap) + kChainVBytes; }
+// Block-table entries a chain warp keeps in shared memory (8,192 keys in
+// blocks of 16), read again only when its copies run past them.
+constexpr int kChainTableWindow = 512;
 
 template <int D>
 __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p) {
+  constexpr int kVRow = kChainVRow, kVPieces = kVRow / 16;
   constexpr int kNT = kChainCols / 8;  // 8-column n-tiles of the warp's O
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ int32_t window[kChainTableWindow];
+  const int kScoreBytes = chain_score_bytes(p.row_cap), kStageBytes = chain_stage_bytes(p.row_cap);
   wait_for_predecessor();
   const int col0 = blockIdx.x * kChainCols, kv_head = blockIdx.y, s = blockIdx.z / p.row_groups;
   const int group_index = blockIdx.z % p.row_groups;
   const RowGroup rg(p, s, group_index);
   if (rg.empty()) return;
   const int lane = threadIdx.x, g = lane / 4, c = lane % 4, q_mat = lane / 8, q_row = lane % 8;
-  const GroupArrays w(p, s, kv_head, group_index);
+  const int here = min(16, rg.rows - rg.row0);  // rows of the group that exist
+  const float* scores = scores_of(p, s, kv_head, group_index);
   const int32_t* table = p.block_tables + int64_t{s} * p.max_blocks_per_seq;
   const int64_t head_stride = int64_t{p.n_kv_heads} * D;
   const bf16* vpool = p.v + int64_t{kv_head} * D + col0;
@@ -220,11 +155,9 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
     if (t < n_tiles) {
       const uint32_t stage = ring_addr + (t % kChainStages) * kStageBytes;
       ensure_window(t * kTileKeys / p.block_size, (min((t + 1) * kTileKeys, rg.ctx_len) - 1) / p.block_size);
-      const uint8_t* probs = reinterpret_cast<const uint8_t*>(w.probs) + int64_t{t} * kProbBytes;
-#pragma unroll
-      for (int i = lane; i < kProbBytes / 16; i += 32) cp_async_16(stage + 16 * i, probs + 16 * i, true);
-      cp_async_16(stage + kProbBytes + 16 * lane,
-                  reinterpret_cast<const uint8_t*>(w.chain) + int64_t{t} * kChainValueBytes + 16 * lane, true);
+      for (int r = 0; r < here; ++r)  // a row's 128 scores: 32 pieces of 16 bytes
+        cp_async_16(stage + r * kScoreStride * 4 + lane * 16, scores + int64_t{r} * p.key_cap + t * kTileKeys + lane * 4,
+                    true);
 #pragma unroll
       for (int i = lane; i < kTileKeys * kVPieces; i += 32) {
         const int key_local = i / kVPieces, piece = i % kVPieces, key = t * kTileKeys + key_local;
@@ -232,42 +165,57 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
         const int block = key / p.block_size;
         const int64_t slot =
             valid ? int64_t{window[block - window0]} * p.block_size + (key - block * p.block_size) : 0;
-        cp_async_16(stage + kProbBytes + kChainValueBytes + key_local * kVRow + piece * 16,
-                    vpool + slot * head_stride + piece * 8, valid);
+        cp_async_16(stage + kScoreBytes + key_local * kVRow + piece * 16, vpool + slot * head_stride + piece * 8,
+                    valid);
       }
     }
     cp_async_commit();
   };
   for (int i = 0; i < kChainStages - 1; ++i) issue(i);
 
-  OnlineSoftmax<kTileKeys> sm;  // only l_run is used: the row sums at the end
+  OnlineSoftmax<kTileKeys> sm;
   float o[kNT][4];
 #pragma unroll
   for (int nt = 0; nt < kNT; ++nt) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+  float sc[kTileKeys / 2];
+  uint32_t pk[kTileKeys / 16][4];
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kChainStages - 2>();
     __syncwarp();
-    const uint32_t stage = ring_addr + (t % kChainStages) * kStageBytes;
-    const uint8_t* stage_ptr = ring + (t % kChainStages) * kStageBytes;
-    const float4 cv = *reinterpret_cast<const float4*>(stage_ptr + kProbBytes + 16 * lane);
-    const float correction[2] = {cv.x, cv.y}, added[2] = {cv.z, cv.w};
+    const int stage = t % kChainStages;
+    const float* stored = reinterpret_cast<const float*>(ring + stage * kStageBytes);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) sm.l_run[r] = sm.l_run[r] * correction[r] + added[r];
+    for (int i = 0; i < kTileKeys / 2; i += 2) {  // the accumulator layout: pairs of adjacent keys
+      const int row = g + 8 * ((i % 4) / 2), key = (i / 4) * 8 + 2 * c;
+      const float2 v = row < here ? *reinterpret_cast<const float2*>(stored + row * kScoreStride + key)
+                                  : float2{-INFINITY, -INFINITY};
+      sc[i] = v.x;
+      sc[i + 1] = v.y;
+    }
+    if (here <= 8)  // rows g + 8 do not exist: half the exponentials
+      sm.update<1>(sc, p.scale_log2);
+    else
+      sm.update(sc, p.scale_log2);
+#pragma unroll
+    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
+      pk[ks][0] = Elem<bf16>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
+      pk[ks][1] = Elem<bf16>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
+      pk[ks][2] = Elem<bf16>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
+      pk[ks][3] = Elem<bf16>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+    }
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)  // O *= the tile's correction, by row
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[nt][e] *= correction[e / 2];
-    const uint32_t values = stage + kProbBytes + kChainValueBytes;
+      for (int e = 0; e < 4; ++e) o[nt][e] *= sm.correction[e / 2];
+    const uint32_t values = ring_addr + stage * kStageBytes + kScoreBytes;
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      const uint4 f = *reinterpret_cast<const uint4*>(stage_ptr + 16 * (ks * 32 + lane));
-      const uint32_t pk[4] = {f.x, f.y, f.z, f.w};
+    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
 #pragma unroll
       for (int nt = 0; nt < kNT; nt += 2) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, values + (16 * ks + (q_mat % 2) * 8 + q_row) * kVRow + (nt + q_mat / 2) * 16);
-        Elem<bf16>::mma(o[nt], pk, b[0], b[1]);
-        Elem<bf16>::mma(o[nt + 1], pk, b[2], b[3]);
+        Elem<bf16>::mma(o[nt], pk[ks], b[0], b[1]);
+        Elem<bf16>::mma(o[nt + 1], pk[ks], b[2], b[3]);
       }
     }
     __syncwarp();
@@ -293,29 +241,15 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
 
 template <int D>
 void launch(const ExactRowsParams& p, int n_seqs, int max_seq_len, cudaStream_t stream) {
-  const unsigned z = static_cast<unsigned>(n_seqs * p.row_groups), heads = static_cast<unsigned>(p.n_kv_heads);
+  const unsigned z = static_cast<unsigned>(n_seqs * p.row_groups);
   const unsigned tiles = static_cast<unsigned>((max_seq_len + kTileKeys - 1) / kTileKeys);
-  launch_dependent("exact_rows_attention: scores", LaunchRole::kOther, exact_scores_kernel<D>, dim3(tiles, heads, z),
-                   kScoreWarps * 32, 0, stream, p);
-  launch_dependent("exact_rows_attention: probabilities", LaunchRole::kOther, exact_probs_kernel<D>,
-                   dim3(tiles, heads, z), 32, 0, stream, p);
-  allow_shared_memory<exact_chain_kernel<D>>(kChainStages * kStageBytes, "exact_rows_attention: chain");
+  launch_dependent("exact_rows_attention: scores", LaunchRole::kOther, exact_scores_kernel<D>,
+                   dim3(tiles, static_cast<unsigned>(p.n_kv_heads), z), kScoreWarps * 32, 0, stream, p);
+  const int ring_bytes = kChainStages * chain_stage_bytes(p.row_cap);
+  allow_shared_memory<exact_chain_kernel<D>>(kChainStages * chain_stage_bytes(16), "exact_rows_attention: chain");
   launch_dependent("exact_rows_attention: chain", LaunchRole::kOther, exact_chain_kernel<D>,
-                   dim3(D / kChainCols, heads, z), 32, kChainStages * kStageBytes, stream, p);
+                   dim3(D / kChainCols, static_cast<unsigned>(p.n_kv_heads), z), 32, ring_bytes, stream, p);
 }
-
-// The workspace's arrays in order, each a multiple of 16 bytes.
-struct SplitLayout {
-  int64_t scores, maxes, probs, chain;
-  SplitLayout(int n_seqs, int n_kv_heads, const ExactSplitShape& shape) {
-    const int64_t groups = int64_t{n_seqs} * n_kv_heads * shape.row_groups, tiles = shape.key_cap / kTileKeys;
-    scores = groups * shape.row_cap * int64_t{shape.key_cap} * 4;
-    maxes = groups * tiles * 16 * 4;
-    probs = groups * tiles * kProbBytes;
-    chain = groups * tiles * kChainValueBytes;
-  }
-  int64_t bytes() const { return scores + maxes + probs + chain; }
-};
 
 }  // namespace
 
@@ -325,23 +259,20 @@ ExactSplitShape exact_split_shape(int group, int max_query_len, int max_seq_len)
 }
 
 int64_t exact_split_bytes(int n_seqs, int n_kv_heads, const ExactSplitShape& shape) {
-  return SplitLayout(n_seqs, n_kv_heads, shape).bytes();
+  return int64_t{n_seqs} * n_kv_heads * shape.row_groups * shape.row_cap * int64_t{shape.key_cap} *
+         int64_t{sizeof(float)};
 }
 
 void exact_rows_split(ExactRowsParams p, int n_seqs, int max_query_len, int max_seq_len, int head_dim,
                       void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   const ExactSplitShape shape = exact_split_shape(p.group, max_query_len, max_seq_len);
-  const SplitLayout layout(n_seqs, p.n_kv_heads, shape);
-  EXACTLY_CUDA_REQUIRE(workspace != nullptr && workspace_bytes >= layout.bytes(),
+  const int64_t need = exact_split_bytes(n_seqs, p.n_kv_heads, shape);
+  EXACTLY_CUDA_REQUIRE(workspace != nullptr && workspace_bytes >= need,
                        "exact_rows_attention: workspace of %lld bytes, %lld needed", (long long)workspace_bytes,
-                       (long long)layout.bytes());
+                       (long long)need);
   EXACTLY_CUDA_REQUIRE(int64_t{n_seqs} * shape.row_groups <= 65535,
                        "exact_rows_attention: %d sequences of %d row groups", n_seqs, shape.row_groups);
-  auto* bytes = static_cast<uint8_t*>(workspace);
-  p.scores = reinterpret_cast<float*>(bytes);
-  p.maxes = reinterpret_cast<float*>(bytes + layout.scores);
-  p.probs = reinterpret_cast<uint32_t*>(bytes + layout.scores + layout.maxes);
-  p.chain = reinterpret_cast<float*>(bytes + layout.scores + layout.maxes + layout.probs);
+  p.scores = static_cast<float*>(workspace);
   p.row_groups = shape.row_groups;
   p.row_cap = shape.row_cap;
   p.key_cap = shape.key_cap;

@@ -1,7 +1,7 @@
 // The split path of exact_rows_attention (exact_rows_split.cu): the rows'
-// scores and probabilities by key tile across the GPU, then the prefill
-// kernel's chain of O over them by O's columns. The launcher in exact_rows.cu
-// decides between it and the one-kernel path; both give the same bits.
+// scores by key tile across the GPU, then the prefill kernel's chain over
+// them by O's columns. The launcher in exact_rows.cu decides between it and
+// the one-kernel path; both give the same bits.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,8 +12,8 @@
 
 namespace exactly::kernels::cuda {
 
-// How a batch lies in the workspace: row groups of 16 packed rows per
-// (sequence, KV head), score rows stored per group, keys per row (whole
+// How the scores of a batch lie in the workspace: row groups of 16 packed
+// rows per (sequence, KV head), rows stored per group, keys per row (whole
 // 128-key tiles).
 struct ExactSplitShape {
   int row_groups, row_cap, key_cap;
