@@ -252,8 +252,7 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
                  batch.n_seqs, cache.n_kv_heads, row_groups))
     return exact_rows_split(p, batch.n_seqs, batch.max_query_len, batch.max_seq_len, cache.head_dim, workspace,
                             workspace_bytes, stream);
-  if (cache.head_dim == 64) return launch<64>(p, batch, stream);
-  launch<128>(p, batch, stream);
+  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
 }
 
 }  // namespace exactly::kernels::cuda

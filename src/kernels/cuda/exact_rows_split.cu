@@ -276,8 +276,7 @@ void exact_rows_split(ExactRowsParams p, int n_seqs, int max_query_len, int max_
   p.row_groups = shape.row_groups;
   p.row_cap = shape.row_cap;
   p.key_cap = shape.key_cap;
-  if (head_dim == 64) return launch<64>(p, n_seqs, max_seq_len, stream);
-  launch<128>(p, n_seqs, max_seq_len, stream);
+  with_head_dim(head_dim, [&](auto d) { launch<decltype(d)::value>(p, n_seqs, max_seq_len, stream); });
 }
 
 }  // namespace exactly::kernels::cuda

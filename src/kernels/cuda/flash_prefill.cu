@@ -231,14 +231,11 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
                ? launch_sm90<128, 2, true>(cache, batch, q, n_heads, scale, causal, out, stream)
                : launch_sm90<128, 1, true>(cache, batch, q, n_heads, scale, causal, out, stream);
   }
-  const bool bf16 = cache.dtype == DType::bf16;
-  if (cache.head_dim == 64) {
-    bf16 ? launch<__nv_bfloat16, 64>(cache, batch, q, n_heads, scale, causal, out, stream)
-         : launch<__half, 64>(cache, batch, q, n_heads, scale, causal, out, stream);
-  } else {
-    bf16 ? launch<__nv_bfloat16, 128>(cache, batch, q, n_heads, scale, causal, out, stream)
-         : launch<__half, 128>(cache, batch, q, n_heads, scale, causal, out, stream);
-  }
+  with_head_dim(cache.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    cache.dtype == DType::bf16 ? launch<__nv_bfloat16, D>(cache, batch, q, n_heads, scale, causal, out, stream)
+                               : launch<__half, D>(cache, batch, q, n_heads, scale, causal, out, stream);
+  });
 }
 
 }  // namespace exactly::kernels::cuda

@@ -1,9 +1,11 @@
 // Argument checks shared by the attention launchers: everything a kernel
 // assumes (16-byte aligned rows, block sizes in whole 16-key chunks, heads in
-// whole KV groups) is verified on the host, with the offending value named.
+// whole KV groups) is verified on the host, with the offending value named;
+// and the one dispatch on the head dimension that the launchers share.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
@@ -20,6 +22,16 @@ void allow_shared_memory(int bytes, const char* op) {
     return true;
   }();
   (void)done;
+}
+
+// Calls f(std::integral_constant<int, D>{}) with the head dimension as a
+// constant, 64 or 128 (check_cache refuses any other), so that a launcher
+// names each instantiation once: f is a generic lambda that reads
+// decltype(d)::value.
+template <typename F>
+void with_head_dim(int head_dim, F&& f) {
+  if (head_dim == 64) return f(std::integral_constant<int, 64>{});
+  f(std::integral_constant<int, 128>{});
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }

@@ -93,14 +93,11 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
                        (long long)need);
   EXACTLY_CUDA_REQUIRE(int64_t{cache.n_kv_heads} * ((n_heads / cache.n_kv_heads + 15) / 16) <= 65535,
                        "paged_decode_attention: too many heads (%d)", n_heads);
-  const bool bf16 = cache.dtype == DType::bf16;
-  if (cache.head_dim == 64) {
-    bf16 ? launch<__nv_bfloat16, 64>(cache, batch, q, n_heads, scale, out, workspace, stream)
-         : launch<__half, 64>(cache, batch, q, n_heads, scale, out, workspace, stream);
-  } else {
-    bf16 ? launch<__nv_bfloat16, 128>(cache, batch, q, n_heads, scale, out, workspace, stream)
-         : launch<__half, 128>(cache, batch, q, n_heads, scale, out, workspace, stream);
-  }
+  with_head_dim(cache.head_dim, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    cache.dtype == DType::bf16 ? launch<__nv_bfloat16, D>(cache, batch, q, n_heads, scale, out, workspace, stream)
+                               : launch<__half, D>(cache, batch, q, n_heads, scale, out, workspace, stream);
+  });
 }
 
 }  // namespace exactly::kernels::cuda
