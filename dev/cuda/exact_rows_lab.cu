@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/layer_ops.h"
 #include "lab_common.h"
 
@@ -100,11 +101,8 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   CK(cudaMalloc(&out_prefill, q_elems * 2));
   CK(cudaMalloc(&out_exact, q_elems * 2));
   CK(cudaMalloc(&out_split, q_elems * 2));
-  const int64_t ws_bytes = kc::exact_rows_workspace_bytes(static_cast<int>(lens.size()), n_heads, n_kv, b.max_q,
-                                                          b.max_len);
-  const int64_t split_bytes = std::max<int64_t>(ws_bytes, int64_t{static_cast<int>(lens.size())} * n_kv *
-                                                              ((b.max_q * (n_heads / n_kv) + 15) / 16) * 16 *
-                                                              ((b.max_len + 127) / 128 * 128) * 4);
+  const int64_t split_bytes = kc::exact_split_bytes(
+      static_cast<int>(lens.size()), n_kv, kc::exact_split_shape(n_heads / n_kv, b.max_q, b.max_len));
   CK(cudaMalloc(&ws, static_cast<size_t>(split_bytes)));
   kc::fill_uniform_bf16(k, pool, 1.0f, seed * 3 + 1, nullptr);
   kc::fill_uniform_bf16(v, pool, 1.0f, seed * 3 + 2, nullptr);
@@ -164,7 +162,7 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   CK(cudaMalloc(&out, q_elems * 2));
   kc::fill_uniform_bf16(q, q_elems, 1.0f, 7, nullptr);
   const int64_t ws_bytes = std::max(kc::decode_workspace_bytes(batch, kHeads, ctx, kHd),
-                                    int64_t{batch} * kKv * 4 * ((ctx + 127) / 128 * 128) * 4);
+                                    kc::exact_split_bytes(batch, kKv, kc::exact_split_shape(kHeads / kKv, 1, ctx)));
   CK(cudaMalloc(&ws, static_cast<size_t>(std::max<int64_t>(ws_bytes, 16))));
   CK(cudaDeviceSynchronize());
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHd));

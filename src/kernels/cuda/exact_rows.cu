@@ -31,6 +31,7 @@
 // - O += P V: warp w owns D / 4 of O's columns.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/attention.h"
@@ -137,13 +138,7 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
       if (key >= ctx_len || key > pos) sc[i] = -INFINITY;
     }
     sm.update(sc, p.scale_log2);
-#pragma unroll
-    for (int ks = 0; ks < kBN / 16; ++ks) {
-      pk[ks][0] = Elem<bf16>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
-      pk[ks][1] = Elem<bf16>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
-      pk[ks][2] = Elem<bf16>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
-      pk[ks][3] = Elem<bf16>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
-    }
+    pack_probabilities(sc, pk);
     sm.rescale(o);  // the first (kMyCols / 2) accumulators: correction by row, as for the whole O
 #pragma unroll
     for (int ch = 0; ch < kChunksPerTile; ++ch) {
@@ -171,12 +166,7 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
     }
   }
   cp_async_wait<0>();
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l = sm.row_sum(r);
-    inv[r] = l > 0.f ? 1.f / l : 0.f;
-  }
+  const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     bf16* dst = rg.row(p.out, p, kv_head, g + 8 * r, D);
@@ -231,9 +221,10 @@ void launch(const ExactRowsParams& p, const AttentionBatchDevice& b, cudaStream_
 int64_t exact_rows_workspace_bytes(int n_seqs, int n_heads, int n_kv_heads, int max_query_len, int max_seq_len) {
   if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_seqs <= 0) return 0;
   const ExactSplitShape shape = exact_split_shape(n_heads / n_kv_heads, max_query_len, max_seq_len);
-  int split_seqs = n_seqs;  // the largest batch of at most n_seqs that the automatic choice splits
-  while (split_seqs > 0 && !take_split(ExactRowsPath::kAuto, split_seqs, n_kv_heads, shape.row_groups)) --split_seqs;
-  return exact_split_bytes(split_seqs, n_kv_heads, shape);
+  // The largest batch of at most n_seqs that the automatic choice splits.
+  const int64_t per_seq = int64_t{n_kv_heads} * shape.row_groups;
+  const int64_t split_seqs = std::min<int64_t>(n_seqs, (kSplitBelowCtas - 1) / per_seq);
+  return exact_split_bytes(static_cast<int>(split_seqs), n_kv_heads, shape);
 }
 
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,

@@ -69,4 +69,16 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[D / 16][4], cons
   }
 }
 
+// A tile's probabilities (accumulator layout, 128 keys) as the A fragments of
+// the P V product's eight k16 steps, rounded to bf16.
+__device__ __forceinline__ void pack_probabilities(const float (&sc)[64], uint32_t (&pk)[8][4]) {
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    pk[ks][0] = Elem<__nv_bfloat16>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
+    pk[ks][1] = Elem<__nv_bfloat16>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
+    pk[ks][2] = Elem<__nv_bfloat16>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
+    pk[ks][3] = Elem<__nv_bfloat16>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
+  }
+}
+
 }  // namespace exactly::kernels::cuda

@@ -196,13 +196,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
       sm.update<1>(sc, p.scale_log2);
     else
       sm.update(sc, p.scale_log2);
-#pragma unroll
-    for (int ks = 0; ks < kTileKeys / 16; ++ks) {
-      pk[ks][0] = Elem<bf16>::pack(sc[8 * ks + 0], sc[8 * ks + 1]);
-      pk[ks][1] = Elem<bf16>::pack(sc[8 * ks + 2], sc[8 * ks + 3]);
-      pk[ks][2] = Elem<bf16>::pack(sc[8 * ks + 4], sc[8 * ks + 5]);
-      pk[ks][3] = Elem<bf16>::pack(sc[8 * ks + 6], sc[8 * ks + 7]);
-    }
+    pack_probabilities(sc, pk);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)  // O *= the tile's correction, by row
 #pragma unroll
@@ -222,12 +216,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
     issue(t + kChainStages - 1);
   }
   cp_async_wait<0>();
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l = sm.row_sum(r);
-    inv[r] = l > 0.f ? 1.f / l : 0.f;
-  }
+  const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     bf16* dst = rg.row(p.out, p, kv_head, g + 8 * r, D);
