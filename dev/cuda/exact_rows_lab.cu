@@ -1,5 +1,5 @@
 // Lab for exact_rows_attention (src/kernels/cuda/exact_rows.cu and
-// exact_rows_split.cu): the rows of both its paths against the Hopper prefill
+// exact_rows_window.cu): the rows of both its paths against the Hopper prefill
 // kernel's, bit for bit, and their time against the split-KV decode kernel and
 // the prefill kernel on the same decode rows.
 //
@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/layer_ops.h"
 #include "lab_common.h"
 
@@ -94,43 +93,38 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   const Batch b = make_batch(lens, q_lens, blocks, rng);
   DeviceBatch db(b);
   const int64_t pool = blocks * kBlock * n_kv * head_dim, q_elems = b.tokens() * n_heads * head_dim;
-  void *k, *v, *q, *out_prefill, *out_exact, *out_split, *ws;
+  void *k, *v, *q, *out_prefill, *out_exact, *out_windows;
   CK(cudaMalloc(&k, pool * 2));
   CK(cudaMalloc(&v, pool * 2));
   CK(cudaMalloc(&q, q_elems * 2));
   CK(cudaMalloc(&out_prefill, q_elems * 2));
   CK(cudaMalloc(&out_exact, q_elems * 2));
-  CK(cudaMalloc(&out_split, q_elems * 2));
-  const int64_t split_bytes = kc::exact_split_bytes(
-      static_cast<int>(lens.size()), n_kv, kc::exact_split_shape(n_heads / n_kv, b.max_q, b.max_len));
-  CK(cudaMalloc(&ws, static_cast<size_t>(split_bytes)));
+  CK(cudaMalloc(&out_windows, q_elems * 2));
   kc::fill_uniform_bf16(k, pool, 1.0f, seed * 3 + 1, nullptr);
   kc::fill_uniform_bf16(v, pool, 1.0f, seed * 3 + 2, nullptr);
   kc::fill_uniform_bf16(q, q_elems, 1.0f, seed * 3 + 3, nullptr);
   CK(cudaMemset(out_prefill, 0xff, q_elems * 2));
   CK(cudaMemset(out_exact, 0xff, q_elems * 2));
-  CK(cudaMemset(out_split, 0xff, q_elems * 2));
+  CK(cudaMemset(out_windows, 0xff, q_elems * 2));
   const kc::PagedKVDevice cache{k, v, blocks, kBlock, n_kv, head_dim, kc::DType::bf16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   kc::flash_attention_prefill(cache, db.view, q, n_heads, scale, true, out_prefill, nullptr);
-  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, 0, nullptr,
-                           kc::ExactRowsPath::kOneKernel);
-  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_split, ws, split_bytes, nullptr,
-                           kc::ExactRowsPath::kSplit);
+  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, kc::ExactRowsPath::kOneKernel);
+  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_windows, nullptr, kc::ExactRowsPath::kWindows);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)),
       y(static_cast<size_t>(q_elems));
   CK(cudaMemcpy(a.data(), out_prefill, a.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(x.data(), out_exact, x.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(y.data(), out_split, y.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(y.data(), out_windows, y.size() * 2, cudaMemcpyDeviceToHost));
   auto is_nan = [](uint16_t e) { return (e & 0x7f80) == 0x7f80 && (e & 0x7f) != 0; };
   int64_t diff = 0, nan = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     diff += (a[i] != x[i]) + (a[i] != y[i]);
     nan += is_nan(x[i]) + is_nan(y[i]);
   }
-  for (void* p : {k, v, q, out_prefill, out_exact, out_split, ws}) cudaFree(p);
+  for (void* p : {k, v, q, out_prefill, out_exact, out_windows}) cudaFree(p);
   return diff + nan;
 }
 
@@ -161,8 +155,7 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   CK(cudaMalloc(&q, q_elems * 2));
   CK(cudaMalloc(&out, q_elems * 2));
   kc::fill_uniform_bf16(q, q_elems, 1.0f, 7, nullptr);
-  const int64_t ws_bytes = std::max(kc::decode_workspace_bytes(batch, kHeads, ctx, kHd),
-                                    kc::exact_split_bytes(batch, kKv, kc::exact_split_shape(kHeads / kKv, 1, ctx)));
+  const int64_t ws_bytes = kc::decode_workspace_bytes(batch, kHeads, ctx, kHd);
   CK(cudaMalloc(&ws, static_cast<size_t>(std::max<int64_t>(ws_bytes, 16))));
   CK(cudaDeviceSynchronize());
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHd));
@@ -171,20 +164,19 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   });
   const float exact = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches)
-      kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, nullptr, 0, st, kc::ExactRowsPath::kOneKernel);
+      kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kOneKernel);
   });
-  const float split_exact = time_graph([&](cudaStream_t st) {
-    for (const auto& c : caches)
-      kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, ws, ws_bytes, st, kc::ExactRowsPath::kSplit);
+  const float windows = time_graph([&](cudaStream_t st) {
+    for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kWindows);
   });
   const float prefill = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::flash_attention_prefill(c, db.view, q, kHeads, scale, true, out, st);
   });
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
-              "%7.3f ms (x%.2f) | exact rows, split %7.3f ms (%4.0f GB/s, x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
-              shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, split_exact, bytes / split_exact / 1e6,
-              split / split_exact, prefill, split / prefill);
+              "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
+              shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, windows, bytes / windows / 1e6,
+              split / windows, prefill, split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);
 }
@@ -220,7 +212,7 @@ int main() {
       bad += dq, ++cases;
     }
   }
-  std::printf(bad == 0 ? "exact rows (one kernel and split): all %d cases bit-identical to the prefill kernel\n"
+  std::printf(bad == 0 ? "exact rows (one kernel and windows): all %d cases bit-identical to the prefill kernel\n"
                        : "EXACT ROWS DIFFER from the prefill kernel (%d cases)\n",
               cases);
   for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {64, 640},

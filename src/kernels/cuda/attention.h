@@ -90,18 +90,13 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
 // mma.sync with 16 packed rows per KV head. bf16 caches, head dim 64 or 128.
 // Under canonical products the engine sends decode rows here, so that a
 // row's bits do not depend on the kernel that its step chose. A large batch
-// runs one kernel that walks each row group's tiles in one CTA; a small one
-// (kAuto, given a workspace) is split: the scores of every key tile first,
-// on all SMs, into the workspace, then the tiles' chain of softmax and P V
-// by O's columns. The same bits either way. workspace may be null (then one
-// kernel); given, it must hold exact_rows_workspace_bytes(...) for a batch
-// that kAuto splits, and kSplit needs it always.
-enum class ExactRowsPath { kAuto, kOneKernel, kSplit };
-// What the largest batch of at most n_seqs sequences that kAuto splits needs.
-int64_t exact_rows_workspace_bytes(int n_seqs, int n_heads, int n_kv_heads, int max_query_len, int max_seq_len);
+// runs one kernel whose CTA of four warps walks a row group's tiles one at a
+// time; a smaller one (kAuto) gives each row group eight warps that score two
+// tiles at once, with only O's chain over the tiles left sequential. The same
+// bits either way.
+enum class ExactRowsPath { kAuto, kOneKernel, kWindows };
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
-                          float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
-                          ExactRowsPath path = ExactRowsPath::kAuto);
+                          float scale, void* out, cudaStream_t stream, ExactRowsPath path = ExactRowsPath::kAuto);
 
 // k, v: [n_tokens, n_kv_heads, head_dim]; slot = block * block_size + offset,
 // a negative slot skips its token (padding).

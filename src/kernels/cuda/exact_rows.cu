@@ -15,8 +15,8 @@
 // keys, since the prefill kernel has none.
 //
 // This file is the one-kernel path, which a large batch fills the GPU with;
-// a small batch takes the split path (exact_rows_split.cu), which scores the
-// key tiles on every SM first. Both give the same bits.
+// a smaller batch takes the windowed path (exact_rows_window.cu), which gives
+// a row group eight warps and two tiles at a time. Both give the same bits.
 //
 // The work of one KV head is spread over a CTA of four warps, so that
 // latency is hidden by warps rather than left to one:
@@ -36,7 +36,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/exact_rows_common.cuh"
-#include "kernels/cuda/exact_rows_split.h"
+#include "kernels/cuda/exact_rows_window.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/online_softmax.cuh"
@@ -178,16 +178,16 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   }
 }
 
-// One CTA per (sequence, KV head, row group) walking every tile: below this
-// many of them a batch takes the split path. On an H100 (exact_rows_lab, 640
-// keys) split took 0.61 against 0.77 ms for 32 layers of 8 x 8 groups and
-// 0.48 against 0.63 ms for 30 layers of 16 x 3, level at 128 groups, and
-// lost from 256 (1.57 against 1.11 ms).
-constexpr int64_t kSplitBelowCtas = 128;
+// Row groups (sequence, KV head, 16 packed rows) below which a batch takes
+// the windowed path. On an H100 (exact_rows_lab, 640 keys, 32 layers) the
+// windows took 0.656 against 0.795 ms at 16 x 8 groups of Llama-3-8B and lost
+// at 32 x 8 (1.250 against 1.108 ms); for SmolLM2 the engine's step was
+// faster with the windows at 64 x 3.
+constexpr int64_t kWindowsBelowGroups = 256;
 
-bool take_split(ExactRowsPath path, int n_seqs, int n_kv_heads, int row_groups) {
-  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kSplit;
-  return int64_t{n_seqs} * n_kv_heads * row_groups < kSplitBelowCtas;
+bool take_windows(ExactRowsPath path, int n_seqs, int n_kv_heads, int row_groups) {
+  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kWindows;
+  return int64_t{n_seqs} * n_kv_heads * row_groups < kWindowsBelowGroups;
 }
 
 ExactRowsParams params_of(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads,
@@ -218,18 +218,8 @@ void launch(const ExactRowsParams& p, const AttentionBatchDevice& b, cudaStream_
 
 }  // namespace
 
-int64_t exact_rows_workspace_bytes(int n_seqs, int n_heads, int n_kv_heads, int max_query_len, int max_seq_len) {
-  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_seqs <= 0) return 0;
-  const ExactSplitShape shape = exact_split_shape(n_heads / n_kv_heads, max_query_len, max_seq_len);
-  // The largest batch of at most n_seqs that the automatic choice splits.
-  const int64_t per_seq = int64_t{n_kv_heads} * shape.row_groups;
-  const int64_t split_seqs = std::min<int64_t>(n_seqs, (kSplitBelowCtas - 1) / per_seq);
-  return exact_split_bytes(static_cast<int>(split_seqs), n_kv_heads, shape);
-}
-
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
-                          float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream,
-                          ExactRowsPath path) {
+                          float scale, void* out, cudaStream_t stream, ExactRowsPath path) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
   EXACTLY_CUDA_REQUIRE(batch.max_query_len >= 0 && int64_t{batch.max_query_len} * (n_heads / cache.n_kv_heads) <=
@@ -239,10 +229,8 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
   const ExactRowsParams p = params_of(cache, batch, q, n_heads, scale, out);
   const int row_groups = (batch.max_query_len * p.group + 15) / 16;
-  if (take_split(workspace == nullptr && path == ExactRowsPath::kAuto ? ExactRowsPath::kOneKernel : path,
-                 batch.n_seqs, cache.n_kv_heads, row_groups))
-    return exact_rows_split(p, batch.n_seqs, batch.max_query_len, batch.max_seq_len, cache.head_dim, workspace,
-                            workspace_bytes, stream);
+  if (take_windows(path, batch.n_seqs, cache.n_kv_heads, row_groups))
+    return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
 }
 

@@ -22,10 +22,6 @@ struct ExactRowsParams {
   const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
   int max_blocks_per_seq, block_size, n_kv_heads, n_heads, group;
   float scale_log2;
-  // The split path's scores: [n_seqs, n_kv_heads, row_groups, row_cap, key_cap]
-  // fp32, masked keys as -inf; key_cap a multiple of the 128-key tile.
-  float* scores = nullptr;
-  int row_groups = 0, row_cap = 0, key_cap = 0;
 };
 
 // Rows row0 .. row0 + 15 of the packed rows of (sequence s, kv_head): packed

@@ -326,14 +326,12 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
       w.verify_staging = kc::PinnedBuffer(v, "verify arrays (host)");
     }
   }
-  // The decode workspace (split-KV partials, or the scores of exact rows)
-  // follows the largest batch and context seen (the sequence count may have
-  // grown above without the context growing).
+  // The decode workspace (split-KV partials) follows the largest batch and
+  // context seen (the sequence count may have grown above without the
+  // context growing).
   w.max_seq_len = std::max(w.max_seq_len, max_seq_len);
   {
-    const int64_t bytes =
-        std::max(kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim),
-                 kc::exact_rows_workspace_bytes(w.seqs, c.n_heads, c.n_kv_heads, 1, w.max_seq_len));
+    const int64_t bytes = kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim);
     if (static_cast<size_t>(bytes) > w.decode_bytes) {
       kc::check_cuda(cudaStreamSynchronize(stream_), "workspace");
       graphs_.clear();
@@ -448,8 +446,7 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
                                      static_cast<int64_t>(w.decode_bytes), stream_);
           break;
         case AttentionKernel::kExactRows:
-          kc::exact_rows_attention(cache, a.batch, w.q.get(), c.n_heads, scale, w.attn.get(), w.decode.get(),
-                                   static_cast<int64_t>(w.decode_bytes), stream_);
+          kc::exact_rows_attention(cache, a.batch, w.q.get(), c.n_heads, scale, w.attn.get(), stream_);
           break;
         case AttentionKernel::kPrefill:
           kc::flash_attention_prefill(cache, a.batch, w.q.get(), c.n_heads, scale, true, w.attn.get(), stream_);
@@ -473,23 +470,17 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // tile costs the whole block's products (docs/journal/benchmarks-record.md
 // §6, "Decode rows in prompt steps"). In the canonical order (the default) a
 // row must have the prefill kernel's bits whatever run it lands in, so decode
-// rows go to the prefill kernel itself, or to exact_rows_attention (the same
-// bits, checked element by element in dev/cuda/exact_rows_lab.cu), whichever
-// is faster for the step's rows (dev/cuda/NOTES.md, "Exact rows split over
-// the key tiles"): the prefill kernel while the rows make at most
-// kPrefillUpToGroups groups of a KV head's query heads (a sequence of
-// Llama-3-8B has eight), exact rows beyond, which split a small batch's key
-// tiles over the SMs; --no-deterministic sends them to the split-KV kernel.
-CudaLlamaModel::AttentionKernel CudaLlamaModel::decode_kernel(int32_t rows) const {
-  constexpr int64_t kPrefillUpToGroups = 32;
-  if (!options_.deterministic) return AttentionKernel::kSplitDecode;
-  const int64_t groups = int64_t{rows} * config_.n_kv_heads * ((config_.n_heads / config_.n_kv_heads + 15) / 16);
-  return groups <= kPrefillUpToGroups ? AttentionKernel::kPrefill : AttentionKernel::kExactRows;
+// rows go to exact_rows_attention (the same bits, checked element by element
+// in dev/cuda/exact_rows_lab.cu, and faster than the prefill kernel on them
+// at every batch: dev/cuda/NOTES.md, "Exact rows in windows");
+// --no-deterministic sends them to the split-KV kernel.
+CudaLlamaModel::AttentionKernel CudaLlamaModel::decode_kernel() const {
+  return options_.deterministic ? AttentionKernel::kExactRows : AttentionKernel::kSplitDecode;
 }
 
 void CudaLlamaModel::plan_uniform_attention(const kc::AttentionBatchDevice& attn, int32_t query) {
   attention_launches_.clear();
-  attention_launches_.push_back({attn, query == 1 ? decode_kernel(attn.n_seqs) : AttentionKernel::kPrefill});
+  attention_launches_.push_back({attn, query == 1 ? decode_kernel() : AttentionKernel::kPrefill});
 }
 
 void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBatchDevice& attn, bool decode) {
@@ -505,7 +496,7 @@ void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBa
     part.block_tables = attn.block_tables + int64_t{run.first_seq} * attn.max_blocks_per_seq;
     part.max_query_len = run.max_query_len;
     part.max_seq_len = run.max_seq_len;
-    attention_launches_.push_back({part, run.single_token ? decode_kernel(run.num_seqs) : AttentionKernel::kPrefill});
+    attention_launches_.push_back({part, run.single_token ? decode_kernel() : AttentionKernel::kPrefill});
   }
 }
 

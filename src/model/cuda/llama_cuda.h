@@ -143,8 +143,8 @@ class CudaLlamaModel final : public Model {
   void plan_attention(const ForwardBatch& b, const kernels::cuda::AttentionBatchDevice& attn, bool decode);
   // One launch for a step whose sequences bring `query` tokens each.
   void plan_uniform_attention(const kernels::cuda::AttentionBatchDevice& attn, int32_t query);
-  // The kernel for a run of `rows` single-token sequences.
-  AttentionKernel decode_kernel(int32_t rows) const;
+  // The kernel for runs of single-token sequences.
+  AttentionKernel decode_kernel() const;
   void run_layers(CudaKVPool& kv, int64_t n, int num_layers);
   void compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens);
   // Uploads the sampling parameters of every logits row (kLogits and kArgmax
