@@ -92,8 +92,9 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
 // row's bits do not depend on the kernel that its step chose. A large batch
 // runs one kernel whose CTA of four warps walks a row group's tiles one at a
 // time; a smaller one (kAuto) gives each row group eight warps that score two
-// tiles at once, with only O's chain over the tiles left sequential. The same
-// bits either way.
+// tiles at once, with only O's chain over the tiles left sequential; a few
+// row groups over long contexts (head dim 128) run in the prefill kernel
+// itself. The same bits every way.
 enum class ExactRowsPath { kAuto, kOneKernel, kWindows };
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                           float scale, void* out, cudaStream_t stream, ExactRowsPath path = ExactRowsPath::kAuto);

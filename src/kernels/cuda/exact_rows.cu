@@ -180,14 +180,25 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
 
 // Row groups (sequence, KV head, 16 packed rows) below which a batch takes
 // the windowed path. On an H100 (exact_rows_lab, 640 keys, 32 layers) the
-// windows took 0.656 against 0.795 ms at 16 x 8 groups of Llama-3-8B and lost
-// at 32 x 8 (1.250 against 1.108 ms); for SmolLM2 the engine's step was
+// windows took 0.657 against 0.791 ms at 16 x 8 groups of Llama-3-8B and lost
+// at 32 x 8 (1.247 against 1.088 ms); for SmolLM2 the engine's step was
 // faster with the windows at 64 x 3.
 constexpr int64_t kWindowsBelowGroups = 256;
 
-bool take_windows(ExactRowsPath path, int n_seqs, int n_kv_heads, int row_groups) {
+bool take_windows(ExactRowsPath path, int64_t groups) {
   if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kWindows;
-  return int64_t{n_seqs} * n_kv_heads * row_groups < kWindowsBelowGroups;
+  return groups < kWindowsBelowGroups;
+}
+
+// At head dim 128, up to 32 groups over contexts past 1,024 keys, the
+// prefill kernel itself is faster than the windows (Llama-3-8B, 32 layers:
+// 1.606 against 2.132 ms at 1 x 4,096, 1.635 against 2.206 at 4 x 4,096; at
+// 8 x 4,096 the windows win, 2.477 against 3.327), and its bits are the
+// ones to keep. Up to 1,024 keys the windows were faster in the engine's
+// step (6.157 against 6.205 ms at 1 x 640), and at head dim 64 everywhere
+// (SmolLM2 1 x 4,096: 1.454 against 1.617).
+bool take_prefill_kernel(ExactRowsPath path, int head_dim, int64_t groups, int max_seq_len) {
+  return path == ExactRowsPath::kAuto && head_dim == 128 && groups <= 32 && max_seq_len > 1024;
 }
 
 ExactRowsParams params_of(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads,
@@ -229,8 +240,10 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
   const ExactRowsParams p = params_of(cache, batch, q, n_heads, scale, out);
   const int row_groups = (batch.max_query_len * p.group + 15) / 16;
-  if (take_windows(path, batch.n_seqs, cache.n_kv_heads, row_groups))
-    return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
+  const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
+  if (take_prefill_kernel(path, cache.head_dim, groups, batch.max_seq_len))
+    return flash_attention_prefill(cache, batch, q, n_heads, scale, true, out, stream);
+  if (take_windows(path, groups)) return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
 }
 

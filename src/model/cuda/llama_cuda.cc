@@ -470,10 +470,11 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
 // tile costs the whole block's products (docs/journal/benchmarks-record.md
 // §6, "Decode rows in prompt steps"). In the canonical order (the default) a
 // row must have the prefill kernel's bits whatever run it lands in, so decode
-// rows go to exact_rows_attention (the same bits, checked element by element
-// in dev/cuda/exact_rows_lab.cu, and faster than the prefill kernel on them
-// at every batch: dev/cuda/NOTES.md, "Exact rows in windows");
-// --no-deterministic sends them to the split-KV kernel.
+// rows go to exact_rows_attention, which computes them with the same bits
+// (checked element by element in dev/cuda/exact_rows_lab.cu) in whichever of
+// its paths or the prefill kernel is fastest for the run (dev/cuda/NOTES.md,
+// "Exact rows in windows"); --no-deterministic sends them to the split-KV
+// kernel.
 CudaLlamaModel::AttentionKernel CudaLlamaModel::decode_kernel() const {
   return options_.deterministic ? AttentionKernel::kExactRows : AttentionKernel::kSplitDecode;
 }
