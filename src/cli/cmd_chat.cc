@@ -109,6 +109,7 @@ void register_chat(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   CLI::App* cmd = app.add_subcommand("chat", "interactive chat with the model's own chat template");
   add_model_options(*cmd, o->model);
+  add_chat_template_option(*cmd, o->model);
   add_engine_options(*cmd, o->engine);
   cmd->add_option("--system", o->system, "system prompt (default: whatever the template adds)");
   cmd->add_option("-n,--n-predict", o->n_predict, "most tokens per reply")->capture_default_str();

@@ -68,6 +68,8 @@ std::vector<int32_t> prompt_tokens(const RunOptions& o, const Tokenizer& tok) {
 }
 
 void run(const RunOptions& o) {
+  if (!o.model.chat_template.empty() && !o.chat)
+    throw Error("--chat-template applies to --chat only (a raw prompt is not rendered)", ExitCode::kUsage);
   LoadedModel m = load_model(o.model.model, true, o.model.load_options());
   const Tokenizer& tok = *m.tokenizer;
 
@@ -143,6 +145,7 @@ void register_run(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "generate a continuation of a prompt");
   add_model_options(*cmd, o->model);
+  add_chat_template_option(*cmd, o->model);
   add_engine_options(*cmd, o->engine);
   auto* p = cmd->add_option("-p,--prompt", o->prompt, "prompt text (special-token text is recognised)");
   auto* f = cmd->add_option("-f,--file", o->prompt_file, "read the prompt from a file");

@@ -26,6 +26,7 @@ void register_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "serve the OpenAI completions and chat API over HTTP");
   add_model_options(*cmd, o->model);
+  add_chat_template_option(*cmd, o->model);
   add_engine_options(*cmd, o->engine);
   server::ServerOptions& s = o->server;
   cmd->add_option("--host", s.host, "address to listen on")->capture_default_str();

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -23,6 +24,25 @@ std::string default_model_path() {
   return std::string(EXACTLY_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+namespace {
+
+// vLLM's reading of --chat-template: the path of a file, or the template
+// itself on the command line. Anything else is refused rather than taken as
+// a template that renders the option's text.
+std::string chat_template_text(const std::string& given) {
+  if (given.empty()) return "";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(given, ec)) {
+    std::string text = read_file(given);
+    if (text.empty()) throw Error("--chat-template: " + given + " is empty", ExitCode::kBadInput);
+    return text;
+  }
+  if (given.find("{{") != std::string::npos || given.find("{%") != std::string::npos) return given;
+  throw Error("--chat-template: '" + given + "' is neither a file nor a Jinja template", ExitCode::kUsage);
+}
+
+}  // namespace
+
 int ModelOptions::resolved_threads() const { return threads > 0 ? threads : ThreadPool::default_threads(); }
 
 LoadOptions ModelOptions::load_options() const {
@@ -31,6 +51,7 @@ LoadOptions ModelOptions::load_options() const {
   o.format = parse_load_format(load_format);
   o.deterministic = deterministic;
   o.cuda_graphs = !enforce_eager;
+  o.chat_template = chat_template_text(chat_template);
   return o;
 }
 
@@ -47,6 +68,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
   cmd.add_flag("--deterministic,!--no-deterministic", opts.deterministic,
                "cuda: the canonical order, on by default: a request's bits never depend on the batch; "
                "--no-deterministic trades that for the fastest kernels at each batch size");
+}
+
+void add_chat_template_option(CLI::App& cmd, ModelOptions& opts) {
+  cmd.add_option("--chat-template", opts.chat_template,
+                 "a Jinja chat template that replaces the model's: the path of a file, or the template itself");
 }
 
 void add_sampling_options(CLI::App& cmd, SamplingParams& p) {

@@ -18,11 +18,15 @@ struct ModelOptions {
   std::string load_format = "auto";
   bool deterministic = true;
   bool enforce_eager = false;
+  std::string chat_template;  // --chat-template as given: a file, or the template itself
   int resolved_threads() const;
   LoadOptions load_options() const;
 };
 
 void add_model_options(CLI::App& cmd, ModelOptions& opts);
+
+// --chat-template, for the commands that render chat messages.
+void add_chat_template_option(CLI::App& cmd, ModelOptions& opts);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed
 void add_sampling_options(CLI::App& cmd, SamplingParams& params);

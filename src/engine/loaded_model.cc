@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "model/hf_config.h"
+#include "tokenizer/chat_template.h"
 #ifdef EXACTLY_WITH_CUDA
 #include "model/cuda/llama_cuda.h"
 #endif
@@ -149,6 +150,14 @@ LoadedModel load_model(const std::string& path, bool show_progress, const LoadOp
     m.tokenizer = Tokenizer::from_gguf(*m.file);
     page_in(*m.file, show_progress && isatty(STDERR_FILENO));
     m.model = make_model(*m.file, std::move(config), options);
+  }
+  if (!options.chat_template.empty()) {
+    try {
+      ChatTemplate::parse(options.chat_template);
+    } catch (const Error& e) {
+      throw Error(std::string("--chat-template: ") + e.what(), ExitCode::kBadInput);
+    }
+    m.tokenizer->set_chat_template(options.chat_template);
   }
   m.options = options;
   return m;

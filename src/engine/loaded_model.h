@@ -25,6 +25,7 @@ struct LoadOptions {
   bool deterministic = true;   // GPU: the canonical order (batch-invariant bits)
   bool cuda_graphs = true;     // GPU: replay decode steps as CUDA graphs
   uint64_t seed = 0;           // of dummy weights
+  std::string chat_template;   // when not empty, replaces the model's (checked to parse)
 };
 
 struct LoadedModel {

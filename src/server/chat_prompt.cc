@@ -13,6 +13,7 @@
 namespace exactly::server {
 
 using nlohmann::json;
+using ordered = nlohmann::ordered_json;
 
 namespace {
 
@@ -36,32 +37,47 @@ std::string content_text(const json& content) {
   return text;
 }
 
-// An assistant message's tool_calls as the <tool_call> blocks the model is asked to write.
-std::string calls_text(const json& calls) {
+// An assistant message's tool_calls, checked, with each call's arguments as
+// a JSON object in the client's key order: OpenAI sends them as a string,
+// and chat templates print them with `tojson` (vLLM and transformers pass
+// them the same way).
+ordered parsed_tool_calls(const json& calls) {
   if (!calls.is_array()) bad("has 'tool_calls' that is not an array");
-  std::string text;
+  ordered out = ordered::array();
   for (const json& c : calls) {
     const json* f = c.is_object() && c.contains("function") && c["function"].is_object() ? &c["function"] : nullptr;
     if (f == nullptr || !f->contains("name") || !(*f)["name"].is_string())
       bad("has a tool call without {\"function\": {\"name\", \"arguments\"}}");
-    json args = f->value("arguments", json("{}"));
-    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    ordered call = ordered(c);
+    ordered args = f->contains("arguments") ? ordered((*f)["arguments"]) : ordered::object();
+    if (args.is_string()) args = ordered::parse(args.get<std::string>(), nullptr, false);
     if (args.is_discarded()) bad("has a tool call whose arguments are not JSON");
-    const nlohmann::ordered_json call{{"name", (*f)["name"]}, {"arguments", args}};
+    call["function"]["arguments"] = std::move(args);
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+// Tool calls as the <tool_call> blocks the model is asked to write.
+std::string calls_text(const ordered& calls) {
+  std::string text;
+  for (const ordered& c : calls) {
+    const ordered call{{"name", c["function"]["name"]}, {"arguments", c["function"]["arguments"]}};
     text += "<tool_call>\n" + call.dump() + "\n</tool_call>";
   }
   return text;
 }
 
-json normalized_messages(const json& messages) {
+ordered normalized_messages(const json& messages) {
   if (!messages.is_array() || messages.empty()) bad("must be a non-empty array of messages");
-  json out = json::array();
+  ordered out = ordered::array();
   for (const json& m : messages) {
     if (!m.is_object()) bad("must contain objects");
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) bad("has a message without a string 'role'");
-    json copy = m;
+    ordered copy = ordered(m);
     copy["content"] = content_text(m.contains("content") ? m["content"] : json());
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null()) copy["tool_calls"] = parsed_tool_calls(m["tool_calls"]);
     out.push_back(std::move(copy));
   }
   return out;
@@ -69,9 +85,9 @@ json normalized_messages(const json& messages) {
 
 // What a template that renders no tools needs: tool calls in the content,
 // the tools in the system message.
-json with_tools_in_text(json messages, const std::string& tmpl, const nlohmann::ordered_json* tools) {
+ordered with_tools_in_text(ordered messages, const std::string& tmpl, const nlohmann::ordered_json* tools) {
   if (tmpl.find("tool_calls") == std::string::npos)
-    for (json& m : messages)
+    for (ordered& m : messages)
       if (m.contains("tool_calls") && !m["tool_calls"].is_null()) {
         m["content"] = m["content"].get<std::string>() + calls_text(m["tool_calls"]);
         m.erase("tool_calls");
@@ -81,24 +97,23 @@ json with_tools_in_text(json messages, const std::string& tmpl, const nlohmann::
     if (messages[0]["role"] == "system")
       messages[0]["content"] = messages[0]["content"].get<std::string>() + "\n\n" + text;
     else
-      messages.insert(messages.begin(), json{{"role", "system"}, {"content", text}});
+      messages.insert(messages.begin(), ordered{{"role", "system"}, {"content", text}});
   }
   return messages;
 }
 
-std::string render(const json& raw_messages, const Tokenizer& tok, bool add_generation_prompt,
+std::string render(const ordered& raw_messages, const Tokenizer& tok, bool add_generation_prompt,
                    const nlohmann::ordered_json* tools) {
   auto text_of = [&](std::optional<int32_t> id) { return id ? tok.token_bytes(*id, true) : std::string(); };
-  const json messages = with_tools_in_text(raw_messages, tok.chat_template(), tools);
+  const ordered messages = with_tools_in_text(raw_messages, tok.chat_template(), tools);
 #if EXACTLY_HAVE_CHAT_TEMPLATE
   if (!tok.chat_template().empty()) {
     try {
       if (tools != nullptr && tok.chat_template().find("tools") != std::string::npos)
-        return render_chat_template(tok.chat_template(), nlohmann::ordered_json(messages), add_generation_prompt,
-                                    text_of(tok.bos_id()), text_of(tok.eos_id()),
-                                    nlohmann::ordered_json{{"tools", *tools}});
+        return render_chat_template(tok.chat_template(), messages, add_generation_prompt, text_of(tok.bos_id()),
+                                    text_of(tok.eos_id()), ordered{{"tools", *tools}});
       return render_chat_template(tok.chat_template(), messages, add_generation_prompt, text_of(tok.bos_id()),
-                                  text_of(tok.eos_id()));
+                                  text_of(tok.eos_id()), ordered::object());
     } catch (const Error& e) {
       throw RequestError(std::string("the chat template failed on 'messages': ") + e.what(), "messages");
     }
@@ -108,7 +123,7 @@ std::string render(const json& raw_messages, const Tokenizer& tok, bool add_gene
   // ChatML, the format of models that ship no template (and the stand-in
   // until templates are rendered).
   std::string text;
-  for (const json& m : messages)
+  for (const ordered& m : messages)
     text += "<|im_start|>" + m["role"].get<std::string>() + "\n" + m["content"].get<std::string>() + "<|im_end|>\n";
   return add_generation_prompt ? text + "<|im_start|>assistant\n" : text;
 }

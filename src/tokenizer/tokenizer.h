@@ -105,6 +105,8 @@ class Tokenizer {
   // Whether generation should stop at this token (EOS, EOT, <|im_end|>, <|eot_id|>, ...).
   bool is_end_of_generation(int32_t id) const;
   const std::string& chat_template() const { return chat_template_; }
+  // Replaces the template the model came with (--chat-template).
+  void set_chat_template(std::string text) { chat_template_ = std::move(text); }
 
  protected:
   // Validates the shared parts of the spec and fills the members below.
