@@ -56,7 +56,6 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   constexpr int kChunkBytes = kChunkKeys * D * 2, kPieces = D / 8;
   __shared__ __align__(128) uint8_t ring[kRing * kChunkBytes];
   __shared__ float scores[16][kBN + 4];  // a tile's S, row by key (padded against bank conflicts)
-  __shared__ int32_t slots[2][kBN];      // two tiles' slots in the pool, by key (-1: past the context)
   const int s = blockIdx.x, kv_head = blockIdx.y, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, c = lane % 4, q_mat = lane / 8, q_row = lane % 8;
   const RowGroup rg(p, s, blockIdx.z);
@@ -74,36 +73,28 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   const int n_tiles = (ctx_len + kBN - 1) / kBN;
   const int n_chunks = n_tiles * 2 * kChunksPerTile;
   const uint32_t ring_addr = smem_address(ring);
-  // Each key's slot, a tile at a time (thread t finds key t of the tile: one
-  // division and one block-table read), so that a copy is a shared load
-  // and a multiply; with them per copy, issuing the copies took most of a
-  // windowed CTA's time (dev/cuda/NOTES.md, "Exact rows in windows").
-  static_assert(kWarps * 32 == kBN, "a thread finds the slot of one key of a tile");
-  auto block_entry = [&](int tile) -> int32_t {
-    const int key = tile * kBN + tid;
-    return key < ctx_len ? table[key / p.block_size] : -1;
-  };
-  auto store_slot = [&](int tile, int32_t entry) {
-    const int key = tile * kBN + tid;
-    slots[tile % 2][tid] = entry < 0 ? -1 : entry * p.block_size + key % p.block_size;
-  };
   auto issue = [&](int i) {
     if (i < n_chunks) {
       const int tile = i / (2 * kChunksPerTile), j = i % (2 * kChunksPerTile);
       const bf16* pool = (j >= kChunksPerTile ? p.v : p.k) + int64_t{kv_head} * D + my_piece * 8;
-      const int first = (j % kChunksPerTile) * kChunkKeys;
+      const int key0 = tile * kBN + (j % kChunksPerTile) * kChunkKeys;
+      const int block0 = key0 / p.block_size, first = key0 - block0 * p.block_size;
+      const int64_t e0 = table[block0];
+      const int64_t e1 = first + kChunkKeys > p.block_size && key0 + p.block_size - first < ctx_len
+                             ? int64_t{table[block0 + 1]}
+                             : e0;
       const uint32_t slot_addr = ring_addr + (i % kRing) * kChunkBytes;
 #pragma unroll
-      for (int r0 = 0; r0 < kChunkKeys / kRowStep; ++r0) {
-        const int r = my_row0 + r0 * kRowStep;
-        const int32_t slot = slots[tile % 2][first + r];
-        cp_async_16(slot_addr + swizzled(r, my_piece, D * 2), pool + int64_t{max(slot, 0)} * head_stride, slot >= 0);
+      for (int j = 0; j < kChunkKeys / kRowStep; ++j) {
+        const int r = my_row0 + j * kRowStep, within = first + r;
+        const bool valid = key0 + r < ctx_len;
+        const int64_t slot = within < p.block_size ? e0 * p.block_size + within
+                                                   : e1 * p.block_size + (within - p.block_size);
+        cp_async_16(slot_addr + swizzled(r, my_piece, D * 2), pool + (valid ? slot : 0) * head_stride, valid);
       }
     }
     cp_async_commit();
   };
-  store_slot(0, block_entry(0));
-  __syncthreads();
   for (int i = 0; i < kRing - 1; ++i) issue(i);
 
   OnlineSoftmax<kBN> sm;
@@ -115,9 +106,6 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   uint32_t pk[kBN / 16][4];
   int next = kRing - 1;
   for (int tile = 0; tile < n_tiles; ++tile) {
-    // The next tile's slots, over those of the tile before this one (all of
-    // its copies are issued): its first chunk is issued within this tile.
-    store_slot(tile + 1, block_entry(tile + 1));
 #pragma unroll
     for (int ch = 0; ch < kChunksPerTile; ++ch) {
       cp_async_wait<kRing - 2>();
