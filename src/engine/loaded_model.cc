@@ -118,6 +118,10 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
 
 std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, const LoadOptions& options) {
   if (options.device == Device::kCpu) return std::make_unique<LlamaModel>(file, std::move(config));
+  if (config.qk_norm)
+    throw Error(strformat("%s: %s's per-head q/k norms run on --device cpu only so far", file.path().c_str(),
+                          config.architecture.c_str()),
+                ExitCode::kUsage);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;

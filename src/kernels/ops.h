@@ -45,6 +45,11 @@ void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, floa
                  float* sin_out);
 void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
                         const float* sin_in);
+// The half-split ("neox") layout with the same angles: pair i is
+// (x[i], x[i + rope_dims/2]), as Hugging Face's checkpoints and the GGUF
+// files of architectures whose converter does not permute q/k (Qwen3) have it.
+void rope_half_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
+                    const float* sin_in);
 
 // out[i] = silu(gate[i]) * up[i] for i < n. out may alias gate.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);

@@ -23,9 +23,15 @@ constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
 ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   ModelConfig c;
   c.architecture = f.require_string("general.architecture");
-  if (c.architecture != "llama")
-    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama)",
+  if (c.architecture != "llama" && c.architecture != "qwen3")
+    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3)",
                                     f.path().c_str(), c.architecture.c_str()));
+  // Qwen3: the llama body with a per-head RMSNorm of q and k, and RoPE's
+  // pairs half a head apart (its converter keeps the checkpoint's layout).
+  if (c.architecture == "qwen3") {
+    c.qk_norm = true;
+    c.rope_layout = RopeLayout::kHalfSplit;
+  }
   c.name = f.get_string("general.name").value_or("");
   const std::string a = c.architecture + ".";
   c.n_layers = positive_int(f, a + "block_count");
@@ -35,10 +41,22 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   c.n_kv_heads = f.find(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv")
                                                        : c.n_heads;
   c.context_length = positive_int(f, a + "context_length");
-  if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0)
-    throw FileFormatError(strformat("%s: %d heads do not divide embedding length %d into %d KV groups",
-                                    f.path().c_str(), c.n_heads, c.dim, c.n_kv_heads));
-  c.head_dim = c.dim / c.n_heads;
+  if (c.n_heads % c.n_kv_heads != 0)
+    throw FileFormatError(strformat("%s: %d heads are not a multiple of %d KV heads", f.path().c_str(), c.n_heads,
+                                    c.n_kv_heads));
+  // A head may be narrower or wider than embedding_length / head_count
+  // where the file says so (Qwen3-0.6B: 16 heads of 128 over 1,024).
+  if (f.find(a + "attention.key_length")) {
+    c.head_dim = positive_int(f, a + "attention.key_length");
+    if (f.find(a + "attention.value_length") && positive_int(f, a + "attention.value_length") != c.head_dim)
+      throw FileFormatError(strformat("%s: attention.value_length differs from attention.key_length (%d)",
+                                      f.path().c_str(), c.head_dim));
+  } else {
+    if (c.dim % c.n_heads != 0)
+      throw FileFormatError(strformat("%s: %d heads do not divide embedding length %d", f.path().c_str(),
+                                      c.n_heads, c.dim));
+    c.head_dim = c.dim / c.n_heads;
+  }
   c.rope_dims = f.find(a + "rope.dimension_count") ? positive_int(f, a + "rope.dimension_count")
                                                    : c.head_dim;
   if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)

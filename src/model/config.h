@@ -16,7 +16,7 @@ class GGUFFile;
 enum class RopeLayout { kAdjacentPairs, kHalfSplit };
 
 struct ModelConfig {
-  std::string architecture;  // general.architecture
+  std::string architecture;  // general.architecture: llama or qwen3
   std::string name;          // general.name
   int32_t n_layers = 0;
   int32_t dim = 0;           // embedding length
@@ -33,6 +33,9 @@ struct ModelConfig {
   // The q/k/v projections carry biases (Qwen2). Llama's attention_bias also
   // gives o_proj one; the checkpoint's tensors say which.
   bool attention_bias = false;
+  // Each head of q and k goes through an RMSNorm of its own (weights
+  // [head_dim], one per layer for q and one for k) before RoPE (Qwen3).
+  bool qk_norm = false;
   // The output projection is the token embedding (config.json's
   // tie_word_embeddings). GGUF files leave this false: a missing output.weight
   // says it there.

@@ -51,6 +51,10 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     L.wk = matrix(f, p + "attn_k.weight", kv_dim, c.dim);
     L.wv = matrix(f, p + "attn_v.weight", kv_dim, c.dim);
     L.wo = matrix(f, p + "attn_output.weight", c.dim, q_dim);
+    if (c.qk_norm) {
+      L.q_norm = vector_f32(f, p + "attn_q_norm.weight", c.head_dim);
+      L.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim);
+    }
     L.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.dim);
     L.w_gate = matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
     L.w_up = matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);

@@ -15,8 +15,13 @@ void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int
   kernels::matmul(L.wq, b.h, n, b.q, pool);
   kernels::matmul(L.wk, b.h, n, b.k, pool);
   kernels::matmul(L.wv, b.h, n, b.v, pool);
-  kernels::rope_adjacent_with(b.q, n, c.n_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
-  kernels::rope_adjacent_with(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+  if (c.qk_norm) {  // rows of head_dim: one per token and head
+    kernels::rmsnorm(b.q, L.q_norm, n * c.n_heads, c.head_dim, c.rms_eps, b.q);
+    kernels::rmsnorm(b.k, L.k_norm, n * c.n_kv_heads, c.head_dim, c.rms_eps, b.k);
+  }
+  const auto rope = c.rope_layout == RopeLayout::kHalfSplit ? kernels::rope_half_with : kernels::rope_adjacent_with;
+  rope(b.q, n, c.n_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+  rope(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
   kernels::kv_store(cache, b.k, b.v, slots, n);
   kernels::attention(cache, batch, b.q, c.n_heads, scale, b.attn, pool);
   kernels::matmul(L.wo, b.attn, n, b.proj, pool);

@@ -1,4 +1,5 @@
-"""Float64 reference forward pass of the llama architecture, read from a GGUF.
+"""Float64 reference forward pass of the llama architecture (and Qwen3, the
+llama body with per-head q/k norms), read from a GGUF.
 
 This file is the independent oracle for the engine's model-exactness tests:
 it shares no code with the engine. Weights are read with the PyPI `gguf`
@@ -16,6 +17,10 @@ public HF -> GGUF conversion script):
     (x[2i], x[2i+1]) by angle pos * base^(-2i / rope_dims). (HF's original
     layout pairs x[i] with x[i + head_dim/2]; the permutation maps one onto
     the other.)
+  * Qwen3's converter does not permute: its rope pairs x[i] with
+    x[i + rope_dims/2] (ggml's "neox" mode). Before rope, each head of q and
+    k is RMS-normalised over head_dim with the weights attn_q_norm /
+    attn_k_norm ([head_dim], one per layer).
 
 Library use:
     model = load(path)
@@ -51,6 +56,8 @@ class LlamaConfig:
     rope_dims: int    # leading dims of each head that are rotated
     norm_eps: float
     vocab: int
+    rope_half: bool = False  # pairs (i, i + rope_dims/2) instead of (2i, 2i + 1)
+    qk_norm: bool = False    # per-head RMSNorm of q and k before rope
 
 
 def _field(reader: GGUFReader, key: str):
@@ -62,9 +69,9 @@ def _field(reader: GGUFReader, key: str):
 
 def read_config(reader: GGUFReader) -> LlamaConfig:
     arch = _field(reader, "general.architecture")
-    if arch != "llama":
-        raise ValueError(f"general.architecture is {arch!r}, expected 'llama'")
-    p = "llama."
+    if arch not in ("llama", "qwen3"):
+        raise ValueError(f"general.architecture is {arch!r}, expected 'llama' or 'qwen3'")
+    p = arch + "."
     dim = int(_field(reader, p + "embedding_length"))
     n_heads = int(_field(reader, p + "attention.head_count"))
     # Heads may be narrower or wider than dim / n_heads when the file says so.
@@ -83,6 +90,8 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
         rope_dims=rope_dims,
         norm_eps=float(_field(reader, p + "attention.layer_norm_rms_epsilon")),
         vocab=len(_field(reader, "tokenizer.ggml.tokens")),
+        rope_half=arch == "qwen3",
+        qk_norm=arch == "qwen3",
     )
 
 
@@ -123,7 +132,8 @@ class LlamaRef:
         return x / np.sqrt(ms + self.cfg.norm_eps) * weight
 
     def rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Rotate adjacent pairs of the first rope_dims dims of every head.
+        """Rotate pairs of the first rope_dims dims of every head (adjacent,
+        or half a head apart with cfg.rope_half).
 
         x: [n_heads, n, head_dim]; positions: [n] absolute positions.
         """
@@ -132,9 +142,11 @@ class LlamaRef:
         angle = positions[:, None].astype(np.float64) * inv_freq[None, :]             # [n, d/2]
         cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
         out = x.copy()
-        even, odd = x[..., 0:d:2], x[..., 1:d:2]
-        out[..., 0:d:2] = even * cos - odd * sin
-        out[..., 1:d:2] = even * sin + odd * cos
+        first, second = (slice(0, d // 2), slice(d // 2, d)) if self.cfg.rope_half else \
+            (slice(0, d, 2), slice(1, d, 2))
+        a, b = x[..., first], x[..., second]
+        out[..., first] = a * cos - b * sin
+        out[..., second] = a * sin + b * cos
         return out
 
     def attention(self, layer: int, h: np.ndarray, positions: np.ndarray, cache: KVCache) -> np.ndarray:
@@ -145,6 +157,9 @@ class LlamaRef:
         q = (h @ w[pre + "attn_q.weight"].T).reshape(n, cfg.n_heads, cfg.head_dim).transpose(1, 0, 2)
         k = (h @ w[pre + "attn_k.weight"].T).reshape(n, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
         v = (h @ w[pre + "attn_v.weight"].T).reshape(n, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
+        if cfg.qk_norm:  # per head, over head_dim
+            q = self.rmsnorm(q, w[pre + "attn_q_norm.weight"])
+            k = self.rmsnorm(k, w[pre + "attn_k_norm.weight"])
         q, k = self.rope(q, positions), self.rope(k, positions)
         cache.k[layer] = np.concatenate([cache.k[layer], k], axis=1)
         cache.v[layer] = np.concatenate([cache.v[layer], v], axis=1)

@@ -1,4 +1,5 @@
-// Rotary position embedding, adjacent-pair ("normal") layout. Angles are
+// Rotary position embedding, adjacent-pair ("normal") and half-split ("neox")
+// layouts. Angles are
 // computed in float64 (pos * base^(-2i/rope_dims)) and their cosine and sine
 // rounded once to fp32, identically in the kernel (once per token, shared by
 // all heads) and in the reference (per head).
@@ -32,6 +33,16 @@ void rotate_head(float* x, int rope_dims, const float* c, const float* s) {  // 
   }
 }
 
+void rotate_head_half(float* x, int rope_dims, const float* c, const float* s) {  // x: [head_dim]
+  const int half = rope_dims / 2;
+  for (int i = 0; i < half; ++i) {
+    const float x0 = x[i];
+    const float x1 = x[i + half];
+    x[i] = x0 * c[i] - x1 * s[i];
+    x[i + half] = x0 * s[i] + x1 * c[i];
+  }
+}
+
 void check_rope(int head_dim, int rope_dims) {
   EXACTLY_CHECK(rope_dims % 2 == 0 && rope_dims <= head_dim && rope_dims / 2 <= kMaxRopePairs,
                 "rope: rope_dims %d must be even and <= head_dim %d", rope_dims, head_dim);
@@ -54,6 +65,15 @@ void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, i
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int h = 0; h < n_heads; ++h)
       rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
+}
+
+void rope_half_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
+                    const float* sin_in) {
+  check_rope(head_dim, rope_dims);
+  const int pairs = rope_dims / 2;
+  for (int64_t t = 0; t < n_tokens; ++t)
+    for (int h = 0; h < n_heads; ++h)
+      rotate_head_half(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
 }
 
 void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
