@@ -103,17 +103,16 @@ ordered with_tools_in_text(ordered messages, const std::string& tmpl, const nloh
 }
 
 std::string render(const ordered& raw_messages, const Tokenizer& tok, bool add_generation_prompt,
-                   const nlohmann::ordered_json* tools) {
+                   const nlohmann::ordered_json* tools, const nlohmann::ordered_json* template_kwargs) {
   auto text_of = [&](std::optional<int32_t> id) { return id ? tok.token_bytes(*id, true) : std::string(); };
   const ordered messages = with_tools_in_text(raw_messages, tok.chat_template(), tools);
 #if EXACTLY_HAVE_CHAT_TEMPLATE
   if (!tok.chat_template().empty()) {
+    ordered extra = template_kwargs != nullptr ? *template_kwargs : ordered::object();
+    if (tools != nullptr && tok.chat_template().find("tools") != std::string::npos) extra["tools"] = *tools;
     try {
-      if (tools != nullptr && tok.chat_template().find("tools") != std::string::npos)
-        return render_chat_template(tok.chat_template(), messages, add_generation_prompt, text_of(tok.bos_id()),
-                                    text_of(tok.eos_id()), ordered{{"tools", *tools}});
       return render_chat_template(tok.chat_template(), messages, add_generation_prompt, text_of(tok.bos_id()),
-                                  text_of(tok.eos_id()), ordered::object());
+                                  text_of(tok.eos_id()), extra);
     } catch (const Error& e) {
       throw RequestError(std::string("the chat template failed on 'messages': ") + e.what(), "messages");
     }
@@ -130,16 +129,30 @@ std::string render(const ordered& raw_messages, const Tokenizer& tok, bool add_g
 
 }  // namespace
 
-std::vector<int32_t> chat_prompt_tokens(const json& messages, const Tokenizer& tok, const nlohmann::ordered_json* tools) {
-  std::vector<int32_t> ids = tok.encode(render(normalized_messages(messages), tok, true, tools), true);
+std::vector<int32_t> chat_prompt_tokens(const json& messages, const Tokenizer& tok, const nlohmann::ordered_json* tools,
+                                        const nlohmann::ordered_json* template_kwargs) {
+  std::vector<int32_t> ids = tok.encode(render(normalized_messages(messages), tok, true, tools, template_kwargs), true);
   if (tok.add_bos() && tok.bos_id() && (ids.empty() || ids.front() != *tok.bos_id()))
     ids.insert(ids.begin(), *tok.bos_id());
   return ids;
 }
 
 std::string chat_prompt_text(const json& messages, const Tokenizer& tok, bool add_generation_prompt,
-                             const nlohmann::ordered_json* tools) {
-  return render(normalized_messages(messages), tok, add_generation_prompt, tools);
+                             const nlohmann::ordered_json* tools, const nlohmann::ordered_json* template_kwargs) {
+  return render(normalized_messages(messages), tok, add_generation_prompt, tools, template_kwargs);
+}
+
+std::optional<nlohmann::ordered_json> chat_template_kwargs(const json& body) {
+  auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object())
+    throw RequestError("field 'chat_template_kwargs' must be an object of template variables", "chat_template_kwargs");
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+    if (it->contains(reserved))
+      throw RequestError(std::string("field 'chat_template_kwargs' may not set '") + reserved +
+                             "', which the server sets from the request",
+                         "chat_template_kwargs");
+  return ordered(*it);
 }
 
 }  // namespace exactly::server

@@ -66,7 +66,9 @@ std::vector<int32_t> chat_fields(const json& body, const ServedModel& model, Req
                                  const std::optional<ToolRequest>& tools) {
   auto messages = body.find("messages");
   if (messages == body.end()) bad_field("messages", "is required");
-  std::vector<int32_t> prompt = chat_prompt_tokens(*messages, model.tok, tools ? &tools->tools : nullptr);
+  const std::optional<nlohmann::ordered_json> kwargs = chat_template_kwargs(body);
+  std::vector<int32_t> prompt =
+      chat_prompt_tokens(*messages, model.tok, tools ? &tools->tools : nullptr, kwargs ? &*kwargs : nullptr);
   if (read_bool(body, "logprobs")) base.logprobs = 0;
   if (auto top = body.find("top_logprobs"); top != body.end() && !top->is_null()) {
     if (!top->is_number_integer() || top->get<int64_t>() < 0 || top->get<int64_t>() > 20)

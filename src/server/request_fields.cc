@@ -23,7 +23,8 @@ namespace {
 
 constexpr std::string_view kCompletionFields[] = {EXACTLY_COMMON_FIELDS, "prompt", "logprobs", "echo"};
 constexpr std::string_view kChatFields[] = {EXACTLY_COMMON_FIELDS, "messages", "max_completion_tokens", "logprobs",
-                                            "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"};
+                                            "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+                                            "chat_template_kwargs"};
 constexpr std::string_view kStreamOptions[] = {"include_usage"};
 
 #undef EXACTLY_COMMON_FIELDS

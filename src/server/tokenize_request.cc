@@ -36,14 +36,16 @@ bool flag(const json& body, const char* field, bool fallback) {
 json tokenize(const json& body, std::string_view text, const ServedModel& model) {
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
-    only(body, {"model", "messages", "add_generation_prompt", "add_special_tokens", "return_token_strs", "tools"});
+    only(body, {"model", "messages", "add_generation_prompt", "add_special_tokens", "return_token_strs", "tools",
+                "chat_template_kwargs"});
     // Tools in the client's member order, as the chat endpoint shows them to the model.
     std::optional<ToolRequest> tools;
     if (body.contains("tools")) tools = parse_tools(nlohmann::ordered_json::parse(text));
     // The chat template writes the special tokens itself, so none are added by default, as vLLM does.
     const bool add_special = flag(body, "add_special_tokens", false);
+    const std::optional<nlohmann::ordered_json> kwargs = chat_template_kwargs(body);
     const std::string prompt = chat_prompt_text(body["messages"], model.tok, flag(body, "add_generation_prompt", true),
-                                                tools ? &tools->tools : nullptr);
+                                                tools ? &tools->tools : nullptr, kwargs ? &*kwargs : nullptr);
     ids = model.tok.encode(prompt, true);
     if (add_special && model.tok.add_bos() && model.tok.bos_id() && (ids.empty() || ids.front() != *model.tok.bos_id()))
       ids.insert(ids.begin(), *model.tok.bos_id());

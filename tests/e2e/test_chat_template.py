@@ -124,6 +124,27 @@ QWEN_TOOLS = [
     ("tool_calls_without_tools", [msg("user", "x"), msg("assistant", "calling", tool_calls=[WEATHER_CALL])], None),
 ]
 
+# Qwen3's thinking: the switch through chat_template_kwargs, reasoning given
+# apart or inside <think> in the content, and a multi-step tool exchange
+# (the last user query is the one before the tool responses).
+QWEN3_THINKING = [
+    ("no_thinking", [msg("user", "2+2?")], {"enable_thinking": False}),
+    ("thinking_on", [msg("user", "2+2?")], {"enable_thinking": True}),
+    ("reasoning_content", [msg("user", "2+2?"), msg("assistant", "4", reasoning_content="add them"),
+                           msg("user", "and 3+3?")], {}),
+    ("reasoning_last", [msg("user", "2+2?"), msg("assistant", "\n\n4", reasoning_content="\nadd\n")], {}),
+    (
+        "multi_step_tools",
+        [
+            msg("user", "Weather in Paris?"),
+            msg("assistant", "<think>\nI should call.\n</think>\n\n", tool_calls=[WEATHER_CALL]),
+            msg("tool", "21 degrees"),
+            msg("assistant", "<think>\nGot it.\n</think>\n\nIt is 21 degrees."),
+        ],
+        {"tools": TOOLS},
+    ),
+]
+
 LLAMA_TOOLS = [
     ("tools_in_user_message", [msg("system", "sys"), msg("user", "Weather in Paris?")], {"tools": TOOLS}),
     ("tools_in_system", [msg("user", "Weather?")], {"tools": TOOLS, "tools_in_user_message": False}),
@@ -181,6 +202,8 @@ def contexts_for(name: str) -> list[tuple[str, dict]]:
     convs = [(k, m, {}) for k, m in {**PLAIN, **ERRORS}.items()]
     if name.startswith("qwen"):
         convs += [(k, m, {"tools": t} if t else {}) for k, m, t in QWEN_TOOLS]
+    if name.startswith("qwen3"):
+        convs += QWEN3_THINKING
     if name.startswith("llama-3.1") or name.startswith("llama-3.2"):
         convs += LLAMA_TOOLS
     if name.startswith("llama-3.1"):

@@ -1,12 +1,13 @@
 """Tool conversations through the tool-use chat templates of Llama 3.1, Llama
-3.2 and Qwen2.5 (Hermes-style <tool_call> blocks), as `exactly serve
+3.2, Qwen2.5 and Qwen3 (Hermes-style <tool_call> blocks), as `exactly serve
 --chat-template FILE` renders them for a request: the prompt the server
 builds (its /tokenize of the messages and tools, which is what
 /v1/chat/completions uses) equals jinja2's rendering of the same conversation
 the way transformers and vLLM pass it (a call's arguments as a JSON object in
 the client's key order, not the string OpenAI sends), tokenized by the
-reference tokenizer. Also: --chat-template given inline, and refused when it
-is neither a file nor a template or does not parse."""
+reference tokenizer. Also: Qwen3's thinking switched off through vLLM's
+chat_template_kwargs; --chat-template given inline, and refused when it is
+neither a file nor a template or does not parse."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from gguf import GGUFReader
 from test_chat_template import TEMPLATE_DIR, TOOLS, hf_environment
 from test_server import ServerProcess
 
-TEMPLATES = ["llama-3.1-instruct", "llama-3.2-instruct", "qwen2.5-instruct"]
+TEMPLATES = ["llama-3.1-instruct", "llama-3.2-instruct", "qwen2.5-instruct", "qwen3"]
 
 # OpenAI's shape: arguments as a string, its keys not in sorted order.
 CALL = {"id": "call_1", "type": "function",
@@ -86,6 +87,51 @@ def test_the_prompt_is_the_templates_rendering(templated_server, conversation, s
     if bos_id is not None and (not ids or ids[0] != bos_id):
         ids = [bos_id] + ids
     assert r.json()["tokens"] == ids
+
+
+def reference_ids(path, messages, special_texts, ref_tokenizer, bos_id, **variables):
+    text = hf_environment().from_string(Path(path).read_text(encoding="utf-8")).render(
+        messages=as_transformers_passes(messages), add_generation_prompt=True, bos_token=special_texts[0],
+        eos_token=special_texts[1], **variables)
+    ids = tokenizer_ref.encode(ref_tokenizer, text, bos_id=None)
+    return text, ([bos_id] + ids if bos_id is not None and (not ids or ids[0] != bos_id) else ids)
+
+
+@pytest.fixture(scope="module")
+def qwen3_server(exactly_bin, model_path):
+    s = ServerProcess(exactly_bin, model_path, "--chat-template", TEMPLATE_DIR / "qwen3.jinja")
+    yield s
+    assert s.stop() == 0, s.proc.stderr.read()[-2000:]
+
+
+def test_chat_template_kwargs_switch_qwen3_thinking_off(qwen3_server, special_texts, ref_tokenizer, bos_id):
+    messages = CONVERSATIONS["first_turn"]
+    body = {"messages": messages, "chat_template_kwargs": {"enable_thinking": False}}
+    r = requests.post(qwen3_server.url + "/tokenize", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    text, ids = reference_ids(TEMPLATE_DIR / "qwen3.jinja", messages, special_texts, ref_tokenizer, bos_id,
+                              enable_thinking=False)
+    assert text.endswith("<think>\n\n</think>\n\n")
+    assert r.json()["tokens"] == ids
+    plain = requests.post(qwen3_server.url + "/tokenize", json={"messages": messages}, timeout=60).json()
+    assert plain["count"] < r.json()["count"]
+    chat = requests.post(qwen3_server.url + "/v1/chat/completions", json={**body, "max_tokens": 1}, timeout=60)
+    assert chat.status_code == 200, chat.text
+    assert chat.json()["usage"]["prompt_tokens"] == r.json()["count"]
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"add_generation_prompt": False}, "add_generation_prompt"),
+    ({"messages": []}, "messages"),
+    ("enable_thinking=false", "object"),
+])
+def test_bad_chat_template_kwargs_are_400(qwen3_server, kwargs, needle):
+    for path in ("/v1/chat/completions", "/tokenize"):
+        r = requests.post(qwen3_server.url + path, json={"messages": CONVERSATIONS["first_turn"],
+                                                          "chat_template_kwargs": kwargs}, timeout=60)
+        assert r.status_code == 400, (path, r.text)
+        err = r.json()["error"]
+        assert needle in err["message"] and err["param"] == "chat_template_kwargs", (path, err)
 
 
 def test_arguments_that_are_not_json_are_400(templated_server):
