@@ -18,7 +18,7 @@ from .engine_args import engine_config
 from .outputs import RequestOutput
 from .request_state import RequestState
 from .sampling_params import SamplingParams
-from .tokenizer import Tokenizer, messages_json, token_ids_arg
+from .tokenizer import Tokenizer, messages_json, template_kwargs_json, token_ids_arg
 
 
 class LLM:
@@ -67,31 +67,34 @@ class LLM:
 
     def chat(self, messages: Any, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
              tools: Any = None, tool_choice: Any = None, parallel_tool_calls: bool | None = None,
-             response_format: Any = None) -> list[RequestOutput]:
+             response_format: Any = None, chat_template_kwargs: dict[str, Any] | None = None) -> list[RequestOutput]:
         """Answers one conversation (a list of {"role", "content"} messages) or
         several (a list of such lists), each rendered by the model's chat
         template as the server renders it. tools, tool_choice and
         parallel_tool_calls mean what they mean on /v1/chat/completions: the
         tools go to the template, "required" or a named function makes the
         answer one call (generated under its schema), and each finished
-        output's tool_calls holds the calls found in its text."""
+        output's tool_calls holds the calls found in its text.
+        chat_template_kwargs: further template variables, as vLLM's
+        (enable_thinking=False for Qwen3, say)."""
         return self._finish_all(self._submit_chat("chat", messages, sampling_params,
                                                   _tool_fields(tools, tool_choice, parallel_tool_calls),
-                                                  response_format))
+                                                  response_format, chat_template_kwargs))
 
     def stream_chat(self, messages: Any, sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
                     tools: Any = None, tool_choice: Any = None, parallel_tool_calls: bool | None = None,
-                    response_format: Any = None) -> Iterator[RequestOutput]:
+                    response_format: Any = None, chat_template_kwargs: dict[str, Any] | None = None
+                    ) -> Iterator[RequestOutput]:
         """chat() as a stream of deltas, like stream(); a request's last delta
         carries its tool_calls."""
         return self._stream(self._submit_chat("stream_chat", messages, sampling_params,
                                               _tool_fields(tools, tool_choice, parallel_tool_calls),
-                                              response_format))
+                                              response_format, chat_template_kwargs))
 
     # --- requests in, outputs out -------------------------------------------------
 
     def _submit_chat(self, caller: str, messages: Any, sampling_params: Any, tool_fields: dict[str, Any],
-                     response_format: Any) -> list[RequestState]:
+                     response_format: Any, chat_template_kwargs: Any = None) -> list[RequestState]:
         extra = {}
         if response_format is not None:
             extra["response_format"] = _response_format(caller, response_format)
@@ -109,11 +112,12 @@ class LLM:
                                          "call (tool_choice)")
                     extra["structured_outputs"] = {"json": tools["forced_schema"]}
         conversations = _conversation_list(caller, messages)
+        kwargs = template_kwargs_json(caller, chat_template_kwargs)
         prompts = []
         for i, conversation in enumerate(conversations):
             try:
                 prompts.append({"prompt_token_ids": self._engine.chat_tokens(messages_json(caller, conversation),
-                                                                             tools_json)})
+                                                                             tools_json, kwargs)})
             except ValueError as e:
                 raise ValueError(f"{caller}(): conversation {i}: {e}") from None
         return self._submit(caller, prompts, sampling_params, extra, tools)

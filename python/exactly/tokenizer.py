@@ -39,13 +39,16 @@ class Tokenizer:
         return self._engine.decode(ids, not skip_special_tokens).decode("utf-8", "replace")
 
     def apply_chat_template(self, messages: list[dict[str, Any]], tokenize: bool = False,
-                            add_generation_prompt: bool = True) -> str | list[int]:
+                            add_generation_prompt: bool = True, **template_kwargs: Any) -> str | list[int]:
         """`messages` rendered by the model's chat template (ChatML when it has
-        none), as the server and chat() render them; token ids with tokenize."""
+        none), as the server and chat() render them; token ids with tokenize.
+        Further keyword arguments are template variables, as in transformers
+        (enable_thinking=False for Qwen3, say)."""
         text = messages_json("apply_chat_template", messages)
+        kwargs = template_kwargs_json("apply_chat_template", template_kwargs)
         if tokenize and add_generation_prompt:
-            return self._engine.chat_tokens(text)
-        rendered = self._engine.chat_text(text, bool(add_generation_prompt))
+            return self._engine.chat_tokens(text, "", kwargs)
+        rendered = self._engine.chat_text(text, bool(add_generation_prompt), kwargs)
         if not tokenize:
             return rendered
         # BOS first when the model asks for it, unless the template wrote it.
@@ -72,6 +75,19 @@ def messages_json(caller: str, messages: Any) -> str:
         return json.dumps(list(messages), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{caller}(): argument 'messages' cannot be read as JSON: {e}") from None
+
+
+def template_kwargs_json(caller: str, kwargs: Any) -> str:
+    """Template variables as a JSON object ("" for none); the engine refuses
+    the ones it sets itself, naming them."""
+    if kwargs is None or kwargs == {}:
+        return ""
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"{caller}(): chat_template_kwargs must be a dict of template variables")
+    try:
+        return json.dumps(kwargs, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{caller}(): chat_template_kwargs cannot be read as JSON: {e}") from None
 
 
 def token_ids_arg(caller: str, name: str, ids: Any, vocab_size: int) -> list[int]:

@@ -127,16 +127,23 @@ class PyEngine {
     return nb::bytes(bytes.data(), bytes.size());
   }
 
-  std::string chat_text(const std::string& messages, bool add_generation_prompt) const {
-    return server::chat_prompt_text(parse_messages(messages), tok(), add_generation_prompt);
+  // `template_kwargs`: further template variables as a JSON object, "" for
+  // none, checked as the server checks chat_template_kwargs.
+  std::string chat_text(const std::string& messages, bool add_generation_prompt,
+                        const std::string& template_kwargs) const {
+    const auto kwargs = parse_template_kwargs(template_kwargs);
+    return server::chat_prompt_text(parse_messages(messages), tok(), add_generation_prompt, nullptr,
+                                    kwargs ? &*kwargs : nullptr);
   }
 
   // `tools`: a chat request's "tools" array as JSON, "" for none; they go to
   // the template as the server passes them.
-  std::vector<int32_t> chat_tokens(const std::string& messages, const std::string& tools) const {
-    if (tools.empty()) return server::chat_prompt_tokens(parse_messages(messages), tok());
-    const nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(tools);
-    return server::chat_prompt_tokens(parse_messages(messages), tok(), &parsed);
+  std::vector<int32_t> chat_tokens(const std::string& messages, const std::string& tools,
+                                   const std::string& template_kwargs) const {
+    const auto kwargs = parse_template_kwargs(template_kwargs);
+    const nlohmann::ordered_json parsed = tools.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(tools);
+    return server::chat_prompt_tokens(parse_messages(messages), tok(), tools.empty() ? nullptr : &parsed,
+                                      kwargs ? &*kwargs : nullptr);
   }
 
   const Tokenizer& tok() const { return *model_.tokenizer; }
@@ -144,6 +151,13 @@ class PyEngine {
   const Engine& engine() const { return *engine_; }
 
  private:
+  static std::optional<nlohmann::ordered_json> parse_template_kwargs(const std::string& text) {
+    if (text.empty()) return std::nullopt;
+    nlohmann::json body = nlohmann::json::object();
+    body["chat_template_kwargs"] = nlohmann::json::parse(text);
+    return server::chat_template_kwargs(body);
+  }
+
   void check_token(int32_t id) const {
     if (id < 0 || id >= tok().vocab_size())
       throw Error("token id " + std::to_string(id) + " is outside the vocabulary of " +
@@ -196,8 +210,10 @@ void bind_engine(nb::module_& m) {
       .def("kv_stats", &PyEngine::kv_stats)
       .def("encode", &PyEngine::encode, nb::arg("text"), nb::arg("add_special_tokens"), Unlocked())
       .def("decode", &PyEngine::decode, nb::arg("ids"), nb::arg("render_special"))
-      .def("chat_text", &PyEngine::chat_text, nb::arg("messages"), nb::arg("add_generation_prompt"), Unlocked())
-      .def("chat_tokens", &PyEngine::chat_tokens, nb::arg("messages"), nb::arg("tools") = "", Unlocked())
+      .def("chat_text", &PyEngine::chat_text, nb::arg("messages"), nb::arg("add_generation_prompt"),
+           nb::arg("template_kwargs") = "", Unlocked())
+      .def("chat_tokens", &PyEngine::chat_tokens, nb::arg("messages"), nb::arg("tools") = "",
+           nb::arg("template_kwargs") = "", Unlocked())
       .def("token_text", &PyEngine::token_text, nb::arg("id"))
       .def_prop_ro("vocab_size", [](const PyEngine& e) { return e.model().config().vocab_size; })
       .def_prop_ro("max_model_len", [](const PyEngine& e) { return e.engine().max_model_len(); })

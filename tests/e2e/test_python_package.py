@@ -124,6 +124,25 @@ def test_chat_renders_the_template_as_hugging_face_and_answers_as_batch(llm, run
     assert [o.outputs[0].text for o in both][0] == out.outputs[0].text
 
 
+def test_chat_template_kwargs_are_template_variables(llm):
+    """As transformers' apply_chat_template(**kwargs) and vLLM's chat(chat_template_kwargs=...):
+    passed to the template (this one reads none, so the rendering is unchanged); the variables
+    the engine sets are refused by name."""
+    plain = llm.tokenizer.apply_chat_template(MESSAGES)
+    assert llm.tokenizer.apply_chat_template(MESSAGES, enable_thinking=False) == plain
+    assert llm.tokenizer.apply_chat_template(MESSAGES, tokenize=True, enable_thinking=False) == \
+        llm.tokenizer.apply_chat_template(MESSAGES, tokenize=True)
+    with pytest.raises(ValueError, match="bos_token"):
+        llm.tokenizer.apply_chat_template(MESSAGES, bos_token="x")
+    sp = SamplingParams(max_tokens=1)
+    with pytest.raises(ValueError, match="add_generation_prompt"):
+        llm.chat(MESSAGES, sp, chat_template_kwargs={"add_generation_prompt": False})
+    with pytest.raises(ValueError, match="dict"):
+        llm.chat(MESSAGES, sp, chat_template_kwargs=["enable_thinking"])
+    [out] = llm.chat(MESSAGES, sp, chat_template_kwargs={"enable_thinking": False})
+    assert out.prompt_token_ids == llm.tokenizer.apply_chat_template(MESSAGES, tokenize=True)
+
+
 def test_stream_deltas_add_up_to_the_whole(llm):
     sp = SamplingParams(temperature=0.8, seed=3, max_tokens=30, logprobs=0)
     [whole] = llm.generate("Once upon a time", sp)
