@@ -118,9 +118,9 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
 
 std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, const LoadOptions& options) {
   if (options.device == Device::kCpu) return std::make_unique<LlamaModel>(file, std::move(config));
-  if (config.qk_norm)
-    throw Error(strformat("%s: %s's per-head q/k norms run on --device cpu only so far", file.path().c_str(),
-                          config.architecture.c_str()),
+  if (config.qk_norm || config.n_experts > 0)
+    throw Error(strformat("%s: %s's %s run on --device cpu only so far", file.path().c_str(),
+                          config.architecture.c_str(), config.qk_norm ? "per-head q/k norms" : "experts"),
                 ExitCode::kUsage);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;

@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/format.h"
 #include "loader/gguf.h"
@@ -18,17 +20,34 @@ int32_t positive_int(const GGUFFile& f, const std::string& key) {
 
 constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
 
+// Bounds that keep a layer's routing tables small whatever the file says.
+constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
+
+// <arch>.expert_count and expert_used_count; the expert width from
+// expert_feed_forward_length (Qwen3-MoE) or feed_forward_length (Mixtral).
+void read_experts(const GGUFFile& f, const std::string& a, ModelConfig& c) {
+  const bool moe_arch = c.architecture == "qwen3moe";
+  if (!moe_arch && (!f.find(a + "expert_count") || f.require_int(a + "expert_count") == 0)) return;
+  c.n_experts = positive_int(f, a + "expert_count");
+  c.n_experts_used = positive_int(f, a + "expert_used_count");
+  if (c.n_experts > kMaxExperts || c.n_experts_used > std::min(c.n_experts, kMaxExpertsUsed))
+    throw FileFormatError(strformat("%s: %d experts with %d used per token (at most %d, and %d used)",
+                                    f.path().c_str(), c.n_experts, c.n_experts_used, kMaxExperts, kMaxExpertsUsed));
+  c.expert_ffn_dim = f.find(a + "expert_feed_forward_length") ? positive_int(f, a + "expert_feed_forward_length")
+                                                              : positive_int(f, a + "feed_forward_length");
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   ModelConfig c;
   c.architecture = f.require_string("general.architecture");
-  if (c.architecture != "llama" && c.architecture != "qwen3")
-    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3)",
+  if (c.architecture != "llama" && c.architecture != "qwen3" && c.architecture != "qwen3moe")
+    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3, qwen3moe)",
                                     f.path().c_str(), c.architecture.c_str()));
   // Qwen3: the llama body with a per-head RMSNorm of q and k, and RoPE's
   // pairs half a head apart (its converter keeps the checkpoint's layout).
-  if (c.architecture == "qwen3") {
+  if (c.architecture == "qwen3" || c.architecture == "qwen3moe") {
     c.qk_norm = true;
     c.rope_layout = RopeLayout::kHalfSplit;
   }
@@ -36,7 +55,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   const std::string a = c.architecture + ".";
   c.n_layers = positive_int(f, a + "block_count");
   c.dim = positive_int(f, a + "embedding_length");
-  c.ffn_dim = positive_int(f, a + "feed_forward_length");
+  read_experts(f, a, c);
+  c.ffn_dim = c.n_experts > 0 && !f.find(a + "feed_forward_length") ? c.expert_ffn_dim
+                                                                    : positive_int(f, a + "feed_forward_length");
   c.n_heads = positive_int(f, a + "attention.head_count");
   c.n_kv_heads = f.find(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv")
                                                        : c.n_heads;

@@ -16,7 +16,7 @@ class GGUFFile;
 enum class RopeLayout { kAdjacentPairs, kHalfSplit };
 
 struct ModelConfig {
-  std::string architecture;  // general.architecture: llama or qwen3
+  std::string architecture;  // general.architecture: llama, qwen3 or qwen3moe
   std::string name;          // general.name
   int32_t n_layers = 0;
   int32_t dim = 0;           // embedding length
@@ -36,6 +36,12 @@ struct ModelConfig {
   // Each head of q and k goes through an RMSNorm of its own (weights
   // [head_dim], one per layer for q and one for k) before RoPE (Qwen3).
   bool qk_norm = false;
+  // Mixture of experts (Mixtral: llama with llama.expert_count; Qwen3-MoE):
+  // n_experts SwiGLU experts of width expert_ffn_dim per layer in place of
+  // the MLP, each token routed to n_experts_used of them. 0: a dense MLP.
+  int32_t n_experts = 0;
+  int32_t n_experts_used = 0;
+  int32_t expert_ffn_dim = 0;
   // The output projection is the token embedding (config.json's
   // tie_word_embeddings). GGUF files leave this false: a missing output.weight
   // says it there.

@@ -23,6 +23,30 @@ kernels::WeightMatrix matrix(const GGUFFile& f, const std::string& name, int64_t
   return {t.type, t.data, rows, cols};
 }
 
+// A [n, rows, cols] tensor (GGUF shape [cols, rows, n]) as n matrices.
+std::vector<kernels::WeightMatrix> matrices(const GGUFFile& f, const std::string& name, int64_t n, int64_t rows,
+                                            int64_t cols) {
+  const GGUFTensorInfo& t = f.require_tensor(name);
+  if (t.shape.size() != 3 || t.shape[0] != cols || t.shape[1] != rows || t.shape[2] != n)
+    throw FileFormatError(strformat("%s: tensor '%s' should have shape [%lld, %lld, %lld]", f.path().c_str(),
+                                    name.c_str(), static_cast<long long>(cols), static_cast<long long>(rows),
+                                    static_cast<long long>(n)));
+  std::vector<kernels::WeightMatrix> out;
+  const int64_t stride = rows * ggml_row_bytes(t.type, cols);
+  for (int64_t e = 0; e < n; ++e) out.push_back({t.type, static_cast<const uint8_t*>(t.data) + e * stride, rows, cols});
+  return out;
+}
+
+MoeWeights experts(const GGUFFile& f, const std::string& p, const ModelConfig& c) {
+  MoeWeights m;
+  m.router = matrix(f, p + "ffn_gate_inp.weight", c.n_experts, c.dim);
+  const auto gate = matrices(f, p + "ffn_gate_exps.weight", c.n_experts, c.expert_ffn_dim, c.dim);
+  const auto up = matrices(f, p + "ffn_up_exps.weight", c.n_experts, c.expert_ffn_dim, c.dim);
+  const auto down = matrices(f, p + "ffn_down_exps.weight", c.n_experts, c.dim, c.expert_ffn_dim);
+  for (int32_t e = 0; e < c.n_experts; ++e) m.experts.push_back({gate[e], up[e], down[e]});
+  return m;
+}
+
 const float* vector_f32(const GGUFFile& f, const std::string& name, int64_t n) {
   const GGUFTensorInfo& t = f.require_tensor(name);
   if (t.type != GGMLType::F32 || t.shape.size() != 1 || t.shape[0] != n)
@@ -56,9 +80,13 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
       L.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim);
     }
     L.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.dim);
-    L.w_gate = matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
-    L.w_up = matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);
-    L.w_down = matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);
+    if (c.n_experts > 0) {
+      L.moe = experts(f, p, c);
+    } else {
+      L.w_gate = matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
+      L.w_up = matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);
+      L.w_down = matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);
+    }
     w.layers.push_back(L);
   }
   w.output_norm = vector_f32(f, "output_norm.weight", c.dim);
@@ -91,9 +119,12 @@ int64_t LlamaModel::weight_bytes() const {
   auto bytes = [](const kernels::WeightMatrix& w) { return w.rows * ggml_row_bytes(w.type, w.cols); };
   const int64_t dim = config_.dim;
   int64_t total = bytes(weights_.output) + dim * 4;
-  for (const LlamaLayerWeights& L : weights_.layers)
-    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.w_gate) + bytes(L.w_up) + bytes(L.w_down) +
-             2 * dim * 4;
+  for (const LlamaLayerWeights& L : weights_.layers) {
+    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + 2 * dim * 4;
+    if (L.moe.experts.empty()) total += bytes(L.w_gate) + bytes(L.w_up) + bytes(L.w_down);
+    total += L.moe.experts.empty() ? 0 : bytes(L.moe.router);
+    for (const ExpertWeights& e : L.moe.experts) total += bytes(e.gate) + bytes(e.up) + bytes(e.down);
+  }
   return total;  // the embedding table is read one row per token, not whole
 }
 
@@ -117,7 +148,7 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   kernels::embedding_lookup(weights_.token_embd, b.tokens.data(), n, x);
   kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data());
   const LayerBuffers buf{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
-                         proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data()};
+                         proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data(), &moe_};
   for (int l = 0; l < num_layers; ++l)
     llama_layer(weights_.layers[static_cast<size_t>(l)], c, x, n, buf, kv.layer(l), b.slot_mapping.data(), attn_batch,
                 pool);

@@ -75,6 +75,7 @@ class LlamaModel final : public Model {
   AlignedVector<float> proj_;    // [n_tokens, dim] output of wo / w_down
   AlignedVector<float> gate_;    // [n_tokens, ffn_dim]
   AlignedVector<float> up_;      // [n_tokens, ffn_dim]
+  MoeScratch moe_;               // the experts' rows (mixture-of-experts models)
   AlignedVector<float> last_;    // [n_logits, dim] rows that produce logits
   AlignedVector<float> head_;    // [n_logits, output_token_ids.size()] a partial head's logits
   AlignedVector<float> hidden_out_;  // [hidden_rows, dim] the last pass's hidden states (hidden())

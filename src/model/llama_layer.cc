@@ -27,8 +27,14 @@ void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int
   kernels::matmul(L.wo, b.attn, n, b.proj, pool);
   kernels::add_inplace(x, b.proj, n * c.dim);
 
-  // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
+  // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x)), or the
+  // same over each token's experts
   kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, b.h);
+  if (c.n_experts > 0) {
+    moe_mlp(L.moe, c, b.h, n, b.proj, *b.moe, pool);
+    kernels::add_inplace(x, b.proj, n * c.dim);
+    return;
+  }
   kernels::matmul(L.w_gate, b.h, n, b.gate, pool);
   kernels::matmul(L.w_up, b.h, n, b.up, pool);
   kernels::silu_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/moe_mlp.h"
 
 namespace exactly {
 
@@ -25,6 +26,7 @@ struct LlamaLayerWeights {
   kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
   kernels::WeightMatrix w_up;    // [ffn_dim, dim]
   kernels::WeightMatrix w_down;  // [dim, ffn_dim]
+  MoeWeights moe;                // with config.n_experts: the experts in place of the three above
 };
 
 // Activations of one pass, each at least as large as its shape for n tokens.
@@ -39,6 +41,7 @@ struct LayerBuffers {
   float* up;       // [n, ffn_dim]
   const float* rope_cos;  // [n, rope_dims / 2] each token's angles
   const float* rope_sin;  // [n, rope_dims / 2]
+  MoeScratch* moe = nullptr;  // with config.n_experts
 };
 
 // x ([n, dim], the residual stream) += attention block, then += MLP block;

@@ -1,5 +1,6 @@
 """Float64 reference forward pass of the llama architecture (and Qwen3, the
-llama body with per-head q/k norms), read from a GGUF.
+llama body with per-head q/k norms; and their mixture-of-experts forms,
+Mixtral and Qwen3-MoE), read from a GGUF.
 
 This file is the independent oracle for the engine's model-exactness tests:
 it shares no code with the engine. Weights are read with the PyPI `gguf`
@@ -21,6 +22,13 @@ public HF -> GGUF conversion script):
     x[i + rope_dims/2] (ggml's "neox" mode). Before rope, each head of q and
     k is RMS-normalised over head_dim with the weights attn_q_norm /
     attn_k_norm ([head_dim], one per layer).
+  * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
+    replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
+    ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
+    token takes the experts of its k largest router logits (the lower index
+    first among equal ones), weighted by the softmax of those k logits
+    (Mixtral's rule; Qwen3-MoE's normalised top-k of the full softmax is the
+    same number).
 
 Library use:
     model = load(path)
@@ -58,6 +66,8 @@ class LlamaConfig:
     vocab: int
     rope_half: bool = False  # pairs (i, i + rope_dims/2) instead of (2i, 2i + 1)
     qk_norm: bool = False    # per-head RMSNorm of q and k before rope
+    n_experts: int = 0       # mixture of experts (0: a dense MLP)
+    n_experts_used: int = 0
 
 
 def _field(reader: GGUFReader, key: str):
@@ -69,9 +79,10 @@ def _field(reader: GGUFReader, key: str):
 
 def read_config(reader: GGUFReader) -> LlamaConfig:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen3"):
-        raise ValueError(f"general.architecture is {arch!r}, expected 'llama' or 'qwen3'")
+    if arch not in ("llama", "qwen3", "qwen3moe"):
+        raise ValueError(f"general.architecture is {arch!r}, expected 'llama', 'qwen3' or 'qwen3moe'")
     p = arch + "."
+    n_experts = int(_field(reader, p + "expert_count")) if p + "expert_count" in reader.fields else 0
     dim = int(_field(reader, p + "embedding_length"))
     n_heads = int(_field(reader, p + "attention.head_count"))
     # Heads may be narrower or wider than dim / n_heads when the file says so.
@@ -90,8 +101,10 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
         rope_dims=rope_dims,
         norm_eps=float(_field(reader, p + "attention.layer_norm_rms_epsilon")),
         vocab=len(_field(reader, "tokenizer.ggml.tokens")),
-        rope_half=arch == "qwen3",
-        qk_norm=arch == "qwen3",
+        rope_half=arch in ("qwen3", "qwen3moe"),
+        qk_norm=arch in ("qwen3", "qwen3moe"),
+        n_experts=n_experts,
+        n_experts_used=int(_field(reader, p + "expert_used_count")) if n_experts else 0,
     )
 
 
@@ -178,7 +191,23 @@ class LlamaRef:
         out = (probs @ vals).transpose(1, 0, 2).reshape(n, cfg.n_heads * cfg.head_dim)
         return out @ w[pre + "attn_output.weight"].T
 
+    def moe(self, layer: int, h: np.ndarray) -> np.ndarray:
+        w, pre, k = self.w, f"blk.{layer}.", self.cfg.n_experts_used
+        logits = h @ w[pre + "ffn_gate_inp.weight"].T  # [n, n_experts]
+        out = np.zeros_like(h)
+        for t in range(h.shape[0]):
+            chosen = np.argsort(-logits[t], kind="stable")[:k]
+            weights = np.exp(logits[t, chosen] - logits[t, chosen].max())
+            weights /= weights.sum()
+            for e, wt in zip(chosen, weights):
+                gate = h[t] @ w[pre + "ffn_gate_exps.weight"][e].T
+                up = h[t] @ w[pre + "ffn_up_exps.weight"][e].T
+                out[t] += wt * ((gate / (1.0 + np.exp(-gate)) * up) @ w[pre + "ffn_down_exps.weight"][e].T)
+        return out
+
     def mlp(self, layer: int, h: np.ndarray) -> np.ndarray:
+        if self.cfg.n_experts:
+            return self.moe(layer, h)
         w, pre = self.w, f"blk.{layer}."
         gate = h @ w[pre + "ffn_gate.weight"].T
         up = h @ w[pre + "ffn_up.weight"].T

@@ -1,0 +1,224 @@
+"""Architectures beyond Llama, from GGUF on the CPU, against the float64 reference.
+
+The test writes tiny models with random weights (two layers, heads of 32 over
+a 64-wide stream, GQA 4 over 2) and the default model's tokenizer, laid out
+as llama.cpp's converter lays them out:
+  * qwen3: per-head attn_q_norm / attn_k_norm, RoPE pairs half a head apart,
+    q wider than the stream, tied embeddings;
+  * qwen3moe: the same with 4 experts (ffn_{gate,up,down}_exps, router
+    ffn_gate_inp), 2 per token;
+  * mixtral: architecture "llama" with llama.expert_count, adjacent RoPE pairs.
+The engine's logits and greedy tokens are compared with
+tests/reference/llama_ref.py under the bounds of test_logits.py; controls
+show that the reference with a piece changed (no q/k norms, the other RoPE
+pairing, one expert per token instead of two) is far from the engine, so the
+comparison can tell. A request's tokens and logprobs are the same alone and
+among others (routing is per token).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter
+from gguf.quants import quantize
+
+import llama_ref
+from test_logits import ARGMAX_GAP, REL_L2_BOUND, engine_logits
+
+LAYERS, DIM, HEADS, KV_HEADS, HEAD_DIM, FFN = 2, 64, 4, 2, 32, 128
+EXPERTS, EXPERTS_USED, EXPERT_FFN = 4, 2, 32
+ARCHS = {  # name: (general.architecture, experts, head_dim from key_length)
+    "qwen3": ("qwen3", False, True),
+    "qwen3moe": ("qwen3moe", True, True),
+    "mixtral": ("llama", True, False),
+}
+PROMPT = [1, 504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30, 12, 9001, 44, 7, 1000]
+
+
+def tokenizer_fields(model_path) -> dict:
+    fields = GGUFReader(str(model_path)).fields
+    return {key: fields[key].contents() for key in
+            ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+             "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
+
+
+def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: int = 3) -> None:
+    arch, moe, key_length = ARCHS[name]
+    rng = np.random.default_rng(seed)
+    vocab = len(tok["tokenizer.ggml.tokens"])
+    w = GGUFWriter(str(path), arch=arch)
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(DIM)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    if key_length:  # heads of 32: q is wider than the stream
+        w.add_key_length(HEAD_DIM)
+        w.add_value_length(HEAD_DIM)
+    heads = HEAD_DIM if key_length else DIM // HEADS
+    if moe:
+        w.add_expert_count(EXPERTS)
+        w.add_expert_used_count(EXPERTS_USED)
+        if arch == "qwen3moe":
+            w.add_expert_feed_forward_length(EXPERT_FFN)
+            w.add_feed_forward_length(FFN)  # a dense width the experts do not use
+        else:
+            w.add_feed_forward_length(EXPERT_FFN)  # Mixtral's files give the experts' width here
+    else:
+        w.add_feed_forward_length(FFN)
+    w.add_rope_freq_base(1e6)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
+    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
+    w.add_token_list(tok["tokenizer.ggml.tokens"])
+    w.add_token_types(tok["tokenizer.ggml.token_type"])
+    w.add_token_merges(tok["tokenizer.ggml.merges"])
+    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
+    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+
+    def matrix(name, rows, cols, n=None):
+        shape = (rows, cols) if n is None else (n, rows, cols)
+        a = (rng.standard_normal(shape) / np.sqrt(cols)).astype(np.float32)
+        if qtype == GGMLQuantizationType.F32:
+            w.add_tensor(name, a)
+        else:
+            w.add_tensor(name, quantize(a, qtype), raw_dtype=qtype)
+
+    def norm(name, n):
+        w.add_tensor(name, (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32))
+
+    w.add_tensor("token_embd.weight", rng.standard_normal((vocab, DIM)).astype(np.float32))
+    for layer in range(LAYERS):
+        p = f"blk.{layer}."
+        norm(p + "attn_norm.weight", DIM)
+        matrix(p + "attn_q.weight", HEADS * heads, DIM)
+        matrix(p + "attn_k.weight", KV_HEADS * heads, DIM)
+        matrix(p + "attn_v.weight", KV_HEADS * heads, DIM)
+        matrix(p + "attn_output.weight", DIM, HEADS * heads)
+        if arch != "llama":
+            norm(p + "attn_q_norm.weight", heads)
+            norm(p + "attn_k_norm.weight", heads)
+        norm(p + "ffn_norm.weight", DIM)
+        if moe:
+            w.add_tensor(p + "ffn_gate_inp.weight", rng.standard_normal((EXPERTS, DIM)).astype(np.float32))
+            matrix(p + "ffn_gate_exps.weight", EXPERT_FFN, DIM, EXPERTS)
+            matrix(p + "ffn_up_exps.weight", EXPERT_FFN, DIM, EXPERTS)
+            matrix(p + "ffn_down_exps.weight", DIM, EXPERT_FFN, EXPERTS)
+        else:
+            matrix(p + "ffn_gate.weight", FFN, DIM)
+            matrix(p + "ffn_up.weight", FFN, DIM)
+            matrix(p + "ffn_down.weight", DIM, FFN)
+    norm("output_norm.weight", DIM)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(model_path):
+    return tokenizer_fields(model_path)
+
+
+MODELS = [(name, qtype) for name in ARCHS for qtype in (GGMLQuantizationType.F32, GGMLQuantizationType.Q8_0)]
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[f"{n}-{q.name.lower()}" for n, q in MODELS])
+def model(request, tmp_path_factory, tokenizer):
+    name, qtype = request.param
+    path = tmp_path_factory.mktemp(name) / f"{name}-{qtype.name}.gguf"
+    write_model(path, name, tokenizer, qtype)
+    return name, path, llama_ref.load(str(path))
+
+
+def relative_errors(got, ref):
+    return np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
+
+
+def test_logits_match_the_reference(model, run_exactly, tmp_path):
+    name, path, ref = model
+    arch, moe, key_length = ARCHS[name]
+    assert ref.cfg.qk_norm == ref.cfg.rope_half == (arch != "llama") and bool(ref.cfg.n_experts) == moe
+    got = engine_logits(run_exactly, path, PROMPT, tmp_path)
+    want = ref.logits(PROMPT)
+    assert got.shape == want.shape and np.isfinite(got).all()
+    rel = relative_errors(got, want)
+    assert rel.max() < REL_L2_BOUND, f"position {int(rel.argmax())}: relative L2 error {rel.max():.3e}"
+    decided = llama_ref.top2_gap(want) > ARGMAX_GAP
+    assert decided.mean() > 0.9
+    assert (np.argmax(got, axis=1) == np.argmax(want, axis=1))[decided].all()
+
+
+@pytest.mark.parametrize("wrong", [{"qk_norm": "flip"}, {"rope_half": "flip"}, {"n_experts_used": 1}],
+                         ids=["qk-norm", "rope-pairs", "one-expert"])
+def test_the_comparison_tells_a_wrong_model(model, run_exactly, tmp_path, wrong):
+    name, path, ref = model
+    if "n_experts_used" in wrong and not ref.cfg.n_experts:
+        pytest.skip("a dense model")
+    if "qk_norm" in wrong and ref.cfg.qk_norm is False:
+        pytest.skip("no q/k norm weights to use")
+    wrong = {k: (not getattr(ref.cfg, k)) if v == "flip" else v for k, v in wrong.items()}
+    other = llama_ref.LlamaRef(dataclasses.replace(ref.cfg, **wrong), ref.w)
+    got = engine_logits(run_exactly, path, PROMPT, tmp_path)
+    assert relative_errors(got, other.logits(PROMPT)).max() > 100 * REL_L2_BOUND
+
+
+def test_greedy_matches_the_reference(model, run_exactly, tmp_path):
+    _, path, ref = model
+    out = tmp_path / "ids.json"
+    run_exactly(["run", "-m", path, "--prompt-ids", ",".join(map(str, PROMPT)), "-n", 24, "--temp", 0,
+                 "--ids-out", out])
+    got = json.loads(out.read_text())["ids"]
+    want, gaps = ref.greedy(PROMPT, 24)
+    compared = 0
+    for g, w, gap in zip(got, want, gaps):
+        if gap <= ARGMAX_GAP:
+            break
+        assert g == w
+        compared += 1
+    assert compared >= 16, f"only {compared} tokens decided"
+
+
+def test_a_request_is_the_same_alone_and_among_others(model, run_exactly, tmp_path):
+    _, path, _ = model
+    mine = {"prompt": PROMPT, "max_tokens": 12, "temperature": 0.9, "seed": 5, "logprobs": 2}
+    others = [{"prompt": PROMPT[i:] + PROMPT[:i], "max_tokens": 9, "temperature": 0.7, "seed": i} for i in range(1, 6)]
+
+    def run(bodies, tag):
+        requests_file, results_file = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}-out.jsonl"
+        requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+        run_exactly(["batch", "-m", path, "-i", requests_file, "-o", results_file])
+        return [json.loads(line) for line in results_file.read_text().splitlines()]
+
+    alone = run([mine], "alone")[0]["choices"][0]
+    among = run(others[:3] + [mine] + others[3:], "among")[3]["choices"][0]
+    assert among["text"] == alone["text"] and among["logprobs"] == alone["logprobs"]
+
+
+def test_the_gpu_refuses_it_by_name(model, exactly_bin):
+    name, path, _ = model
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "--device", "cuda"],
+                       capture_output=True, text=True, timeout=120)
+    if name == "mixtral":
+        assert "experts" in p.stderr and "--device cpu" in p.stderr, p.stderr
+    else:
+        assert ARCHS[name][0] in p.stderr and "--device cpu" in p.stderr, p.stderr
+    assert p.returncode == 64
+
+
+def test_an_unknown_architecture_exits_2_naming_it(tmp_path, exactly_bin, tokenizer):
+    path = tmp_path / "other.gguf"
+    w = GGUFWriter(str(path), arch="gemma3")
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "'gemma3' is not supported" in p.stderr, p.stderr
