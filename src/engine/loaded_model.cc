@@ -118,9 +118,11 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
 
 std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, const LoadOptions& options) {
   if (options.device == Device::kCpu) return std::make_unique<LlamaModel>(file, std::move(config));
-  if (config.qk_norm || config.n_experts > 0)
-    throw Error(strformat("%s: %s's %s run on --device cpu only so far", file.path().c_str(),
-                          config.architecture.c_str(), config.qk_norm ? "per-head q/k norms" : "experts"),
+  if (config.qk_norm || config.n_experts > 0 || config.rope_freq_factors)
+    throw Error(strformat("%s: %s run on --device cpu only so far", file.path().c_str(),
+                          config.qk_norm             ? (config.architecture + "'s per-head q/k norms").c_str()
+                          : config.n_experts > 0     ? (config.architecture + "'s experts").c_str()
+                                                     : "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)"),
                 ExitCode::kUsage);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;

@@ -41,8 +41,10 @@ void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_h
 // The same in two parts, so that a forward pass computes each token's angles
 // once for all its layers: rope_angles fills cos/sin [n_tokens, rope_dims/2]
 // (the values rope_adjacent uses), rope_adjacent_with rotates with them.
+// freq_factors ([rope_dims/2], null: none) divide pair i's frequency, as
+// Llama 3.1's rope_freqs do.
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, float* cos_out,
-                 float* sin_out);
+                 float* sin_out, const float* freq_factors = nullptr);
 void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
                         const float* sin_in);
 // The half-split ("neox") layout with the same angles: pair i is

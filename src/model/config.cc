@@ -23,6 +23,23 @@ constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
 // Bounds that keep a layer's routing tables small whatever the file says.
 constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
 
+// RoPE scaling other than Llama 3.1's frequency factors (a tensor, read with
+// the weights) changes the angles in ways not implemented here: refused,
+// naming the key, rather than run with the angles of an unscaled model.
+void check_rope_scaling(const GGUFFile& f, const std::string& a) {
+  if (f.find(a + "rope.scaling.type")) {
+    const std::string type = f.get_string(a + "rope.scaling.type").value_or("(not a string)");
+    if (type != "none")
+      throw FileFormatError(strformat("%s: metadata key '%srope.scaling.type' is '%s', which is not supported "
+                                      "(only 'none')",
+                                      f.path().c_str(), a.c_str(), type.c_str()));
+  }
+  if (f.find(a + "rope.scaling.factor") && f.get_float(a + "rope.scaling.factor").value_or(0.0) != 1.0 &&
+      !f.find(a + "rope.scaling.type"))
+    throw FileFormatError(strformat("%s: metadata key '%srope.scaling.factor' scales RoPE, which is not supported",
+                                    f.path().c_str(), a.c_str()));
+}
+
 // <arch>.expert_count and expert_used_count; the expert width from
 // expert_feed_forward_length (Qwen3-MoE) or feed_forward_length (Mixtral).
 void read_experts(const GGUFFile& f, const std::string& a, ModelConfig& c) {
@@ -88,6 +105,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0))
     throw FileFormatError(strformat("%s: rope.freq_base and layer_norm_rms_epsilon must be positive",
                                     f.path().c_str()));
+  check_rope_scaling(f, a);
+  c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
   const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
   c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;
   if (f.find(kOutputTokenIdsKey)) {

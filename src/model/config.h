@@ -36,6 +36,9 @@ struct ModelConfig {
   // Each head of q and k goes through an RMSNorm of its own (weights
   // [head_dim], one per layer for q and one for k) before RoPE (Qwen3).
   bool qk_norm = false;
+  // The file's rope_freqs.weight ([rope_dims/2]) divides each pair's
+  // frequency (Llama 3.1's and 3.2's "llama3" RoPE scaling).
+  bool rope_freq_factors = false;
   // Mixture of experts (Mixtral: llama with llama.expert_count; Qwen3-MoE):
   // n_experts SwiGLU experts of width expert_ffn_dim per layer in place of
   // the MLP, each token routed to n_experts_used of them. 0: a dense MLP.

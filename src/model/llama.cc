@@ -90,6 +90,13 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     w.layers.push_back(L);
   }
   w.output_norm = vector_f32(f, "output_norm.weight", c.dim);
+  if (c.rope_freq_factors) {
+    w.rope_factors = vector_f32(f, "rope_freqs.weight", c.rope_dims / 2);
+    for (int i = 0; i < c.rope_dims / 2; ++i)
+      if (!(w.rope_factors[i] > 0) || !std::isfinite(w.rope_factors[i]))
+        throw FileFormatError(strformat("%s: tensor 'rope_freqs.weight' has %g at %d; factors must be positive",
+                                        f.path().c_str(), static_cast<double>(w.rope_factors[i]), i));
+  }
   const int64_t head_rows = c.output_token_ids.empty() ? c.vocab_size
                                                        : static_cast<int64_t>(c.output_token_ids.size());
   w.output = f.find_tensor("output.weight") ? matrix(f, "output.weight", head_rows, c.dim)
@@ -146,7 +153,8 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
                                            b.block_tables.data(), b.max_blocks_per_seq};
   float* x = x_.data();
   kernels::embedding_lookup(weights_.token_embd, b.tokens.data(), n, x);
-  kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data());
+  kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data(),
+                       weights_.rope_factors);
   const LayerBuffers buf{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
                          proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data(), &moe_};
   for (int l = 0; l < num_layers; ++l)

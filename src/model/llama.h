@@ -27,6 +27,7 @@ struct LlamaWeights {
   std::vector<LlamaLayerWeights> layers;
   const float* output_norm;          // [dim]
   kernels::WeightMatrix output;      // [vocab or output_token_ids.size(), dim]; the embedding table when tied
+  const float* rope_factors = nullptr;  // [rope_dims / 2] with config.rope_freq_factors
 
   // Checks every tensor's presence, type and shape against the config.
   static LlamaWeights from_gguf(const GGUFFile& file, const ModelConfig& config);

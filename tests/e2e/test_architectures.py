@@ -7,7 +7,9 @@ as llama.cpp's converter lays them out:
     q wider than the stream, tied embeddings;
   * qwen3moe: the same with 4 experts (ffn_{gate,up,down}_exps, router
     ffn_gate_inp), 2 per token;
-  * mixtral: architecture "llama" with llama.expert_count, adjacent RoPE pairs.
+  * mixtral: architecture "llama" with llama.expert_count, adjacent RoPE pairs;
+  * llama-rope-factors: a dense llama with Llama 3.1's RoPE frequency factors
+    (rope_freqs.weight).
 The engine's logits and greedy tokens are compared with
 tests/reference/llama_ref.py under the bounds of test_logits.py; controls
 show that the reference with a piece changed (no q/k norms, the other RoPE
@@ -36,6 +38,7 @@ ARCHS = {  # name: (general.architecture, experts, head_dim from key_length)
     "qwen3": ("qwen3", False, True),
     "qwen3moe": ("qwen3moe", True, True),
     "mixtral": ("llama", True, False),
+    "llama-rope-factors": ("llama", False, False),  # Llama 3.1's rope_freqs.weight
 }
 PROMPT = [1, 504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30, 12, 9001, 44, 7, 1000]
 
@@ -47,7 +50,7 @@ def tokenizer_fields(model_path) -> dict:
              "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
 
 
-def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: int = 3) -> None:
+def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: int = 3, extra=None) -> None:
     arch, moe, key_length = ARCHS[name]
     rng = np.random.default_rng(seed)
     vocab = len(tok["tokenizer.ggml.tokens"])
@@ -72,6 +75,8 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
     else:
         w.add_feed_forward_length(FFN)
     w.add_rope_freq_base(1e6)
+    for key, value in (extra or {}).items():
+        (w.add_string if isinstance(value, str) else w.add_float32)(key, value)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_tokenizer_model(tok["tokenizer.ggml.model"])
     w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
@@ -114,6 +119,8 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
             matrix(p + "ffn_up.weight", FFN, DIM)
             matrix(p + "ffn_down.weight", DIM, FFN)
     norm("output_norm.weight", DIM)
+    if name == "llama-rope-factors":  # factors of 1 to 8 over the pairs, as Llama 3.1's
+        w.add_tensor("rope_freqs.weight", np.linspace(1.0, 8.0, heads // 2).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -154,16 +161,22 @@ def test_logits_match_the_reference(model, run_exactly, tmp_path):
     assert (np.argmax(got, axis=1) == np.argmax(want, axis=1))[decided].all()
 
 
-@pytest.mark.parametrize("wrong", [{"qk_norm": "flip"}, {"rope_half": "flip"}, {"n_experts_used": 1}],
-                         ids=["qk-norm", "rope-pairs", "one-expert"])
+@pytest.mark.parametrize("wrong", [{"qk_norm": "flip"}, {"rope_half": "flip"}, {"n_experts_used": 1},
+                                   {"rope_factors": None}],
+                         ids=["qk-norm", "rope-pairs", "one-expert", "no-rope-factors"])
 def test_the_comparison_tells_a_wrong_model(model, run_exactly, tmp_path, wrong):
     name, path, ref = model
     if "n_experts_used" in wrong and not ref.cfg.n_experts:
         pytest.skip("a dense model")
     if "qk_norm" in wrong and ref.cfg.qk_norm is False:
         pytest.skip("no q/k norm weights to use")
-    wrong = {k: (not getattr(ref.cfg, k)) if v == "flip" else v for k, v in wrong.items()}
-    other = llama_ref.LlamaRef(dataclasses.replace(ref.cfg, **wrong), ref.w)
+    if "rope_factors" in wrong:
+        if "rope_freqs.weight" not in ref.w:
+            pytest.skip("no RoPE factors")
+        other = llama_ref.LlamaRef(ref.cfg, {k: v for k, v in ref.w.items() if k != "rope_freqs.weight"})
+    else:
+        wrong = {k: (not getattr(ref.cfg, k)) if v == "flip" else v for k, v in wrong.items()}
+        other = llama_ref.LlamaRef(dataclasses.replace(ref.cfg, **wrong), ref.w)
     got = engine_logits(run_exactly, path, PROMPT, tmp_path)
     assert relative_errors(got, other.logits(PROMPT)).max() > 100 * REL_L2_BOUND
 
@@ -206,9 +219,21 @@ def test_the_gpu_refuses_it_by_name(model, exactly_bin):
                        capture_output=True, text=True, timeout=120)
     if name == "mixtral":
         assert "experts" in p.stderr and "--device cpu" in p.stderr, p.stderr
+    elif name == "llama-rope-factors":
+        assert "rope_freqs.weight" in p.stderr and "--device cpu" in p.stderr, p.stderr
     else:
         assert ARCHS[name][0] in p.stderr and "--device cpu" in p.stderr, p.stderr
     assert p.returncode == 64
+
+
+@pytest.mark.parametrize("key, value", [("llama.rope.scaling.type", "linear"), ("llama.rope.scaling.type", "yarn"),
+                                        ("llama.rope.scaling.factor", 4.0)])
+def test_rope_scaling_is_refused_naming_the_key(tmp_path, exactly_bin, tokenizer, key, value):
+    path = tmp_path / "scaled.gguf"
+    write_model(path, "mixtral", tokenizer, GGMLQuantizationType.F32, extra={key: value})
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and key in p.stderr and "not supported" in p.stderr, p.stderr
 
 
 def test_an_unknown_architecture_exits_2_naming_it(tmp_path, exactly_bin, tokenizer):

@@ -22,6 +22,8 @@ public HF -> GGUF conversion script):
     x[i + rope_dims/2] (ggml's "neox" mode). Before rope, each head of q and
     k is RMS-normalised over head_dim with the weights attn_q_norm /
     attn_k_norm ([head_dim], one per layer).
+  * Llama 3.1's RoPE scaling is a tensor, rope_freqs.weight ([rope_dims/2]):
+    pair i's frequency base^(-2i/rope_dims) is divided by its factor.
   * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
     replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
     ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
@@ -152,6 +154,8 @@ class LlamaRef:
         """
         d = self.cfg.rope_dims
         inv_freq = self.cfg.rope_base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
+        if "rope_freqs.weight" in self.w:
+            inv_freq = inv_freq / self.w["rope_freqs.weight"].astype(np.float64)
         angle = positions[:, None].astype(np.float64) * inv_freq[None, :]             # [n, d/2]
         cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
         out = x.copy()

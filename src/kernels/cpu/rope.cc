@@ -15,9 +15,11 @@ namespace {
 
 constexpr int kMaxRopePairs = 512;
 
-void token_angles(int32_t pos, int rope_dims, float freq_base, float* cos_out, float* sin_out) {  // [rope_dims/2]
+void token_angles(int32_t pos, int rope_dims, float freq_base, float* cos_out, float* sin_out,
+                  const float* freq_factors = nullptr) {  // [rope_dims/2]
   for (int i = 0; i < rope_dims / 2; ++i) {
-    const double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
+    double freq = std::pow(static_cast<double>(freq_base), -2.0 * i / rope_dims);
+    if (freq_factors != nullptr) freq /= static_cast<double>(freq_factors[i]);
     const double theta = static_cast<double>(pos) * freq;
     cos_out[i] = static_cast<float>(std::cos(theta));
     sin_out[i] = static_cast<float>(std::sin(theta));
@@ -51,11 +53,11 @@ void check_rope(int head_dim, int rope_dims) {
 }  // namespace
 
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, float* cos_out,
-                 float* sin_out) {
+                 float* sin_out, const float* freq_factors) {
   check_rope(rope_dims, rope_dims);
   const int pairs = rope_dims / 2;
   for (int64_t t = 0; t < n_tokens; ++t)
-    token_angles(positions[t], rope_dims, freq_base, cos_out + t * pairs, sin_out + t * pairs);
+    token_angles(positions[t], rope_dims, freq_base, cos_out + t * pairs, sin_out + t * pairs, freq_factors);
 }
 
 void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
