@@ -23,7 +23,7 @@ from .tokenizer import Tokenizer, messages_json, template_kwargs_json, token_ids
 
 class LLM:
     def __init__(self, model: str | os.PathLike, device: str = "cpu", **engine_args: Any) -> None:
-        """Loads `model` (a GGUF file; on a GPU also a Hugging Face checkpoint)
+        """Loads `model` (a GGUF file or a Hugging Face checkpoint directory)
         on `device` ("cpu" or "cuda"). engine_args: threads, kv_cache_memory
         (bytes or "2GiB"), gpu_memory_utilization, block_size,
         max_num_batched_tokens, max_num_seqs, enable_prefix_caching,

@@ -97,13 +97,13 @@ LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
 LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
   const std::filesystem::path dir = checkpoint_dir(path);
   ModelConfig config = read_hf_config(dir.string());
-  if (options.device != Device::kCuda)
-    throw Error(strformat("%s is a Hugging Face checkpoint, which runs on --device cuda; convert it to GGUF to run "
-                          "it on the CPU",
-                          path.c_str()),
-                ExitCode::kUsage);
   LoadedModel m;
   m.tokenizer = hf_tokenizer(dir, config);
+  if (options.device == Device::kCpu) {
+    auto weights = std::make_unique<HfWeights>(HfWeights::open(dir.string(), config));
+    m.model = std::make_unique<LlamaModel>(std::move(weights), std::move(config));
+    return m;
+  }
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;

@@ -15,7 +15,7 @@ namespace exactly {
 enum class Device { kCpu, kCuda };
 
 enum class LoadFormat {
-  kAuto,   // GGUF; a directory, .json or .safetensors path: a Hugging Face checkpoint (GPU only)
+  kAuto,   // GGUF; a directory, .json or .safetensors path: a Hugging Face checkpoint
   kDummy,  // random weights of the shape a config.json gives (benchmarks); needs a GPU
 };
 

@@ -20,6 +20,9 @@ kernels::WeightMatrix matrix(const GGUFFile& f, const std::string& name, int64_t
     throw FileFormatError(strformat("%s: tensor '%s' should have shape [%lld, %lld]", f.path().c_str(),
                                     name.c_str(), static_cast<long long>(cols),
                                     static_cast<long long>(rows)));
+  if (cols % 32 != 0)
+    throw FileFormatError(strformat("%s: tensor '%s' has %lld columns; the CPU kernels need a multiple of 32",
+                                    f.path().c_str(), name.c_str(), static_cast<long long>(cols)));
   return {t.type, t.data, rows, cols};
 }
 
@@ -106,6 +109,48 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
 
 LlamaModel::LlamaModel(const GGUFFile& file, ModelConfig config)
     : config_(std::move(config)), weights_(LlamaWeights::from_gguf(file, config_)) {}
+
+namespace {
+
+kernels::WeightMatrix hf_matrix(const SafetensorsTensor& t) {
+  if (t.shape[1] % 32 != 0)
+    throw FileFormatError(strformat("tensor '%s' has %lld columns; the CPU kernels need a multiple of 32",
+                                    t.name.c_str(), static_cast<long long>(t.shape[1])));
+  const GGMLType type = t.dtype == SafetensorsDType::F32   ? GGMLType::F32
+                        : t.dtype == SafetensorsDType::F16 ? GGMLType::F16
+                                                           : GGMLType::BF16;  // HfWeights::open allows these three
+  return {type, t.data, t.shape[0], t.shape[1]};
+}
+
+}  // namespace
+
+LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
+    : config_(std::move(config)), hf_(std::move(hf)) {
+  auto f32 = [&](const SafetensorsTensor* t) -> const float* {
+    if (t == nullptr) return nullptr;
+    append_as_f32(*t, hf_vectors_.emplace_back());
+    return hf_vectors_.back().data();
+  };
+  weights_.token_embd = hf_matrix(*hf_->token_embd);
+  for (const HfLayerWeights& h : hf_->layers) {
+    LlamaLayerWeights L;
+    L.attn_norm = f32(h.attn_norm);
+    L.wq = hf_matrix(*h.wq);
+    L.wk = hf_matrix(*h.wk);
+    L.wv = hf_matrix(*h.wv);
+    L.q_bias = f32(h.q_bias);
+    L.k_bias = f32(h.k_bias);
+    L.v_bias = f32(h.v_bias);
+    L.wo = hf_matrix(*h.wo);
+    L.ffn_norm = f32(h.ffn_norm);
+    L.w_gate = hf_matrix(*h.w_gate);
+    L.w_up = hf_matrix(*h.w_up);
+    L.w_down = hf_matrix(*h.w_down);
+    weights_.layers.push_back(L);
+  }
+  weights_.output_norm = f32(hf_->output_norm);
+  weights_.output = hf_matrix(*hf_->output);
+}
 
 void LlamaModel::ensure_scratch(int64_t n) {
   const ModelConfig& c = config_;

@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
+#include "model/hf_weights.h"
 #include "model/kv_storage.h"
 #include "model/llama_layer.h"
 #include "model/model.h"
@@ -37,6 +38,9 @@ class LlamaModel final : public Model {
  public:
   // `file` must outlive the model (weights point into its mapping).
   LlamaModel(const GGUFFile& file, ModelConfig config);
+  // A Hugging Face checkpoint: matrices used as stored (BF16, F16 or F32),
+  // vectors converted to f32 once.
+  LlamaModel(std::unique_ptr<HfWeights> weights, ModelConfig config);
 
   const ModelConfig& config() const override { return config_; }
   const char* device() const override { return "cpu"; }
@@ -65,6 +69,8 @@ class LlamaModel final : public Model {
   void ensure_scratch(int64_t n_tokens);
 
   ModelConfig config_;
+  std::unique_ptr<HfWeights> hf_;              // a Hugging Face checkpoint's mapping, null for GGUF
+  std::vector<std::vector<float>> hf_vectors_;  // its norms and biases as f32
   LlamaWeights weights_;
   // Activations, grown on demand and reused across passes.
   AlignedVector<float> x_;       // [n_tokens, dim] residual stream

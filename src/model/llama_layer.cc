@@ -6,6 +6,15 @@
 
 namespace exactly {
 
+namespace {
+
+void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n, width]
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < width; ++i) x[t * width + i] += bias[i];
+}
+
+}  // namespace
+
 void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int64_t n, const LayerBuffers& b,
                  const kernels::PagedKV& cache, const int64_t* slots, const kernels::AttentionBatch& batch,
                  ThreadPool& pool) {
@@ -15,6 +24,11 @@ void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int
   kernels::matmul(L.wq, b.h, n, b.q, pool);
   kernels::matmul(L.wk, b.h, n, b.k, pool);
   kernels::matmul(L.wv, b.h, n, b.v, pool);
+  if (L.q_bias != nullptr) {
+    add_bias(b.q, L.q_bias, n, int64_t{c.n_heads} * c.head_dim);
+    add_bias(b.k, L.k_bias, n, int64_t{c.n_kv_heads} * c.head_dim);
+    add_bias(b.v, L.v_bias, n, int64_t{c.n_kv_heads} * c.head_dim);
+  }
   if (c.qk_norm) {  // rows of head_dim: one per token and head
     kernels::rmsnorm(b.q, L.q_norm, n * c.n_heads, c.head_dim, c.rms_eps, b.q);
     kernels::rmsnorm(b.k, L.k_norm, n * c.n_kv_heads, c.head_dim, c.rms_eps, b.k);

@@ -20,6 +20,9 @@ struct LlamaLayerWeights {
   kernels::WeightMatrix wk;    // [n_kv_heads * head_dim, dim]
   kernels::WeightMatrix wv;    // [n_kv_heads * head_dim, dim]
   kernels::WeightMatrix wo;    // [dim, n_heads * head_dim]
+  const float* q_bias = nullptr;  // [n_heads * head_dim], with config.attention_bias (Qwen2)
+  const float* k_bias = nullptr;  // [n_kv_heads * head_dim]
+  const float* v_bias = nullptr;  // [n_kv_heads * head_dim]
   const float* q_norm = nullptr;  // [head_dim], with config.qk_norm: each q head's RMSNorm before RoPE
   const float* k_norm = nullptr;  // [head_dim], the same for k
   const float* ffn_norm;   // [dim]

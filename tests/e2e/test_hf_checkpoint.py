@@ -1,8 +1,10 @@
 """Hugging Face checkpoints (a directory with config.json and safetensors) from
-the command line, on machines without a GPU: the CPU refuses them with a usage
-error that says what to do, and a checkpoint that does not match its config is
-rejected, naming the tensor and its file, before a GPU is looked for (so the
-same error comes on any machine). The GPU runs them in tests/cuda/check_hf.py.
+the command line on the CPU: tiny random Llama and Qwen2 checkpoints (BF16,
+F16 and F32 tensors as stored, Qwen2's q/k/v biases) give the logits of the
+float64 reference built from the same values (RoPE pairs half a head apart,
+as Hugging Face lays q and k out), and a checkpoint that does not match its
+config is rejected, naming the tensor and its file. The GPU runs them in
+tests/cuda/check_hf.py.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-USAGE = 64      # ExitCode::kUsage
+import llama_ref
+from test_logits import REL_L2_BOUND
+
 BAD_INPUT = 2   # ExitCode::kBadInput
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 256,
@@ -50,29 +54,100 @@ def write_checkpoint(d: Path, t: dict[str, tuple[str, tuple[int, ...]]]) -> Path
     return d
 
 
-def run_on_gpu_or_skip(run_exactly, model: Path, tmp_path: Path):
-    p = run_exactly(["logits", "-m", model, "--device", "cuda", "--tokens", "1,2", "-o", tmp_path / "out.bin"],
-                    check=False)
-    if p.returncode == USAGE and "no CUDA backend" in p.stderr:
-        pytest.skip("this build has no CUDA backend")
-    return p
+def run_on_cpu(run_exactly, model: Path, tmp_path: Path):
+    return run_exactly(["logits", "-m", model, "--tokens", "1,2", "-o", tmp_path / "out.bin"], check=False)
+
+
+def bf16_round(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bf16 (nearest even), as uint16 bits."""
+    bits = a.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def write_random_checkpoint(d: Path, t: dict, config: dict, seed: int) -> dict[str, np.ndarray]:
+    """config.json and model.safetensors with random values; returns each tensor's values in float64."""
+    rng = np.random.default_rng(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    header, blobs, values, at = {}, [], {}, 0
+    for name, (dtype, shape) in t.items():
+        scale = 1.0 if "norm" in name else 1.0 / np.sqrt(shape[-1])
+        a = (rng.standard_normal(shape) * scale + (1.0 if "norm" in name else 0.0)).astype(np.float32)
+        if dtype == "BF16":
+            bits = bf16_round(a)
+            blob, exact = bits.tobytes(), (bits.astype(np.uint32) << 16).view(np.float32)
+        elif dtype == "F16":
+            blob, exact = a.astype(np.float16).tobytes(), a.astype(np.float16)
+        else:
+            blob, exact = a.tobytes(), a
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + len(blob)]}
+        blobs.append(blob)
+        values[name] = exact.astype(np.float64)
+        at += len(blob)
+    text = json.dumps(header).encode()
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    (d / "config.json").write_text(json.dumps(config))
+    return values
+
+
+GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+def reference(values: dict[str, np.ndarray], config: dict) -> llama_ref.LlamaRef:
+    w = {"token_embd.weight": values["model.embed_tokens.weight"], "output_norm.weight": values["model.norm.weight"]}
+    for name, v in values.items():
+        for hf, gguf_name in GGUF_NAMES.items():
+            prefix = name.split(hf)[0]
+            if name.startswith("model.layers.") and hf + "." in name:
+                layer = prefix.split(".")[2]
+                w[f"blk.{layer}.{gguf_name}.{name.rsplit('.', 1)[1]}"] = v
+    d, heads = config["hidden_size"], config["num_attention_heads"]
+    cfg = llama_ref.LlamaConfig(n_layers=config["num_hidden_layers"], dim=d, ffn_dim=config["intermediate_size"],
+                                n_heads=heads, n_kv_heads=config["num_key_value_heads"], head_dim=d // heads,
+                                rope_base=config.get("rope_theta", 10000.0), rope_dims=d // heads,
+                                norm_eps=config["rms_norm_eps"], vocab=config["vocab_size"], rope_half=True)
+    return llama_ref.LlamaRef(cfg, w)
+
+
+@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM"])
+def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, arch):
+    t, config = tensors(), {**CONFIG, "architectures": [arch]}
+    if arch == "Qwen2ForCausalLM":  # q/k/v biases, hard-wired in Qwen2
+        for i in range(config["num_hidden_layers"]):
+            for proj, width in (("q", 128), ("k", 64), ("v", 64)):
+                t[f"model.layers.{i}.self_attn.{proj}_proj.bias"] = ("BF16", (width,))
+    model = tmp_path / "hf"
+    ref = reference(write_random_checkpoint(model, t, config, seed=11), config)
+    ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8]
+    out = tmp_path / "logits.f32"
+    run_exactly(["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--out", out])
+    got = np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
+    want = ref.logits(ids)
+    rel = np.linalg.norm(got - want, axis=1) / np.linalg.norm(want, axis=1)
+    assert rel.max() < REL_L2_BOUND, rel
+    # Controls: the adjacent RoPE pairing, or the biases left out, are far from the engine.
+    other = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, rope_half=False), ref.w)
+    assert (np.linalg.norm(got - other.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > 100 * REL_L2_BOUND
+    if arch == "Qwen2ForCausalLM":
+        unbiased = llama_ref.LlamaRef(ref.cfg, {k: v for k, v in ref.w.items() if not k.endswith(".bias")})
+        assert (np.linalg.norm(got - unbiased.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > \
+            100 * REL_L2_BOUND
 
 
 @pytest.mark.parametrize("path", ["", "config.json", "model.safetensors"])
-@pytest.mark.parametrize("command", [["run", "-p", "hi", "-n", "1"], ["info"], ["logits", "--tokens", "1", "-o", "-"]])
-def test_cpu_refuses_hf_checkpoints_with_a_usage_error(run_exactly, tmp_path, path, command):
+def test_a_checkpoint_is_named_by_its_directory_or_a_file_in_it(run_exactly, tmp_path, path):
     model = write_checkpoint(tmp_path / "hf", tensors()) / path
-    p = run_exactly([command[0], "-m", model, *command[1:]], check=False)
-    assert p.returncode == USAGE, p.stderr
-    assert "Hugging Face checkpoint" in p.stderr and "--device cuda" in p.stderr and "GGUF" in p.stderr, p.stderr
+    p = run_exactly(["run", "-m", model, "--prompt-ids", "1,2", "-n", "1"], check=False)
+    assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "internal check" not in p.stderr
 
 
-def test_wrong_shape_is_named_before_the_gpu_is_needed(run_exactly, tmp_path):
+def test_wrong_shape_is_named(run_exactly, tmp_path):
     t = tensors()
     t["model.layers.1.self_attn.k_proj.weight"] = ("BF16", (128, 128))  # as if num_key_value_heads were 2
     model = write_checkpoint(tmp_path / "hf", t)
-    p = run_on_gpu_or_skip(run_exactly, model, tmp_path)
+    p = run_on_cpu(run_exactly, model, tmp_path)
     assert p.returncode == BAD_INPUT, p.stderr
     assert "model.safetensors: tensor 'model.layers.1.self_attn.k_proj.weight' has shape [128, 128]" in p.stderr
     assert "the config implies [64, 128]" in p.stderr
@@ -86,7 +161,7 @@ def test_wrong_shape_is_named_before_the_gpu_is_needed(run_exactly, tmp_path):
 def test_bad_tensors_are_named(run_exactly, tmp_path, edit, message):
     t = tensors()
     edit(t)
-    p = run_on_gpu_or_skip(run_exactly, write_checkpoint(tmp_path / "hf", t), tmp_path)
+    p = run_on_cpu(run_exactly, write_checkpoint(tmp_path / "hf", t), tmp_path)
     assert p.returncode == BAD_INPUT, p.stderr
     assert message in p.stderr
 

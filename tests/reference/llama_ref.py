@@ -171,9 +171,12 @@ class LlamaRef:
         n = h.shape[0]
         pre = f"blk.{layer}."
         # Projections, split into heads: [heads, n, head_dim].
-        q = (h @ w[pre + "attn_q.weight"].T).reshape(n, cfg.n_heads, cfg.head_dim).transpose(1, 0, 2)
-        k = (h @ w[pre + "attn_k.weight"].T).reshape(n, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
-        v = (h @ w[pre + "attn_v.weight"].T).reshape(n, cfg.n_kv_heads, cfg.head_dim).transpose(1, 0, 2)
+        def project(name, heads):  # with the projection's bias where the model has one (Qwen2)
+            y = h @ w[pre + name + ".weight"].T
+            if pre + name + ".bias" in w:
+                y = y + w[pre + name + ".bias"]
+            return y.reshape(n, heads, cfg.head_dim).transpose(1, 0, 2)
+        q, k, v = project("attn_q", cfg.n_heads), project("attn_k", cfg.n_kv_heads), project("attn_v", cfg.n_kv_heads)
         if cfg.qk_norm:  # per head, over head_dim
             q = self.rmsnorm(q, w[pre + "attn_q_norm.weight"])
             k = self.rmsnorm(k, w[pre + "attn_k_norm.weight"])
