@@ -75,6 +75,17 @@ std::unique_ptr<Tokenizer> hf_tokenizer(const std::filesystem::path& dir, const 
                                                          : placeholder_tokenizer(config.vocab_size);
 }
 
+// What the CPU model computes and the GPU model does not yet: refused by
+// name on the GPU rather than computed as another model.
+void check_gpu_supports(const std::string& path, const ModelConfig& c) {
+  std::string what;
+  if (c.qk_norm) what = c.architecture + "'s per-head q/k norms";
+  else if (c.n_experts > 0) what = c.architecture + "'s experts";
+  else if (c.rope_freq_factors) what = "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)";
+  if (!what.empty())
+    throw Error(strformat("%s: %s run on --device cpu only so far", path.c_str(), what.c_str()), ExitCode::kUsage);
+}
+
 LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
   LoadedModel m;
   ModelConfig config = read_hf_config(path);
@@ -82,6 +93,7 @@ LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
 #ifdef EXACTLY_WITH_CUDA
   if (options.device != Device::kCuda)
     throw Error("--load-format dummy needs --device cuda (random weights are made on the GPU)", ExitCode::kUsage);
+  check_gpu_supports(path, config);
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;
   cuda.cuda_graphs = options.cuda_graphs;
@@ -104,6 +116,7 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
     m.model = std::make_unique<LlamaModel>(std::move(weights), std::move(config));
     return m;
   }
+  check_gpu_supports(path, config);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;
@@ -118,12 +131,7 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
 
 std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, const LoadOptions& options) {
   if (options.device == Device::kCpu) return std::make_unique<LlamaModel>(file, std::move(config));
-  if (config.qk_norm || config.n_experts > 0 || config.rope_freq_factors)
-    throw Error(strformat("%s: %s run on --device cpu only so far", file.path().c_str(),
-                          config.qk_norm             ? (config.architecture + "'s per-head q/k norms").c_str()
-                          : config.n_experts > 0     ? (config.architecture + "'s experts").c_str()
-                                                     : "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)"),
-                ExitCode::kUsage);
+  check_gpu_supports(file.path(), config);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;

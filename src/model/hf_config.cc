@@ -19,10 +19,11 @@ struct Architecture {
   bool reads_attention_bias;  // config.json "attention_bias" applies
 };
 
-constexpr std::array<Architecture, 3> kArchitectures = {{
+constexpr std::array<Architecture, 4> kArchitectures = {{
     {"LlamaForCausalLM", "llama", false, true},
     {"MistralForCausalLM", "llama", false, false},
     {"Qwen2ForCausalLM", "qwen2", true, false},
+    {"Qwen3ForCausalLM", "qwen3", false, true},
 }};
 
 int32_t positive_int(const JsonObject& cfg, std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
@@ -122,12 +123,14 @@ ModelConfig read_hf_config(const std::string& path) {
   c.context_length = positive_int(cfg, "max_position_embeddings");
   // Below the window, sliding-window attention is full attention; capping the
   // context there keeps every computation exact.
-  const bool sliding = arch.hf_name == "Qwen2ForCausalLM" ? cfg.get_bool("use_sliding_window").value_or(false)
-                                                          : cfg.find("sliding_window") != nullptr;
+  const bool qwen = arch.hf_name == "Qwen2ForCausalLM" || arch.hf_name == "Qwen3ForCausalLM";
+  const bool sliding = qwen ? cfg.get_bool("use_sliding_window").value_or(false)
+                            : cfg.find("sliding_window") != nullptr && !cfg.find("sliding_window")->is_null();
   if (sliding) c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
   c.vocab_size = positive_int(cfg, "vocab_size");
   c.attention_bias = arch.qkv_bias || (arch.reads_attention_bias && cfg.get_bool("attention_bias").value_or(false));
   c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(false);
+  c.qk_norm = arch.name == "qwen3";  // q_norm / k_norm over each head
   c.dtype = dtype(cfg);
   return c;
 }

@@ -86,6 +86,10 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
       if (b != nullptr && !c.attention_bias) r.fail(*b, "is present, but config.json asks for no attention bias");
     if (const SafetensorsTensor* b = r.find(p + "self_attn.o_proj.bias"))
       r.fail(*b, "is an o_proj bias (Llama's attention_bias: true), which is not supported");
+    if (c.qk_norm) {
+      L.q_norm = r.get(p + "self_attn.q_norm.weight", {c.head_dim});
+      L.k_norm = r.get(p + "self_attn.k_norm.weight", {c.head_dim});
+    }
     L.wo = r.get(p + "self_attn.o_proj.weight", {dim, q_rows});
     L.ffn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
     L.w_gate = r.get(p + "mlp.gate_proj.weight", {ffn, dim});

@@ -26,6 +26,8 @@ struct HfLayerWeights {
   const SafetensorsTensor* q_bias;     // [n_heads head_dim], null without attention_bias
   const SafetensorsTensor* k_bias;     // [n_kv_heads head_dim], null without attention_bias
   const SafetensorsTensor* v_bias;     // [n_kv_heads head_dim], null without attention_bias
+  const SafetensorsTensor* q_norm;     // [head_dim], with config.qk_norm (Qwen3)
+  const SafetensorsTensor* k_norm;     // [head_dim], with config.qk_norm
   const SafetensorsTensor* wo;         // [dim, n_heads head_dim]
   const SafetensorsTensor* ffn_norm;   // [dim]
   const SafetensorsTensor* w_gate;     // [ffn_dim, dim]

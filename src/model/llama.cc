@@ -141,6 +141,8 @@ LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
     L.q_bias = f32(h.q_bias);
     L.k_bias = f32(h.k_bias);
     L.v_bias = f32(h.v_bias);
+    L.q_norm = f32(h.q_norm);
+    L.k_norm = f32(h.k_norm);
     L.wo = hf_matrix(*h.wo);
     L.ffn_norm = f32(h.ffn_norm);
     L.w_gate = hf_matrix(*h.w_gate);

@@ -89,7 +89,7 @@ def write_random_checkpoint(d: Path, t: dict, config: dict, seed: int) -> dict[s
     return values
 
 
-GGUF_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+GGUF_NAMES = {"self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
               "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
 
@@ -106,13 +106,19 @@ def reference(values: dict[str, np.ndarray], config: dict) -> llama_ref.LlamaRef
     cfg = llama_ref.LlamaConfig(n_layers=config["num_hidden_layers"], dim=d, ffn_dim=config["intermediate_size"],
                                 n_heads=heads, n_kv_heads=config["num_key_value_heads"], head_dim=d // heads,
                                 rope_base=config.get("rope_theta", 10000.0), rope_dims=d // heads,
-                                norm_eps=config["rms_norm_eps"], vocab=config["vocab_size"], rope_half=True)
+                                norm_eps=config["rms_norm_eps"], vocab=config["vocab_size"], rope_half=True,
+                                qk_norm=config["architectures"] == ["Qwen3ForCausalLM"])
     return llama_ref.LlamaRef(cfg, w)
 
 
-@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM"])
+@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"])
 def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, arch):
     t, config = tensors(), {**CONFIG, "architectures": [arch]}
+    if arch == "Qwen3ForCausalLM":  # per-head q/k norms; heads of 64 given explicitly, no sliding window
+        config.update({"head_dim": 64, "use_sliding_window": False, "sliding_window": None, "attention_bias": False})
+        for i in range(config["num_hidden_layers"]):
+            for proj in ("q", "k"):
+                t[f"model.layers.{i}.self_attn.{proj}_norm.weight"] = ("BF16", (64,))
     if arch == "Qwen2ForCausalLM":  # q/k/v biases, hard-wired in Qwen2
         for i in range(config["num_hidden_layers"]):
             for proj, width in (("q", 128), ("k", 64), ("v", 64)):
@@ -129,6 +135,10 @@ def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, 
     # Controls: the adjacent RoPE pairing, or the biases left out, are far from the engine.
     other = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, rope_half=False), ref.w)
     assert (np.linalg.norm(got - other.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > 100 * REL_L2_BOUND
+    if arch == "Qwen3ForCausalLM":
+        unnormed = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, qk_norm=False), ref.w)
+        assert (np.linalg.norm(got - unnormed.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > \
+            100 * REL_L2_BOUND
     if arch == "Qwen2ForCausalLM":
         unbiased = llama_ref.LlamaRef(ref.cfg, {k: v for k, v in ref.w.items() if not k.endswith(".bias")})
         assert (np.linalg.norm(got - unbiased.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > \
