@@ -49,7 +49,8 @@ constexpr std::string_view kQwen2 =
 
 const std::vector<PreSpec>& pre_specs() {
   static const std::vector<PreSpec> specs = {
-      {{"gpt2", "mpt", "olmo"}, {{kGpt2, true}}, false},
+      // "gpt-2" is how llama.cpp's converter spells GPT-2's.
+      {{"gpt2", "gpt-2", "mpt", "olmo"}, {{kGpt2, true}}, false},
       {{"llama-bpe", "llama3", "smaug-bpe", "dbrx"}, {{kLlama3, true}}, true},
       {{"qwen2"}, {{kQwen2, true}}, false},
       // SmolLM2 / StarCoder tokenizer.json: Digits(individual_digits=True),

@@ -111,7 +111,7 @@ def hf_pre_tokenizer(pre: str):
     if pre == "smollm":  # SmolLM2's tokenizer.json
         return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
                                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    if pre == "gpt2":
+    if pre in ("gpt2", "gpt-2"):  # "gpt-2": llama.cpp's spelling of GPT-2's ByteLevel regex
         return pre_tokenizers.Sequence([isolated(GPT2_REGEX), byte_level])
     if pre == "llama-bpe":
         return pre_tokenizers.Sequence([isolated(LLAMA3_REGEX), byte_level])
@@ -331,7 +331,7 @@ def with_digit_merges(vocab: GGUFVocab) -> GGUFVocab:
     return out
 
 
-@pytest.mark.parametrize("pre", ["gpt2", "llama-bpe", "qwen2", "default"])
+@pytest.mark.parametrize("pre", ["gpt2", "gpt-2", "llama-bpe", "qwen2", "default"])
 def test_pre_tokenizers_match_hugging_face(smol_vocab, corpus, tmp_path, pre):
     vocab = with_digit_merges(smol_vocab)
     path = write_vocab_gguf(tmp_path / f"{pre}.gguf", "gpt2", vocab.tokens, vocab.types, pre=pre,
