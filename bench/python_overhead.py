@@ -71,8 +71,10 @@ class StepTimer:
         return out
 
 
-def run_python(llm: LLM, bodies: list[dict]) -> tuple[float, float]:
-    """Output tokens per second, and the share of the time spent outside the engine's steps."""
+def run_python(llm: LLM, bodies: list[dict]) -> tuple[float, float, float]:
+    """Output tokens per second, the share of the time spent outside the
+    engine's steps, and that time per output token in microseconds (what the
+    Python side costs a token, whatever the engine's speed)."""
     prompts = [b["prompt"] for b in bodies]
     params = [SamplingParams(max_tokens=b["max_tokens"], temperature=b["temperature"], seed=b["seed"],
                              ignore_eos=True) for b in bodies]
@@ -81,7 +83,8 @@ def run_python(llm: LLM, bodies: list[dict]) -> tuple[float, float]:
     start = time.perf_counter()
     outs = llm.generate(prompts, params)
     elapsed = time.perf_counter() - start
-    return sum(len(o.outputs[0].token_ids) for o in outs) / elapsed, 1 - timer.seconds / elapsed
+    tokens = sum(len(o.outputs[0].token_ids) for o in outs)
+    return tokens / elapsed, 1 - timer.seconds / elapsed, (elapsed - timer.seconds) / tokens * 1e6
 
 
 def main() -> None:
@@ -99,13 +102,14 @@ def main() -> None:
         requests_file = Path(tmp) / "requests.jsonl"
         requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
         # A fresh engine per Python run, as each CLI run has one (an empty prefix cache).
-        cli, py, outside = [], [], []
+        cli, py, outside, per_token = [], [], [], []
         for _ in range(a.repeats):
             cli.append(run_cli(a.model, requests_file, a.threads, a.kv_cache_memory, a.device))
             llm = LLM(model=a.model, device=a.device, threads=a.threads, kv_cache_memory=a.kv_cache_memory)
-            rate, share = run_python(llm, bodies)
+            rate, share, us = run_python(llm, bodies)
             py.append(rate)
             outside.append(share)
+            per_token.append(us)
             del llm
     ratios = [p / c for p, c in zip(py, cli)]
     print(json.dumps({"device": a.device, "requests": a.requests, "max_tokens": a.max_tokens, "threads": a.threads,
@@ -113,6 +117,8 @@ def main() -> None:
                       "median_cli": statistics.median(cli), "median_python": statistics.median(py),
                       "median_ratio_python_over_cli": statistics.median(ratios),
                       "share_outside_steps": outside, "median_share_outside_steps": statistics.median(outside),
+                      "outside_us_per_token": per_token,
+                      "median_outside_us_per_token": statistics.median(per_token),
                       "load_average": os.getloadavg()}, indent=1))
 
 

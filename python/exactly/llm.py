@@ -168,7 +168,7 @@ class LLM:
     def _finish_all(self, states: list[RequestState]) -> list[RequestOutput]:
         try:
             for state, out in self._outputs(states):
-                state.absorb(out)
+                state.fold(out)
         finally:
             self._abort(states)
         return [state.whole() for state in states]

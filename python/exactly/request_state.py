@@ -22,7 +22,7 @@ class RequestState:
         self.finished = False
         self._with_logprobs = params.logprobs is not None
         self._tokenizer = tokenizer
-        self._text = [b""] * params.n  # bytes, decoded whole at the end as the CLI writes them
+        self._text: list[list[bytes]] = [[] for _ in range(params.n)]  # pieces, decoded whole at the end as the CLI does
         self._completions = [self._completion(i) for i in range(params.n)]
         self._prompt_logprobs: list[PositionLogprobs | None] | None = None
         self._cached_tokens = 0
@@ -34,7 +34,7 @@ class RequestState:
             whole = self._completions[d.index]
             delta = self._completion(d.index)
             text = d.text
-            self._text[d.index] += text
+            self._text[d.index].append(text)
             delta.text = text.decode("utf-8", "replace")
             delta.token_ids = list(d.token_ids)
             whole.token_ids.extend(delta.token_ids)
@@ -57,10 +57,30 @@ class RequestState:
         return RequestOutput(str(self.request_id), self.prompt, self.prompt_ids, prompt_logprobs, deltas,
                              out.finished, self._cached_tokens)
 
+    def fold(self, out: Any) -> None:
+        """Folds one step's output into the whole without making a delta (for
+        generate() and chat(), which return only the whole)."""
+        for d in out.completions:
+            whole = self._completions[d.index]
+            self._text[d.index].append(d.text)
+            whole.token_ids.extend(d.token_ids)
+            if self._with_logprobs:
+                logprobs = d.logprobs
+                whole.logprobs.extend(self._position(t) for t in logprobs)
+                for t in logprobs:
+                    whole.cumulative_logprob += t.logprob
+            if d.finish_reason is not None:
+                whole.finish_reason = d.finish_reason
+                whole.tool_calls = self._calls(d.index)
+        if out.prompt_logprobs:
+            self._prompt_logprobs = [None if t is None else self._position(t) for t in out.prompt_logprobs]
+        self._cached_tokens = out.cached_prompt_tokens
+        self.finished = out.finished
+
     def whole(self) -> RequestOutput:
         """Everything the request made so far."""
         for i, c in enumerate(self._completions):
-            c.text = self._text[i].decode("utf-8", "replace")
+            c.text = b"".join(self._text[i]).decode("utf-8", "replace")
         return RequestOutput(str(self.request_id), self.prompt, self.prompt_ids, self._prompt_logprobs,
                              self._completions, self.finished, self._cached_tokens)
 
@@ -68,7 +88,7 @@ class RequestState:
         """The tool calls in completion `index`'s finished text (None without tools)."""
         if self._tools is None:
             return None
-        text = self._text[index].decode("utf-8", "replace")
+        text = b"".join(self._text[index]).decode("utf-8", "replace")
         found = json.loads(_exactly.find_tool_calls(text, self._tools["choice"], self._tools["names"],
                                                     self._tools["parallel"]))
         return found["calls"]
