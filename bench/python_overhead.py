@@ -70,6 +70,12 @@ class StepTimer:
         self.seconds += time.perf_counter() - start
         return out
 
+    def step_folding(self, mine):  # generate()'s step: outputs folded in the engine
+        start = time.perf_counter()
+        out = self._engine.step_folding(mine)
+        self.seconds += time.perf_counter() - start
+        return out
+
 
 def run_python(llm: LLM, bodies: list[dict]) -> tuple[float, float, float]:
     """Output tokens per second, the share of the time spent outside the

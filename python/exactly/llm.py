@@ -166,9 +166,27 @@ class LLM:
         return None, token_ids_arg(caller, f"prompts[{index}]", prompt, self.tokenizer.vocab_size)
 
     def _finish_all(self, states: list[RequestState]) -> list[RequestOutput]:
+        """Runs the requests to the end, their step outputs folded by the
+        engine (none crosses into Python until the whole does)."""
         try:
-            for state, out in self._outputs(states):
-                state.fold(out)
+            waiting = {s.request_id for s in states}
+            while waiting:
+                with self._step_lock:
+                    for i in list(waiting):  # delivered by other callers' steps, folded in their turn
+                        for out in self._inbox.pop(i, []):
+                            self._engine.fold_output(out)
+                            if out.finished:
+                                waiting.discard(i)
+                    if not waiting:
+                        break
+                    if not self._engine.has_unfinished():
+                        raise RuntimeError("the engine has no work but requests are unfinished")
+                    finished, others = self._engine.step_folding(sorted(waiting))
+                    for out in others:
+                        self._inbox.setdefault(out.id, []).append(out)
+                    waiting.difference_update(finished)
+            for state in states:
+                state.fold(self._engine.take_folded(state.request_id))
         finally:
             self._abort(states)
         return [state.whole() for state in states]
@@ -209,6 +227,7 @@ class LLM:
                 state.finished = True
             with self._step_lock:
                 self._inbox.pop(state.request_id, None)
+                self._engine.drop_folded(state.request_id)
 
 
 def _prompt_list(prompts: Any) -> list[Any]:

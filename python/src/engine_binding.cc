@@ -6,13 +6,16 @@
 // two threads never step it at once.
 #include <malloc.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -83,6 +86,48 @@ class PyEngine {
     return engine_->step();
   }
 
+  // One step for a caller that wants only the whole of its requests
+  // (generate(), chat()): the outputs of `mine` are folded here, in order,
+  // instead of crossing into Python one step at a time. Returns the ids of
+  // `mine` that finished in this step, and the other requests' outputs.
+  std::pair<std::vector<ClientRequestId>, std::vector<RequestOutput>> step_folding(
+      const std::vector<ClientRequestId>& mine) {
+    std::lock_guard lock(mutex_);
+    std::vector<ClientRequestId> finished;
+    std::vector<RequestOutput> others;
+    for (RequestOutput& out : engine_->step()) {
+      if (std::find(mine.begin(), mine.end(), out.id) == mine.end()) {
+        others.push_back(std::move(out));
+        continue;
+      }
+      if (out.finished) finished.push_back(out.id);
+      fold_locked(std::move(out));
+    }
+    return {std::move(finished), std::move(others)};
+  }
+
+  // An output that another caller's step delivered, folded in its turn.
+  void fold_output(const RequestOutput& out) {
+    std::lock_guard lock(mutex_);
+    fold_locked(RequestOutput(out));
+  }
+
+  // Everything folded for `id` as one output (then forgotten); an empty one
+  // when nothing was.
+  RequestOutput take_folded(ClientRequestId id) {
+    std::lock_guard lock(mutex_);
+    auto it = folded_.find(id);
+    if (it == folded_.end()) return RequestOutput{id};
+    RequestOutput out = std::move(it->second);
+    folded_.erase(it);
+    return out;
+  }
+
+  void drop_folded(ClientRequestId id) {
+    std::lock_guard lock(mutex_);
+    folded_.erase(id);
+  }
+
   void abort(ClientRequestId id) {
     std::lock_guard lock(mutex_);
     engine_->abort(id);
@@ -151,6 +196,36 @@ class PyEngine {
   const Engine& engine() const { return *engine_; }
 
  private:
+  // Appends a step's output to what was folded for its request: each
+  // completion's tokens, text and logprobs in order, its finish reason, the
+  // prompt's logprobs when they come, the latest counts.
+  void fold_locked(RequestOutput&& out) {
+    auto [it, first] = folded_.try_emplace(out.id);
+    RequestOutput& whole = it->second;
+    if (first) {
+      whole = std::move(out);
+      return;
+    }
+    for (CompletionDelta& d : out.completions) {
+      auto c = std::find_if(whole.completions.begin(), whole.completions.end(),
+                            [&](const CompletionDelta& w) { return w.index == d.index; });
+      if (c == whole.completions.end()) {
+        whole.completions.push_back(std::move(d));
+        continue;
+      }
+      c->token_ids.insert(c->token_ids.end(), d.token_ids.begin(), d.token_ids.end());
+      c->text += d.text;
+      c->logprobs.insert(c->logprobs.end(), std::make_move_iterator(d.logprobs.begin()),
+                         std::make_move_iterator(d.logprobs.end()));
+      if (d.finish_reason) c->finish_reason = d.finish_reason;
+    }
+    if (!out.prompt_logprobs.empty()) whole.prompt_logprobs = std::move(out.prompt_logprobs);
+    whole.finished = out.finished;
+    whole.prompt_tokens = out.prompt_tokens;
+    whole.cached_prompt_tokens = out.cached_prompt_tokens;
+    whole.completion_tokens = out.completion_tokens;
+  }
+
   static std::optional<nlohmann::ordered_json> parse_template_kwargs(const std::string& text) {
     if (text.empty()) return std::nullopt;
     nlohmann::json body = nlohmann::json::object();
@@ -174,6 +249,7 @@ class PyEngine {
   std::unique_ptr<GrammarCache> grammars_;  // made when a request asks for a grammar
   std::unique_ptr<Engine> engine_;
   std::mutex mutex_;
+  std::unordered_map<ClientRequestId, RequestOutput> folded_;  // step_folding's requests, under mutex_
 };
 
 void bind_config(nb::module_& m) {
@@ -205,6 +281,10 @@ void bind_engine(nb::module_& m) {
            nb::arg("device"), nb::arg("config"), nb::arg("deterministic"), nb::arg("enforce_eager"), Unlocked())
       .def("add_request", &PyEngine::add_request, nb::arg("body"), Unlocked())
       .def("step", &PyEngine::step, Unlocked())
+      .def("step_folding", &PyEngine::step_folding, nb::arg("mine"), Unlocked())
+      .def("fold_output", &PyEngine::fold_output, nb::arg("output"))
+      .def("take_folded", &PyEngine::take_folded, nb::arg("id"))
+      .def("drop_folded", &PyEngine::drop_folded, nb::arg("id"))
       .def("abort", &PyEngine::abort, nb::arg("id"), Unlocked())
       .def("has_unfinished", &PyEngine::has_unfinished, Unlocked())
       .def("kv_stats", &PyEngine::kv_stats)

@@ -284,6 +284,12 @@ class StepTimer:
         self.steps.append((start, time.perf_counter()))
         return out
 
+    def step_folding(self, mine):  # generate()'s step
+        start = time.perf_counter()
+        out = self._engine.step_folding(mine)
+        self.steps.append((start, time.perf_counter()))
+        return out
+
 
 def test_the_gil_is_released_while_the_engine_steps(model_path):
     """A Python thread's loop runs inside the engine's steps: with the GIL held
