@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import _exactly
+
 
 class Tokenizer:
     def __init__(self, engine) -> None:
@@ -39,16 +41,22 @@ class Tokenizer:
         return self._engine.decode(ids, not skip_special_tokens).decode("utf-8", "replace")
 
     def apply_chat_template(self, messages: list[dict[str, Any]], tokenize: bool = False,
-                            add_generation_prompt: bool = True, **template_kwargs: Any) -> str | list[int]:
+                            add_generation_prompt: bool = True, tools: list[dict[str, Any]] | None = None,
+                            **template_kwargs: Any) -> str | list[int]:
         """`messages` rendered by the model's chat template (ChatML when it has
         none), as the server and chat() render them; token ids with tokenize.
-        Further keyword arguments are template variables, as in transformers
-        (enable_thinking=False for Qwen3, say)."""
+        `tools` as chat(tools=...) passes them. Further keyword arguments are
+        template variables, as in transformers (enable_thinking=False for
+        Qwen3, say); transformers' other options are refused by name."""
+        unsupported = sorted(TRANSFORMERS_OPTIONS & set(template_kwargs))
+        if unsupported:
+            raise ValueError(f"apply_chat_template(): argument '{unsupported[0]}' is not supported")
         text = messages_json("apply_chat_template", messages)
         kwargs = template_kwargs_json("apply_chat_template", template_kwargs)
+        tools_json = tools_json_arg("apply_chat_template", tools)
         if tokenize and add_generation_prompt:
-            return self._engine.chat_tokens(text, "", kwargs)
-        rendered = self._engine.chat_text(text, bool(add_generation_prompt), kwargs)
+            return self._engine.chat_tokens(text, tools_json, kwargs)
+        rendered = self._engine.chat_text(text, bool(add_generation_prompt), kwargs, tools_json)
         if not tokenize:
             return rendered
         # BOS first when the model asks for it, unless the template wrote it.
@@ -75,6 +83,23 @@ def messages_json(caller: str, messages: Any) -> str:
         return json.dumps(list(messages), allow_nan=False)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{caller}(): argument 'messages' cannot be read as JSON: {e}") from None
+
+
+# transformers' apply_chat_template options that this one does not implement:
+# refused, not passed to the template as variables.
+TRANSFORMERS_OPTIONS = {"documents", "chat_template", "continue_final_message", "padding", "truncation", "max_length",
+                        "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs"}
+
+
+def tools_json_arg(caller: str, tools: Any) -> str:
+    """A list of OpenAI tools as JSON ("" for none), checked as chat() checks them."""
+    if tools is None:
+        return ""
+    try:
+        _exactly.tool_request(json.dumps({"tools": tools}))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{caller}(): {e}") from None
+    return json.dumps(tools)
 
 
 def template_kwargs_json(caller: str, kwargs: Any) -> str:

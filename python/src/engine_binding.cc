@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -92,11 +93,12 @@ class PyEngine {
   // `mine` that finished in this step, and the other requests' outputs.
   std::pair<std::vector<ClientRequestId>, std::vector<RequestOutput>> step_folding(
       const std::vector<ClientRequestId>& mine) {
+    const std::unordered_set<ClientRequestId> owned(mine.begin(), mine.end());
     std::lock_guard lock(mutex_);
     std::vector<ClientRequestId> finished;
     std::vector<RequestOutput> others;
     for (RequestOutput& out : engine_->step()) {
-      if (std::find(mine.begin(), mine.end(), out.id) == mine.end()) {
+      if (!owned.contains(out.id)) {
         others.push_back(std::move(out));
         continue;
       }
@@ -174,11 +176,12 @@ class PyEngine {
 
   // `template_kwargs`: further template variables as a JSON object, "" for
   // none, checked as the server checks chat_template_kwargs.
-  std::string chat_text(const std::string& messages, bool add_generation_prompt,
-                        const std::string& template_kwargs) const {
+  std::string chat_text(const std::string& messages, bool add_generation_prompt, const std::string& template_kwargs,
+                        const std::string& tools) const {
     const auto kwargs = parse_template_kwargs(template_kwargs);
-    return server::chat_prompt_text(parse_messages(messages), tok(), add_generation_prompt, nullptr,
-                                    kwargs ? &*kwargs : nullptr);
+    const nlohmann::ordered_json parsed = tools.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json::parse(tools);
+    return server::chat_prompt_text(parse_messages(messages), tok(), add_generation_prompt,
+                                    tools.empty() ? nullptr : &parsed, kwargs ? &*kwargs : nullptr);
   }
 
   // `tools`: a chat request's "tools" array as JSON, "" for none; they go to
@@ -282,16 +285,16 @@ void bind_engine(nb::module_& m) {
       .def("add_request", &PyEngine::add_request, nb::arg("body"), Unlocked())
       .def("step", &PyEngine::step, Unlocked())
       .def("step_folding", &PyEngine::step_folding, nb::arg("mine"), Unlocked())
-      .def("fold_output", &PyEngine::fold_output, nb::arg("output"))
-      .def("take_folded", &PyEngine::take_folded, nb::arg("id"))
-      .def("drop_folded", &PyEngine::drop_folded, nb::arg("id"))
+      .def("fold_output", &PyEngine::fold_output, nb::arg("output"), Unlocked())
+      .def("take_folded", &PyEngine::take_folded, nb::arg("id"), Unlocked())
+      .def("drop_folded", &PyEngine::drop_folded, nb::arg("id"), Unlocked())
       .def("abort", &PyEngine::abort, nb::arg("id"), Unlocked())
       .def("has_unfinished", &PyEngine::has_unfinished, Unlocked())
       .def("kv_stats", &PyEngine::kv_stats)
       .def("encode", &PyEngine::encode, nb::arg("text"), nb::arg("add_special_tokens"), Unlocked())
       .def("decode", &PyEngine::decode, nb::arg("ids"), nb::arg("render_special"))
       .def("chat_text", &PyEngine::chat_text, nb::arg("messages"), nb::arg("add_generation_prompt"),
-           nb::arg("template_kwargs") = "", Unlocked())
+           nb::arg("template_kwargs") = "", nb::arg("tools") = "", Unlocked())
       .def("chat_tokens", &PyEngine::chat_tokens, nb::arg("messages"), nb::arg("tools") = "",
            nb::arg("template_kwargs") = "", Unlocked())
       .def("token_text", &PyEngine::token_text, nb::arg("id"))

@@ -1,10 +1,12 @@
 // `exactly info`: what a model file holds and what running it costs.
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "engine/loaded_model.h"
+#include "core/error.h"
 #include "core/format.h"
 #include "model/kv_storage.h"
 
@@ -17,10 +19,8 @@ bool is_token_list(const std::string& key) {
          key == "tokenizer.ggml.token_type" || key == "tokenizer.ggml.scores";
 }
 
-void run(const ModelOptions& o, bool all_tensors) {
-  LoadedModel m = load_model(o.model, false);
-  const GGUFFile& f = *m.file;
-  const ModelConfig& c = m.config();
+// The GGUF file's metadata and tensors; the total bytes and parameters of its tensors.
+std::pair<uint64_t, int64_t> print_gguf(const GGUFFile& f, bool all_tensors) {
   std::printf("file: %s\n", f.path().c_str());
   std::printf("gguf version: %u, alignment: %llu, %zu metadata keys, %zu tensors, %s\n", f.version(),
               static_cast<unsigned long long>(f.alignment()), f.metadata().size(), f.tensors().size(),
@@ -56,9 +56,28 @@ void run(const ModelOptions& o, bool all_tensors) {
                   shape.c_str(), static_cast<unsigned long long>(t.offset));
     }
   }
+  return {weight_bytes, params};
+}
 
+void run(const ModelOptions& o, bool all_tensors) {
+  LoadedModel m = load_model(o.model, false);
+  const ModelConfig& c = m.config();
+  uint64_t weight_bytes = 0;
+  int64_t params = 0;
+  if (m.file != nullptr) {
+    std::tie(weight_bytes, params) = print_gguf(*m.file, all_tensors);
+  } else {
+    if (all_tensors) throw Error("--tensors lists a GGUF file's tensors; this is a Hugging Face checkpoint",
+                                 ExitCode::kUsage);
+    std::printf("Hugging Face checkpoint: %s (weights as stored, %s)\n", o.model.c_str(), c.dtype.c_str());
+    weight_bytes = static_cast<uint64_t>(m.model->weight_bytes());
+  }
   const int64_t kv_slot = KVStorage::bytes_per_slot(c);
-  std::printf("\nmodel: %s (%s), %.1f M parameters\n", c.name.c_str(), c.architecture.c_str(), static_cast<double>(params) / 1e6);
+  if (params > 0)
+    std::printf("\nmodel: %s (%s), %.1f M parameters\n", c.name.c_str(), c.architecture.c_str(),
+                static_cast<double>(params) / 1e6);
+  else
+    std::printf("\nmodel: %s (%s)\n", c.name.c_str(), c.architecture.c_str());
   std::printf("  layers %d, dim %d, ffn %d, heads %d (kv %d, head dim %d), vocab %d, context %d, rope base %g\n",
               c.n_layers, c.dim, c.ffn_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.context_length,
               static_cast<double>(c.rope_freq_base));

@@ -22,6 +22,7 @@ constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
 
 // Bounds that keep a layer's routing tables small whatever the file says.
 constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
+constexpr int32_t kMaxRopeDims = 1024;  // the RoPE kernels' bound (512 pairs)
 
 // RoPE scaling other than Llama 3.1's frequency factors (a tensor, read with
 // the weights) changes the angles in ways not implemented here: refused,
@@ -97,9 +98,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   }
   c.rope_dims = f.find(a + "rope.dimension_count") ? positive_int(f, a + "rope.dimension_count")
                                                    : c.head_dim;
-  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0)
-    throw FileFormatError(strformat("%s: rope.dimension_count %d is invalid for head dim %d",
-                                    f.path().c_str(), c.rope_dims, c.head_dim));
+  if (c.rope_dims > c.head_dim || c.rope_dims % 2 != 0 || c.rope_dims > kMaxRopeDims)
+    throw FileFormatError(strformat("%s: rope.dimension_count %d is invalid for head dim %d (even, at most %d)",
+                                    f.path().c_str(), c.rope_dims, c.head_dim, kMaxRopeDims));
   c.rope_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
   c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0))

@@ -44,7 +44,7 @@ const Architecture& architecture(const JsonObject& cfg) {
     if (a.hf_name == name) return a;
   }
   cfg.fail("architectures", strformat("names '%s', which is not supported (supported: LlamaForCausalLM, "
-                                      "MistralForCausalLM, Qwen2ForCausalLM)",
+                                      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
                                       name.c_str()));
 }
 
@@ -115,6 +115,7 @@ ModelConfig read_hf_config(const std::string& path) {
   }
   c.head_dim = positive_int(cfg, "head_dim", c.dim / c.n_heads);
   if (c.head_dim % 2 != 0) cfg.fail("head_dim", strformat("%d is odd; RoPE rotates pairs", c.head_dim));
+  if (c.head_dim > 1024) cfg.fail("head_dim", strformat("%d is above 1,024, the RoPE kernels' bound", c.head_dim));
   c.rope_dims = c.head_dim;
   c.rope_layout = RopeLayout::kHalfSplit;
   c.rope_freq_base = rope_theta(cfg);

@@ -34,6 +34,9 @@ std::vector<kernels::WeightMatrix> matrices(const GGUFFile& f, const std::string
     throw FileFormatError(strformat("%s: tensor '%s' should have shape [%lld, %lld, %lld]", f.path().c_str(),
                                     name.c_str(), static_cast<long long>(cols), static_cast<long long>(rows),
                                     static_cast<long long>(n)));
+  if (cols % 32 != 0)
+    throw FileFormatError(strformat("%s: tensor '%s' has %lld columns; the CPU kernels need a multiple of 32",
+                                    f.path().c_str(), name.c_str(), static_cast<long long>(cols)));
   std::vector<kernels::WeightMatrix> out;
   const int64_t stride = rows * ggml_row_bytes(t.type, cols);
   for (int64_t e = 0; e < n; ++e) out.push_back({t.type, static_cast<const uint8_t*>(t.data) + e * stride, rows, cols});
@@ -163,10 +166,11 @@ void LlamaModel::ensure_scratch(int64_t n) {
   grow(v_, n * c.n_kv_heads * c.head_dim);
   grow(attn_, n * c.n_heads * c.head_dim);
   grow(proj_, n * c.dim);
-  grow(gate_, n * c.ffn_dim);
+  const int64_t dense_ffn = c.n_experts > 0 ? 0 : c.ffn_dim;  // experts have scratch of their own
+  grow(gate_, n * dense_ffn);
   grow(rope_cos_, n * (c.rope_dims / 2));
   grow(rope_sin_, n * (c.rope_dims / 2));
-  grow(up_, n * c.ffn_dim);
+  grow(up_, n * dense_ffn);
 }
 
 int64_t LlamaModel::weight_bytes() const {

@@ -1,6 +1,8 @@
 #include "server/chat_prompt.h"
 
+#include "core/format.h"
 #include "server/openai_request.h"
+#include "server/request_body.h"
 #include "server/tool_calls.h"
 
 #if __has_include("tokenizer/chat_template.h")
@@ -50,7 +52,17 @@ ordered parsed_tool_calls(const json& calls) {
       bad("has a tool call without {\"function\": {\"name\", \"arguments\"}}");
     ordered call = ordered(c);
     ordered args = f->contains("arguments") ? ordered((*f)["arguments"]) : ordered::object();
-    if (args.is_string()) args = ordered::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_string()) {
+      // As deep as a request body may nest: deeper values would recurse
+      // through every copy and dump below.
+      bool too_deep = false;
+      const auto limit = [&](int depth, ordered::parse_event_t, ordered&) {
+        too_deep = too_deep || depth > kMaxJsonDepth;
+        return !too_deep;
+      };
+      args = ordered::parse(args.get<std::string>(), limit, false);
+      if (too_deep) bad(strformat("has tool call arguments that nest more than %d deep", kMaxJsonDepth));
+    }
     if (args.is_discarded()) bad("has a tool call whose arguments are not JSON");
     call["function"]["arguments"] = std::move(args);
     out.push_back(std::move(call));
@@ -119,6 +131,9 @@ std::string render(const ordered& raw_messages, const Tokenizer& tok, bool add_g
   }
 #endif
   (void)text_of;
+  if (template_kwargs != nullptr && !template_kwargs->empty())
+    throw RequestError("field 'chat_template_kwargs' has variables for a chat template, and this model has none",
+                       "chat_template_kwargs");
   // ChatML, the format of models that ship no template (and the stand-in
   // until templates are rendered).
   std::string text;

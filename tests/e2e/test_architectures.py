@@ -50,7 +50,8 @@ def tokenizer_fields(model_path) -> dict:
              "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
 
 
-def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: int = 3, extra=None) -> None:
+def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: int = 3, extra=None,
+                expert_ffn: int = EXPERT_FFN, head_dim: int = HEAD_DIM) -> None:
     arch, moe, key_length = ARCHS[name]
     rng = np.random.default_rng(seed)
     vocab = len(tok["tokenizer.ggml.tokens"])
@@ -61,14 +62,14 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
     w.add_head_count(HEADS)
     w.add_head_count_kv(KV_HEADS)
     if key_length:  # heads of 32: q is wider than the stream
-        w.add_key_length(HEAD_DIM)
-        w.add_value_length(HEAD_DIM)
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     heads = HEAD_DIM if key_length else DIM // HEADS
     if moe:
         w.add_expert_count(EXPERTS)
         w.add_expert_used_count(EXPERTS_USED)
         if arch == "qwen3moe":
-            w.add_expert_feed_forward_length(EXPERT_FFN)
+            w.add_expert_feed_forward_length(expert_ffn)
             w.add_feed_forward_length(FFN)  # a dense width the experts do not use
         else:
             w.add_feed_forward_length(EXPERT_FFN)  # Mixtral's files give the experts' width here
@@ -111,9 +112,9 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
         norm(p + "ffn_norm.weight", DIM)
         if moe:
             w.add_tensor(p + "ffn_gate_inp.weight", rng.standard_normal((EXPERTS, DIM)).astype(np.float32))
-            matrix(p + "ffn_gate_exps.weight", EXPERT_FFN, DIM, EXPERTS)
-            matrix(p + "ffn_up_exps.weight", EXPERT_FFN, DIM, EXPERTS)
-            matrix(p + "ffn_down_exps.weight", DIM, EXPERT_FFN, EXPERTS)
+            matrix(p + "ffn_gate_exps.weight", expert_ffn, DIM, EXPERTS)
+            matrix(p + "ffn_up_exps.weight", expert_ffn, DIM, EXPERTS)
+            matrix(p + "ffn_down_exps.weight", DIM, expert_ffn, EXPERTS)
         else:
             matrix(p + "ffn_gate.weight", FFN, DIM)
             matrix(p + "ffn_up.weight", FFN, DIM)
@@ -234,6 +235,18 @@ def test_rope_scaling_is_refused_naming_the_key(tmp_path, exactly_bin, tokenizer
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and key in p.stderr and "not supported" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("name, kwargs, needle", [
+    ("qwen3moe", {"expert_ffn": 40}, "ffn_down_exps.weight' has 40 columns"),
+    ("qwen3", {"head_dim": 2048}, "rope.dimension_count 2048"),
+])
+def test_shapes_the_kernels_cannot_run_exit_2(tmp_path, exactly_bin, tokenizer, name, kwargs, needle):
+    path = tmp_path / "odd.gguf"
+    write_model(path, name, tokenizer, GGMLQuantizationType.F32, **kwargs)
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and needle in p.stderr, p.stderr
 
 
 def test_an_unknown_architecture_exits_2_naming_it(tmp_path, exactly_bin, tokenizer):

@@ -145,6 +145,23 @@ def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, 
             100 * REL_L2_BOUND
 
 
+def test_info_describes_a_checkpoint(run_exactly, tmp_path):
+    model = write_checkpoint(tmp_path / "hf", tensors())
+    p = run_exactly(["info", "-m", model])
+    assert "Hugging Face checkpoint" in p.stdout and "layers 2, dim 128" in p.stdout, p.stdout
+    p = run_exactly(["info", "-m", model, "--tensors"], check=False)
+    assert p.returncode == 64 and "GGUF" in p.stderr, p.stderr
+
+
+def test_template_variables_without_a_template_are_refused(tmp_path):
+    from exactly import LLM
+    llm = LLM(model=str(write_checkpoint(tmp_path / "hf", tensors())), kv_cache_memory="64MiB")
+    messages = [{"role": "user", "content": "x"}]
+    assert llm.tokenizer.apply_chat_template(messages).startswith("<|im_start|>user")  # ChatML, the fallback
+    with pytest.raises(ValueError, match="chat_template_kwargs"):
+        llm.tokenizer.apply_chat_template(messages, enable_thinking=False)
+
+
 @pytest.mark.parametrize("path", ["", "config.json", "model.safetensors"])
 def test_a_checkpoint_is_named_by_its_directory_or_a_file_in_it(run_exactly, tmp_path, path):
     model = write_checkpoint(tmp_path / "hf", tensors()) / path

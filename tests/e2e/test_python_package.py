@@ -141,6 +141,15 @@ def test_chat_template_kwargs_are_template_variables(llm):
         llm.chat(MESSAGES, sp, chat_template_kwargs=["enable_thinking"])
     [out] = llm.chat(MESSAGES, sp, chat_template_kwargs={"enable_thinking": False})
     assert out.prompt_token_ids == llm.tokenizer.apply_chat_template(MESSAGES, tokenize=True)
+    # transformers' own options are refused, not taken for template variables.
+    for option in ("continue_final_message", "chat_template", "return_dict"):
+        with pytest.raises(ValueError, match=option):
+            llm.tokenizer.apply_chat_template(MESSAGES, **{option: True})
+    # tools as chat() passes them: this template reads none, so they go to the system message.
+    with_tools = llm.tokenizer.apply_chat_template(MESSAGES, tools=TOOLS)
+    assert "get_weather" in with_tools and with_tools != plain
+    with pytest.raises(ValueError, match="tools"):
+        llm.tokenizer.apply_chat_template(MESSAGES, tools="get_weather")
 
 
 def test_stream_deltas_add_up_to_the_whole(llm):

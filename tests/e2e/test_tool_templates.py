@@ -134,6 +134,15 @@ def test_bad_chat_template_kwargs_are_400(qwen3_server, kwargs, needle):
         assert needle in err["message"] and err["param"] == "chat_template_kwargs", (path, err)
 
 
+def test_deeply_nested_arguments_are_400(templated_server):
+    _, server = templated_server
+    deep = {**CALL, "function": {"name": "get_weather", "arguments": "[" * 100000 + "]" * 100000}}
+    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [deep]}]
+    r = requests.post(server.url + "/v1/chat/completions", json={"messages": messages, "max_tokens": 1}, timeout=60)
+    assert r.status_code == 400 and "nest" in r.json()["error"]["message"], r.text
+    assert requests.get(server.url + "/health", timeout=10).status_code == 200
+
+
 def test_arguments_that_are_not_json_are_400(templated_server):
     _, server = templated_server
     bad = {**CALL, "function": {"name": "get_weather", "arguments": "{not json"}}
