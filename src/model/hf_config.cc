@@ -19,11 +19,13 @@ struct Architecture {
   bool reads_attention_bias;  // config.json "attention_bias" applies
 };
 
-constexpr std::array<Architecture, 4> kArchitectures = {{
+constexpr std::array<Architecture, 6> kArchitectures = {{
     {"LlamaForCausalLM", "llama", false, true},
     {"MistralForCausalLM", "llama", false, false},
+    {"MixtralForCausalLM", "llama", false, false},
     {"Qwen2ForCausalLM", "qwen2", true, false},
     {"Qwen3ForCausalLM", "qwen3", false, true},
+    {"Qwen3MoeForCausalLM", "qwen3moe", false, true},
 }};
 
 int32_t positive_int(const JsonObject& cfg, std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
@@ -32,6 +34,29 @@ int32_t positive_int(const JsonObject& cfg, std::string_view key, std::optional<
   if (*v <= 0 || *v > (int64_t{1} << 30))
     cfg.fail(key, strformat("has invalid value %lld", static_cast<long long>(*v)));
   return static_cast<int32_t>(*v);
+}
+
+// Bounds that keep a layer's routing tables small whatever the file says.
+constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
+
+// Mixtral's and Qwen3-MoE's experts; the options of Qwen3-MoE's that would
+// compute another model are refused by name.
+void read_experts(const JsonObject& cfg, std::string_view hf_name, ModelConfig& c) {
+  const bool mixtral = hf_name == "MixtralForCausalLM";
+  c.n_experts = positive_int(cfg, mixtral ? "num_local_experts" : "num_experts");
+  c.n_experts_used = positive_int(cfg, "num_experts_per_tok");
+  if (c.n_experts > kMaxExperts || c.n_experts_used > std::min(c.n_experts, kMaxExpertsUsed))
+    cfg.fail("num_experts_per_tok", strformat("%d of %d experts (at most %d, and %d used)", c.n_experts_used,
+                                              c.n_experts, kMaxExperts, kMaxExpertsUsed));
+  c.expert_ffn_dim = mixtral ? c.ffn_dim : positive_int(cfg, "moe_intermediate_size");
+  if (mixtral) return;
+  if (!cfg.get_bool("norm_topk_prob").value_or(false))
+    cfg.fail("norm_topk_prob", "is not true; only normalised top-k weights are supported");
+  if (cfg.find("decoder_sparse_step") && cfg.get_int("decoder_sparse_step").value_or(1) != 1)
+    cfg.fail("decoder_sparse_step", "is not 1; dense layers among the sparse ones are not supported");
+  if (const nlohmann::json* only = cfg.find("mlp_only_layers"); only != nullptr && !only->is_null() &&
+                                                                 !(only->is_array() && only->empty()))
+    cfg.fail("mlp_only_layers", "is not empty; dense layers among the sparse ones are not supported");
 }
 
 const Architecture& architecture(const JsonObject& cfg) {
@@ -44,7 +69,7 @@ const Architecture& architecture(const JsonObject& cfg) {
     if (a.hf_name == name) return a;
   }
   cfg.fail("architectures", strformat("names '%s', which is not supported (supported: LlamaForCausalLM, "
-                                      "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                                      "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)",
                                       name.c_str()));
 }
 
@@ -124,14 +149,15 @@ ModelConfig read_hf_config(const std::string& path) {
   c.context_length = positive_int(cfg, "max_position_embeddings");
   // Below the window, sliding-window attention is full attention; capping the
   // context there keeps every computation exact.
-  const bool qwen = arch.hf_name == "Qwen2ForCausalLM" || arch.hf_name == "Qwen3ForCausalLM";
+  const bool qwen = arch.hf_name.starts_with("Qwen");
   const bool sliding = qwen ? cfg.get_bool("use_sliding_window").value_or(false)
                             : cfg.find("sliding_window") != nullptr && !cfg.find("sliding_window")->is_null();
   if (sliding) c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
   c.vocab_size = positive_int(cfg, "vocab_size");
   c.attention_bias = arch.qkv_bias || (arch.reads_attention_bias && cfg.get_bool("attention_bias").value_or(false));
   c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(false);
-  c.qk_norm = arch.name == "qwen3";  // q_norm / k_norm over each head
+  c.qk_norm = arch.name == "qwen3" || arch.name == "qwen3moe";  // q_norm / k_norm over each head
+  if (arch.hf_name == "MixtralForCausalLM" || arch.hf_name == "Qwen3MoeForCausalLM") read_experts(cfg, arch.hf_name, c);
   c.dtype = dtype(cfg);
   return c;
 }

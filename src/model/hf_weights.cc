@@ -52,6 +52,21 @@ class Reader {
   const ModelConfig& config_;
 };
 
+// Mixtral's block_sparse_moe (w1 gate, w3 up, w2 down) or Qwen3-MoE's mlp
+// (gate_proj, up_proj, down_proj) experts and router.
+void read_experts(const Reader& r, const std::string& p, const ModelConfig& c, HfLayerWeights& L) {
+  const int64_t dim = c.dim, ffn = c.expert_ffn_dim;
+  const bool mixtral = c.architecture == "llama";
+  const std::string base = p + (mixtral ? "block_sparse_moe." : "mlp.");
+  L.router = r.get(base + "gate.weight", {c.n_experts, dim});
+  for (int e = 0; e < c.n_experts; ++e) {
+    const std::string x = base + strformat("experts.%d.", e);
+    L.experts.push_back({r.get(x + (mixtral ? "w1.weight" : "gate_proj.weight"), {ffn, dim}),
+                         r.get(x + (mixtral ? "w3.weight" : "up_proj.weight"), {ffn, dim}),
+                         r.get(x + (mixtral ? "w2.weight" : "down_proj.weight"), {dim, ffn})});
+  }
+}
+
 }  // namespace
 
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
@@ -92,9 +107,13 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
     }
     L.wo = r.get(p + "self_attn.o_proj.weight", {dim, q_rows});
     L.ffn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
-    L.w_gate = r.get(p + "mlp.gate_proj.weight", {ffn, dim});
-    L.w_up = r.get(p + "mlp.up_proj.weight", {ffn, dim});
-    L.w_down = r.get(p + "mlp.down_proj.weight", {dim, ffn});
+    if (c.n_experts > 0) {
+      read_experts(r, p, c, L);
+    } else {
+      L.w_gate = r.get(p + "mlp.gate_proj.weight", {ffn, dim});
+      L.w_up = r.get(p + "mlp.up_proj.weight", {ffn, dim});
+      L.w_down = r.get(p + "mlp.down_proj.weight", {dim, ffn});
+    }
     w.layers.push_back(L);
   }
   if (const SafetensorsTensor* extra = r.find(strformat("model.layers.%d.input_layernorm.weight", c.n_layers)))

@@ -8,6 +8,7 @@
 // RopeLayout::kHalfSplit, never permuted as GGUF converters do.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,11 @@ struct HfLayerWeights {
   const SafetensorsTensor* w_gate;     // [ffn_dim, dim]
   const SafetensorsTensor* w_up;       // [ffn_dim, dim]
   const SafetensorsTensor* w_down;     // [dim, ffn_dim]
+  // With config.n_experts, in place of the three above: the router
+  // [n_experts, dim] and each expert's gate, up [expert_ffn_dim, dim] and
+  // down [dim, expert_ffn_dim].
+  const SafetensorsTensor* router;
+  std::vector<std::array<const SafetensorsTensor*, 3>> experts;
 };
 
 // Views into the checkpoint's mapping (which this object owns).

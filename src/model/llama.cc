@@ -148,9 +148,15 @@ LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
     L.k_norm = f32(h.k_norm);
     L.wo = hf_matrix(*h.wo);
     L.ffn_norm = f32(h.ffn_norm);
-    L.w_gate = hf_matrix(*h.w_gate);
-    L.w_up = hf_matrix(*h.w_up);
-    L.w_down = hf_matrix(*h.w_down);
+    if (config_.n_experts > 0) {
+      L.moe.router = hf_matrix(*h.router);
+      for (const auto& [gate, up, down] : h.experts)
+        L.moe.experts.push_back({hf_matrix(*gate), hf_matrix(*up), hf_matrix(*down)});
+    } else {
+      L.w_gate = hf_matrix(*h.w_gate);
+      L.w_up = hf_matrix(*h.w_up);
+      L.w_down = hf_matrix(*h.w_down);
+    }
     weights_.layers.push_back(L);
   }
   weights_.output_norm = f32(hf_->output_norm);

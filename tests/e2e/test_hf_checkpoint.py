@@ -94,8 +94,36 @@ GGUF_NAMES = {"self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_nor
               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
 
 
+EXPERT_NAMES = {"MixtralForCausalLM": ("block_sparse_moe", "w1", "w3", "w2"),
+                "Qwen3MoeForCausalLM": ("mlp", "gate_proj", "up_proj", "down_proj")}
+
+
+def add_experts(t: dict, config: dict, n_experts: int, ffn: int) -> None:
+    """A mixture of experts in place of each layer's MLP, named as the architecture names them."""
+    block, gate, up, down = EXPERT_NAMES[config["architectures"][0]]
+    d = config["hidden_size"]
+    for i in range(config["num_hidden_layers"]):
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            t.pop(f"model.layers.{i}.mlp.{proj}.weight")
+        t[f"model.layers.{i}.{block}.gate.weight"] = ("F32", (n_experts, d))
+        for e in range(n_experts):
+            x = f"model.layers.{i}.{block}.experts.{e}."
+            t.update({x + gate + ".weight": ("BF16", (ffn, d)), x + up + ".weight": ("BF16", (ffn, d)),
+                      x + down + ".weight": ("F16", (d, ffn))})
+
+
 def reference(values: dict[str, np.ndarray], config: dict) -> llama_ref.LlamaRef:
     w = {"token_embd.weight": values["model.embed_tokens.weight"], "output_norm.weight": values["model.norm.weight"]}
+    arch = config["architectures"][0]
+    n_experts = config.get("num_local_experts", config.get("num_experts", 0))
+    if arch in EXPERT_NAMES:
+        block, gate, up, down = EXPERT_NAMES[arch]
+        for i in range(config["num_hidden_layers"]):
+            x = f"model.layers.{i}.{block}."
+            w[f"blk.{i}.ffn_gate_inp.weight"] = values[x + "gate.weight"]
+            for name, part in (("ffn_gate_exps", gate), ("ffn_up_exps", up), ("ffn_down_exps", down)):
+                w[f"blk.{i}.{name}.weight"] = np.stack([values[f"{x}experts.{e}.{part}.weight"]
+                                                       for e in range(n_experts)])
     for name, v in values.items():
         for hf, gguf_name in GGUF_NAMES.items():
             prefix = name.split(hf)[0]
@@ -107,14 +135,23 @@ def reference(values: dict[str, np.ndarray], config: dict) -> llama_ref.LlamaRef
                                 n_heads=heads, n_kv_heads=config["num_key_value_heads"], head_dim=d // heads,
                                 rope_base=config.get("rope_theta", 10000.0), rope_dims=d // heads,
                                 norm_eps=config["rms_norm_eps"], vocab=config["vocab_size"], rope_half=True,
-                                qk_norm=config["architectures"] == ["Qwen3ForCausalLM"])
+                                qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
+                                n_experts=n_experts, n_experts_used=config.get("num_experts_per_tok", 0))
     return llama_ref.LlamaRef(cfg, w)
 
 
-@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"])
+@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
+                                  "Qwen3MoeForCausalLM"])
 def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, arch):
     t, config = tensors(), {**CONFIG, "architectures": [arch]}
-    if arch == "Qwen3ForCausalLM":  # per-head q/k norms; heads of 64 given explicitly, no sliding window
+    if arch == "MixtralForCausalLM":  # 4 experts of 64, 2 a token; the experts' width is intermediate_size
+        config.update({"num_local_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 64})
+        add_experts(t, config, 4, 64)
+    if arch == "Qwen3MoeForCausalLM":
+        config.update({"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+                       "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": []})
+        add_experts(t, config, 4, 64)
+    if arch.startswith("Qwen3"):  # per-head q/k norms; heads of 64 given explicitly, no sliding window
         config.update({"head_dim": 64, "use_sliding_window": False, "sliding_window": None, "attention_bias": False})
         for i in range(config["num_hidden_layers"]):
             for proj in ("q", "k"):
@@ -135,7 +172,11 @@ def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, 
     # Controls: the adjacent RoPE pairing, or the biases left out, are far from the engine.
     other = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, rope_half=False), ref.w)
     assert (np.linalg.norm(got - other.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > 100 * REL_L2_BOUND
-    if arch == "Qwen3ForCausalLM":
+    if arch in EXPERT_NAMES:
+        one = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, n_experts_used=1), ref.w)
+        assert (np.linalg.norm(got - one.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > \
+            100 * REL_L2_BOUND
+    if arch.startswith("Qwen3"):
         unnormed = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, qk_norm=False), ref.w)
         assert (np.linalg.norm(got - unnormed.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > \
             100 * REL_L2_BOUND
@@ -143,6 +184,23 @@ def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, 
         unbiased = llama_ref.LlamaRef(ref.cfg, {k: v for k, v in ref.w.items() if not k.endswith(".bias")})
         assert (np.linalg.norm(got - unbiased.logits(ids), axis=1) / np.linalg.norm(want, axis=1)).max() > \
             100 * REL_L2_BOUND
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("norm_topk_prob", False, "norm_topk_prob"),
+    ("decoder_sparse_step", 2, "decoder_sparse_step"),
+    ("mlp_only_layers", [0], "mlp_only_layers"),
+])
+def test_qwen3_moe_options_that_change_the_model_are_refused(run_exactly, tmp_path, key, value, needle):
+    t, config = tensors(), {**CONFIG, "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 4,
+                            "num_experts_per_tok": 2, "moe_intermediate_size": 64, "norm_topk_prob": True,
+                            "head_dim": 64}
+    add_experts(t, config, 4, 64)
+    config[key] = value
+    model = tmp_path / "hf"
+    write_random_checkpoint(model, t, config, seed=3)
+    p = run_on_cpu(run_exactly, model, tmp_path)
+    assert p.returncode == BAD_INPUT and needle in p.stderr, p.stderr
 
 
 def test_info_describes_a_checkpoint(run_exactly, tmp_path):
