@@ -60,22 +60,29 @@ void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, floa
     token_angles(positions[t], rope_dims, freq_base, cos_out + t * pairs, sin_out + t * pairs, freq_factors);
 }
 
-void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
-                        const float* sin_in) {
+namespace {
+
+// Every head of every token rotated by `rotate` with the token's angles.
+template <class Rotate>
+void rotate_heads(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
+                  const float* sin_in, Rotate rotate) {
   check_rope(head_dim, rope_dims);
   const int pairs = rope_dims / 2;
   for (int64_t t = 0; t < n_tokens; ++t)
     for (int h = 0; h < n_heads; ++h)
-      rotate_head(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
+      rotate(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
+}
+
+}  // namespace
+
+void rope_adjacent_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
+                        const float* sin_in) {
+  rotate_heads(x, n_tokens, n_heads, head_dim, rope_dims, cos_in, sin_in, rotate_head);
 }
 
 void rope_half_with(float* x, int64_t n_tokens, int n_heads, int head_dim, int rope_dims, const float* cos_in,
                     const float* sin_in) {
-  check_rope(head_dim, rope_dims);
-  const int pairs = rope_dims / 2;
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int h = 0; h < n_heads; ++h)
-      rotate_head_half(x + (t * n_heads + h) * head_dim, rope_dims, cos_in + t * pairs, sin_in + t * pairs);
+  rotate_heads(x, n_tokens, n_heads, head_dim, rope_dims, cos_in, sin_in, rotate_head_half);
 }
 
 void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
