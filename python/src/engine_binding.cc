@@ -119,7 +119,11 @@ class PyEngine {
   RequestOutput take_folded(ClientRequestId id) {
     std::lock_guard lock(mutex_);
     auto it = folded_.find(id);
-    if (it == folded_.end()) return RequestOutput{id};
+    if (it == folded_.end()) {
+      RequestOutput empty;
+      empty.id = id;
+      return empty;
+    }
     RequestOutput out = std::move(it->second);
     folded_.erase(it);
     return out;
