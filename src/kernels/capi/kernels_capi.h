@@ -22,6 +22,21 @@ int exactly_cpu_attention(const float* k_cache, const float* v_cache, int64_t nu
                           const int32_t* seq_lens, const int32_t* block_tables, int max_blocks_per_seq,
                           const float* q, int n_heads, float scale, int causal, float* out, int n_threads);
 
+/* CPU FlashAttention for training (fp32), over contiguous variable-length
+ * batches: q, out, d_out, dq [cu_q[n_seqs], n_heads, head_dim]; k, v, dk, dv
+ * [cu_k[n_seqs], n_kv_heads, head_dim]; lse [cu_q[n_seqs], n_heads] (natural
+ * log, -inf for a query that sees no key). The causal mask aligns the ends:
+ * query i of a sequence with Lq queries and Lk keys sees keys j <= i + Lk - Lq.
+ * The forward saves lse; the backward recomputes the probabilities from it
+ * and writes every element of dq, dk and dv, in a fixed reduction order. */
+int exactly_cpu_flash_forward(const float* q, const float* k, const float* v, int n_seqs, const int32_t* cu_q,
+                              const int32_t* cu_k, int n_heads, int n_kv_heads, int head_dim, float scale,
+                              int causal, float* out, float* lse, int n_threads);
+int exactly_cpu_flash_backward(const float* q, const float* k, const float* v, const float* out,
+                               const float* d_out, const float* lse, int n_seqs, const int32_t* cu_q,
+                               const int32_t* cu_k, int n_heads, int n_kv_heads, int head_dim, float scale,
+                               int causal, float* dq, float* dk, float* dv, int n_threads);
+
 /* dtype: 0 = bf16, 1 = fp16. stream: a cudaStream_t or NULL. q_rows: the
  * token rows q holds (at least query_start[n_seqs]). */
 int exactly_cuda_prefill(const void* k_cache, const void* v_cache, int64_t num_blocks, int block_size,
