@@ -79,9 +79,14 @@ std::unique_ptr<Tokenizer> hf_tokenizer(const std::filesystem::path& dir, const 
 // name on the GPU rather than computed as another model.
 void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   std::string what;
-  if (c.qk_norm) what = c.architecture + "'s per-head q/k norms";
+  if (c.architecture == "gemma3") what = "gemma3 (sliding windows, sandwich norms, GeGLU)";
+  else if (c.qk_norm) what = c.architecture + "'s per-head q/k norms";
   else if (c.n_experts > 0) what = c.architecture + "'s experts";
   else if (c.rope_freq_factors) what = "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)";
+  else if (c.rope_linear_scale != 1.0f) what = "linear RoPE scaling";
+  else if (!c.layer_windows.empty() || c.final_logit_softcap > 0 || c.sandwich_norms ||
+           c.activation != MlpActivation::kSilu || c.embedding_scale > 0 || c.attention_scale > 0)
+    what = c.architecture + "'s layer options";
   if (!what.empty())
     throw Error(strformat("%s: %s run on --device cpu only so far", path.c_str(), what.c_str()), ExitCode::kUsage);
 }

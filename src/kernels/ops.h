@@ -58,6 +58,11 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 // The same split over the pool's threads (every element computed alike).
 void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool);
 
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU with the tanh approximation of
+// GELU, Gemma's gelu_pytorch_tanh) for i < n. out may alias gate.
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool);
+
 // y[i] += x[i] for i < n.
 void add_inplace(float* y, const float* x, int64_t n);
 
@@ -100,14 +105,17 @@ enum class AttentionMask { causal, none };
 // FlashAttention (cpu/flash_*.h): tiled prefill, split-KV decode over fixed
 // 512-key partitions; each output row's bits are independent of the batch,
 // its chunk, its place in a tile and the thread count.
+// window > 0 (sliding-window layers, causal only): a query at position p sees
+// keys p - window + 1 .. p, as Hugging Face's and llama.cpp's sliding windows.
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-               float scale, float* out, ThreadPool& pool, AttentionMask mask = AttentionMask::causal);
+               float scale, float* out, ThreadPool& pool, AttentionMask mask = AttentionMask::causal,
+               int32_t window = 0);
 
 // Bytes of working memory attention() allocates for this batch on n_threads:
 // per-thread tile buffers, independent of the sequence lengths, plus one small
 // partial result per 512-key partition of split-KV (decode) tiles only.
 int64_t attention_scratch_bytes(const PagedKV& cache, const AttentionBatch& batch, int n_heads, int n_threads,
-                                AttentionMask mask = AttentionMask::causal);
+                                AttentionMask mask = AttentionMask::causal, int32_t window = 0);
 
 namespace reference {
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
@@ -115,8 +123,9 @@ void rmsnorm(const float* x, const float* weight, int64_t n_tokens, int64_t dim,
 void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_heads, int head_dim,
                    int rope_dims, float freq_base);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-               float scale, float* out, AttentionMask mask = AttentionMask::causal);
+               float scale, float* out, AttentionMask mask = AttentionMask::causal, int32_t window = 0);
 }  // namespace reference
 
 }  // namespace exactly::kernels

@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "core/format.h"
@@ -24,20 +25,58 @@ constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
 constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
 constexpr int32_t kMaxRopeDims = 1024;  // the RoPE kernels' bound (512 pairs)
 
-// RoPE scaling other than Llama 3.1's frequency factors (a tensor, read with
-// the weights) changes the angles in ways not implemented here: refused,
-// naming the key, rather than run with the angles of an unscaled model.
-void check_rope_scaling(const GGUFFile& f, const std::string& a) {
-  if (f.find(a + "rope.scaling.type")) {
-    const std::string type = f.get_string(a + "rope.scaling.type").value_or("(not a string)");
-    if (type != "none")
-      throw FileFormatError(strformat("%s: metadata key '%srope.scaling.type' is '%s', which is not supported "
-                                      "(only 'none')",
-                                      f.path().c_str(), a.c_str(), type.c_str()));
+// RoPE scaling: "linear" divides the positions by rope.scaling.factor;
+// Llama 3.1's frequency factors are a tensor, read with the weights. Any
+// other kind changes the angles in ways not implemented here: refused, naming
+// the key, rather than run with the angles of an unscaled model.
+void read_rope_scaling(const GGUFFile& f, const std::string& a, ModelConfig& c) {
+  const std::string type_key = a + "rope.scaling.type", factor_key = a + "rope.scaling.factor";
+  const std::string type = f.find(type_key) ? f.get_string(type_key).value_or("(not a string)") : "";
+  if (type == "linear") {
+    const double factor = f.get_float(factor_key).value_or(0.0);
+    if (!(factor > 0) || !std::isfinite(factor))
+      throw FileFormatError(strformat("%s: metadata key '%s' must be a positive number for linear RoPE scaling",
+                                      f.path().c_str(), factor_key.c_str()));
+    c.rope_linear_scale = static_cast<float>(factor);
+    return;
   }
-  if (f.find(a + "rope.scaling.factor") && f.get_float(a + "rope.scaling.factor").value_or(0.0) != 1.0 &&
-      !f.find(a + "rope.scaling.type"))
-    throw FileFormatError(strformat("%s: metadata key '%srope.scaling.factor' scales RoPE, which is not supported",
+  if (!type.empty() && type != "none")
+    throw FileFormatError(strformat("%s: metadata key '%s' is '%s', which is not supported (none or linear)",
+                                    f.path().c_str(), type_key.c_str(), type.c_str()));
+  if (type.empty() && f.find(factor_key) && f.get_float(factor_key).value_or(0.0) != 1.0)
+    throw FileFormatError(strformat("%s: metadata key '%s' scales RoPE without a rope.scaling.type",
+                                    f.path().c_str(), factor_key.c_str()));
+}
+
+// Gemma 3 as llama.cpp writes it: norms already hold 1 + w, and what the file
+// does not say is fixed by the architecture there: every sixth layer global,
+// the others sliding with RoPE base 10,000, and scores scaled by
+// 1/sqrt(head_dim) except in the 27B (62 layers), whose query_pre_attn_scalar
+// is embedding_length / head_count.
+void read_gemma3(const GGUFFile& f, const std::string& a, ModelConfig& c) {
+  c.qk_norm = true;
+  c.rope_layout = RopeLayout::kHalfSplit;
+  c.sandwich_norms = true;
+  c.activation = MlpActivation::kGeluTanh;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+  const int32_t window = positive_int(f, a + "attention.sliding_window");
+  const int32_t pattern = f.find(a + "attention.sliding_window_pattern")
+                              ? positive_int(f, a + "attention.sliding_window_pattern")
+                              : 6;
+  for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back((l + 1) % pattern != 0 ? window : 0);
+  c.rope_local_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base_swa").value_or(10000.0));
+  if (!(c.rope_local_freq_base > 0))
+    throw FileFormatError(strformat("%s: metadata key '%srope.freq_base_swa' must be positive", f.path().c_str(),
+                                    a.c_str()));
+  if (c.n_layers == 62) c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.dim / c.n_heads));
+  const double cap = f.get_float(a + "final_logit_softcapping").value_or(0.0);
+  if (!(cap >= 0) || !std::isfinite(cap))
+    throw FileFormatError(strformat("%s: metadata key '%sfinal_logit_softcapping' must be >= 0", f.path().c_str(),
+                                    a.c_str()));
+  c.final_logit_softcap = static_cast<float>(cap);
+  if (f.get_float(a + "attn_logit_softcapping").value_or(0.0) != 0.0)
+    throw FileFormatError(strformat("%s: metadata key '%sattn_logit_softcapping' caps attention scores, which "
+                                    "is not supported",
                                     f.path().c_str(), a.c_str()));
 }
 
@@ -60,8 +99,10 @@ void read_experts(const GGUFFile& f, const std::string& a, ModelConfig& c) {
 ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   ModelConfig c;
   c.architecture = f.require_string("general.architecture");
-  if (c.architecture != "llama" && c.architecture != "qwen3" && c.architecture != "qwen3moe")
-    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3, qwen3moe)",
+  if (c.architecture != "llama" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
+      c.architecture != "gemma3")
+    throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3, qwen3moe, "
+                                    "gemma3)",
                                     f.path().c_str(), c.architecture.c_str()));
   // Qwen3: the llama body with a per-head RMSNorm of q and k, and RoPE's
   // pairs half a head apart (its converter keeps the checkpoint's layout).
@@ -106,7 +147,8 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   if (!(c.rope_freq_base > 0) || !(c.rms_eps > 0))
     throw FileFormatError(strformat("%s: rope.freq_base and layer_norm_rms_epsilon must be positive",
                                     f.path().c_str()));
-  check_rope_scaling(f, a);
+  read_rope_scaling(f, a, c);
+  if (c.architecture == "gemma3") read_gemma3(f, a, c);
   c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
   const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
   c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;

@@ -15,8 +15,11 @@ class GGUFFile;
 // Face checkpoints keep the original layout, which rotates (i, i + rope_dims/2).
 enum class RopeLayout { kAdjacentPairs, kHalfSplit };
 
+// The MLP's gate: SwiGLU (silu) or GeGLU with GELU's tanh form (Gemma).
+enum class MlpActivation { kSilu, kGeluTanh };
+
 struct ModelConfig {
-  std::string architecture;  // general.architecture: llama, qwen3 or qwen3moe
+  std::string architecture;  // general.architecture: llama, qwen3, qwen3moe or gemma3
   std::string name;          // general.name
   int32_t n_layers = 0;
   int32_t dim = 0;           // embedding length
@@ -45,6 +48,26 @@ struct ModelConfig {
   int32_t n_experts = 0;
   int32_t n_experts_used = 0;
   int32_t expert_ffn_dim = 0;
+  // RoPE scaling "linear": positions divided by this factor (frequencies
+  // divided, as Hugging Face does) in the global layers; 1: none.
+  float rope_linear_scale = 1.0f;
+  // Gemma 3: the stream starts as the embedding row times embedding_scale;
+  // each sub-layer's output passes an RMSNorm of its own before the residual
+  // add (sandwich_norms: post_attention_norm, post_ffw_norm); the gate is
+  // GELU; attention scores are scaled by attention_scale, not
+  // 1/sqrt(head_dim); sliding-window layers (layer_windows[l] > 0: a query
+  // sees that many keys, itself included) use RoPE base rope_local_freq_base
+  // unscaled; the logits pass cap * tanh(logit / cap) with a final cap.
+  float embedding_scale = 0.0f;     // 0: none
+  bool sandwich_norms = false;
+  MlpActivation activation = MlpActivation::kSilu;
+  float attention_scale = 0.0f;     // 0: 1 / sqrt(head_dim)
+  std::vector<int32_t> layer_windows;  // [n_layers]; empty: every layer global
+  float rope_local_freq_base = 0.0f;   // 0: rope_freq_base
+  float final_logit_softcap = 0.0f;    // 0: none
+  int32_t window_of(int layer) const {
+    return layer_windows.empty() ? 0 : layer_windows[static_cast<size_t>(layer)];
+  }
   // The output projection is the token embedding (config.json's
   // tie_word_embeddings). GGUF files leave this false: a missing output.weight
   // says it there.

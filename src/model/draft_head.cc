@@ -205,7 +205,7 @@ void DraftHead::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, T
                          proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data()};
   const kernels::AttentionBatch attn_batch{b.num_seqs(), b.query_start.data(), b.seq_lens.data(),
                                            b.block_tables.data(), b.max_blocks_per_seq};
-  llama_layer(layer_, c, x, n, buf, kv->layer(0), b.slot_mapping.data(), attn_batch, pool);
+  llama_layer(layer_, c, x, n, buf, LayerKV{kv->layer(0), b.slot_mapping.data(), attn_batch}, pool);
 
   const auto n_hidden = static_cast<int64_t>(b.hidden_rows.size());
   grow(hidden_out_, n_hidden * dim);

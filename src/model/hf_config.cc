@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
 #include "core/error.h"
 #include "core/format.h"
+#include "core/half.h"
 #include "loader/json_file.h"
 
 namespace exactly {
@@ -19,13 +21,14 @@ struct Architecture {
   bool reads_attention_bias;  // config.json "attention_bias" applies
 };
 
-constexpr std::array<Architecture, 6> kArchitectures = {{
+constexpr std::array<Architecture, 7> kArchitectures = {{
     {"LlamaForCausalLM", "llama", false, true},
     {"MistralForCausalLM", "llama", false, false},
     {"MixtralForCausalLM", "llama", false, false},
     {"Qwen2ForCausalLM", "qwen2", true, false},
     {"Qwen3ForCausalLM", "qwen3", false, true},
     {"Qwen3MoeForCausalLM", "qwen3moe", false, true},
+    {"Gemma3ForCausalLM", "gemma3", false, true},
 }};
 
 int32_t positive_int(const JsonObject& cfg, std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
@@ -69,40 +72,113 @@ const Architecture& architecture(const JsonObject& cfg) {
     if (a.hf_name == name) return a;
   }
   cfg.fail("architectures", strformat("names '%s', which is not supported (supported: LlamaForCausalLM, "
-                                      "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)",
+                                      "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+                                      "Gemma3ForCausalLM)",
                                       name.c_str()));
 }
 
 // Settings under which the checkpoint computes something we do not: refusing
 // them is better than generating plausible but wrong text.
-void reject_unsupported(const JsonObject& cfg) {
-  if (const auto act = cfg.get_string("hidden_act"); act && *act != "silu") {
-    cfg.fail("hidden_act", strformat("is '%s'; only silu is supported", act->c_str()));
+void reject_unsupported(const JsonObject& cfg, const Architecture& arch) {
+  // Gemma names its gate hidden_activation; the others hidden_act.
+  const bool gemma = arch.name == "gemma3";
+  const char* act_key = gemma && cfg.find("hidden_activation") ? "hidden_activation" : "hidden_act";
+  const char* act_wanted = gemma ? "gelu_pytorch_tanh" : "silu";
+  if (const auto act = cfg.get_string(act_key); act && *act != act_wanted) {
+    cfg.fail(act_key, strformat("is '%s'; only %s is supported", act->c_str(), act_wanted));
   }
+  if (cfg.get_bool("use_bidirectional_attention").value_or(false))
+    cfg.fail("use_bidirectional_attention", "is true; only causal attention is supported");
+  if (cfg.find("attn_logit_softcapping"))
+    cfg.fail("attn_logit_softcapping", "is set; capping attention scores is not supported");
   if (cfg.get_bool("mlp_bias").value_or(false)) cfg.fail("mlp_bias", "is true; MLP biases are not supported");
   if (cfg.find("quantization_config"))
     cfg.fail("quantization_config", "is set; quantized checkpoints are not supported");
-  // transformers 5 writes rope_parameters (with rope_theta inside) where 4.x wrote rope_scaling.
-  for (const char* key : {"rope_scaling", "rope_parameters"}) {
-    const nlohmann::json* scaling = cfg.find(key);
-    if (scaling == nullptr) continue;
-    const JsonObject s(cfg.path(), *scaling, cfg.key_path(key));
-    const auto type = s.find("rope_type") ? s.get_string("rope_type") : s.get_string("type");
-    if (type != "default") {
-      cfg.fail(key, strformat("has type '%s', which is not supported (only null or \"default\")",
-                              type ? type->c_str() : "(none)"));
-    }
-  }
 }
 
-// rope_theta at the top level (transformers 4.x), else rope_parameters.rope_theta (5.x).
-float rope_theta(const JsonObject& cfg) {
-  std::optional<double> theta = cfg.get_number("rope_theta");
-  if (!theta && cfg.find("rope_parameters")) {
-    theta = JsonObject(cfg.path(), *cfg.find("rope_parameters"), cfg.key_path("rope_parameters")).get_number("rope_theta");
+// One RoPE scaling object: "default" or "linear" (positions divided by its
+// factor); returns the factor. Other kinds are refused by name.
+float rope_scale(const JsonObject& s, bool linear_allowed) {
+  const auto type = s.find("rope_type") ? s.get_string("rope_type") : s.get_string("type");
+  if (type == "default") return 1.0f;
+  if (type == "linear" && linear_allowed) {
+    const double factor = s.require_number("factor");
+    if (!(factor > 0) || !std::isfinite(factor)) s.fail("factor", "must be a positive number");
+    return static_cast<float>(factor);
   }
-  if (!(theta.value_or(10000.0) > 0)) cfg.fail("rope_theta", "must be positive");
-  return static_cast<float>(theta.value_or(10000.0));
+  s.fail("rope_type", strformat("has type '%s', which is not supported (null, \"default\"%s)",
+                                             type ? type->c_str() : "(none)", linear_allowed ? " or \"linear\"" : ""));
+}
+
+// transformers 4.x writes rope_scaling (and rope_theta beside it), 5.x
+// rope_parameters with rope_theta inside; for models with sliding layers, 5.x
+// nests one object per layer type (full_attention, sliding_attention).
+struct RopeSettings {
+  float theta = 10000.0f, scale = 1.0f, local_theta = 0.0f;
+};
+
+float positive_theta(const JsonObject& o, std::string_view key, double fallback) {
+  const double theta = o.get_number(key).value_or(fallback);
+  if (!(theta > 0) || !std::isfinite(theta)) o.fail(key, "must be positive");
+  return static_cast<float>(theta);
+}
+
+RopeSettings rope_settings(const JsonObject& cfg, bool gemma) {
+  RopeSettings r;
+  r.theta = positive_theta(cfg, "rope_theta", gemma ? 1000000.0 : 10000.0);
+  if (gemma) r.local_theta = positive_theta(cfg, "rope_local_base_freq", 10000.0);
+  if (cfg.find("rope_scaling")) r.scale = rope_scale(cfg.object("rope_scaling"), true);
+  if (!cfg.find("rope_parameters")) return r;
+  const JsonObject p = cfg.object("rope_parameters");
+  if (p.find("full_attention") || p.find("sliding_attention")) {
+    const JsonObject full = p.object("full_attention");
+    r.theta = positive_theta(full, "rope_theta", r.theta);
+    r.scale = rope_scale(full, true);
+    if (p.find("sliding_attention")) {
+      const JsonObject local = p.object("sliding_attention");
+      r.local_theta = positive_theta(local, "rope_theta", r.local_theta);
+      rope_scale(local, false);
+    }
+    return r;
+  }
+  r.theta = positive_theta(p, "rope_theta", r.theta);
+  r.scale = rope_scale(p, true);
+  return r;
+}
+
+// Gemma 3's layers: sliding or global from layer_types, or else every
+// sliding_window_pattern-th layer global; the embedding scaled by
+// sqrt(hidden_size) rounded to the checkpoint's dtype, as transformers does;
+// scores scaled by query_pre_attn_scalar^-1/2; the norms' 1 + w is applied
+// where the weights are read (model/llama.cc).
+void read_gemma3(const JsonObject& cfg, const std::string& dtype, ModelConfig& c) {
+  c.qk_norm = true;
+  c.sandwich_norms = true;
+  c.activation = MlpActivation::kGeluTanh;
+  const float root = std::sqrt(static_cast<float>(c.dim));
+  c.embedding_scale = dtype == "bfloat16" ? bf16_to_float(float_to_bf16(root))
+                      : dtype == "float16" ? half_to_float(float_to_half(root))
+                                           : root;
+  const double scalar = cfg.get_number("query_pre_attn_scalar").value_or(256.0);
+  if (!(scalar > 0) || !std::isfinite(scalar)) cfg.fail("query_pre_attn_scalar", "must be positive");
+  c.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
+  const int32_t window = positive_int(cfg, "sliding_window");
+  if (const nlohmann::json* types = cfg.find("layer_types")) {
+    if (!types->is_array() || types->size() != static_cast<size_t>(c.n_layers))
+      cfg.fail("layer_types", strformat("must list one type per layer (%d)", c.n_layers));
+    for (const auto& t : *types) {
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type != "sliding_attention" && type != "full_attention")
+        cfg.fail("layer_types", strformat("has '%s' (sliding_attention or full_attention)", type.c_str()));
+      c.layer_windows.push_back(type == "sliding_attention" ? window : 0);
+    }
+  } else {
+    const int32_t pattern = positive_int(cfg, "sliding_window_pattern", 6);
+    for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back((l + 1) % pattern != 0 ? window : 0);
+  }
+  const double cap = cfg.get_number("final_logit_softcapping").value_or(0.0);
+  if (!(cap >= 0) || !std::isfinite(cap)) cfg.fail("final_logit_softcapping", "must be positive or null");
+  c.final_logit_softcap = static_cast<float>(cap);
 }
 
 std::string dtype(const JsonObject& cfg) {
@@ -122,7 +198,8 @@ ModelConfig read_hf_config(const std::string& path) {
   const JsonFile file = JsonFile::read(file_path);
   const JsonObject cfg(file.path, file.root, "");
   const Architecture& arch = architecture(cfg);
-  reject_unsupported(cfg);
+  const bool gemma = arch.name == "gemma3";
+  reject_unsupported(cfg, arch);
 
   ModelConfig c;
   c.architecture = std::string(arch.name);
@@ -143,7 +220,10 @@ ModelConfig read_hf_config(const std::string& path) {
   if (c.head_dim > 1024) cfg.fail("head_dim", strformat("%d is above 1,024, the RoPE kernels' bound", c.head_dim));
   c.rope_dims = c.head_dim;
   c.rope_layout = RopeLayout::kHalfSplit;
-  c.rope_freq_base = rope_theta(cfg);
+  const RopeSettings rope = rope_settings(cfg, gemma);
+  c.rope_freq_base = rope.theta;
+  c.rope_linear_scale = rope.scale;
+  c.rope_local_freq_base = rope.local_theta;
   c.rms_eps = static_cast<float>(cfg.require_number("rms_norm_eps"));
   if (!(c.rms_eps > 0)) cfg.fail("rms_norm_eps", "must be positive");
   c.context_length = positive_int(cfg, "max_position_embeddings");
@@ -151,14 +231,15 @@ ModelConfig read_hf_config(const std::string& path) {
   // context there keeps every computation exact.
   const bool qwen = arch.hf_name.starts_with("Qwen");
   const bool sliding = qwen ? cfg.get_bool("use_sliding_window").value_or(false)
-                            : cfg.find("sliding_window") != nullptr && !cfg.find("sliding_window")->is_null();
+                            : !gemma && cfg.find("sliding_window") != nullptr;
   if (sliding) c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
   c.vocab_size = positive_int(cfg, "vocab_size");
   c.attention_bias = arch.qkv_bias || (arch.reads_attention_bias && cfg.get_bool("attention_bias").value_or(false));
-  c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(false);
+  c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(gemma);  // transformers' default per family
   c.qk_norm = arch.name == "qwen3" || arch.name == "qwen3moe";  // q_norm / k_norm over each head
   if (arch.hf_name == "MixtralForCausalLM" || arch.hf_name == "Qwen3MoeForCausalLM") read_experts(cfg, arch.hf_name, c);
   c.dtype = dtype(cfg);
+  if (gemma) read_gemma3(cfg, c.dtype, c);
   return c;
 }
 

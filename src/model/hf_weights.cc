@@ -106,7 +106,13 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
       L.k_norm = r.get(p + "self_attn.k_norm.weight", {c.head_dim});
     }
     L.wo = r.get(p + "self_attn.o_proj.weight", {dim, q_rows});
-    L.ffn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
+    if (c.sandwich_norms) {  // Gemma 3's names: post_attention_layernorm is on the attention output
+      L.post_attn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
+      L.ffn_norm = r.get(p + "pre_feedforward_layernorm.weight", {dim});
+      L.post_ffn_norm = r.get(p + "post_feedforward_layernorm.weight", {dim});
+    } else {
+      L.ffn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
+    }
     if (c.n_experts > 0) {
       read_experts(r, p, c, L);
     } else {

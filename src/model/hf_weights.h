@@ -30,7 +30,11 @@ struct HfLayerWeights {
   const SafetensorsTensor* q_norm;     // [head_dim], with config.qk_norm (Qwen3)
   const SafetensorsTensor* k_norm;     // [head_dim], with config.qk_norm
   const SafetensorsTensor* wo;         // [dim, n_heads head_dim]
-  const SafetensorsTensor* ffn_norm;   // [dim]
+  const SafetensorsTensor* ffn_norm;   // [dim] (Gemma 3: pre_feedforward_layernorm)
+  // With config.sandwich_norms (Gemma 3): the norms on the attention block's
+  // output (post_attention_layernorm) and the MLP's (post_feedforward_layernorm).
+  const SafetensorsTensor* post_attn_norm;
+  const SafetensorsTensor* post_ffn_norm;
   const SafetensorsTensor* w_gate;     // [ffn_dim, dim]
   const SafetensorsTensor* w_up;       // [ffn_dim, dim]
   const SafetensorsTensor* w_down;     // [dim, ffn_dim]

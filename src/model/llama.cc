@@ -9,6 +9,7 @@
 #include "core/format.h"
 #include "core/ggml_types.h"
 #include "loader/gguf.h"
+#include "model/gemma3_layer.h"
 
 namespace exactly {
 
@@ -86,6 +87,10 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
       L.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim);
     }
     L.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.dim);
+    if (c.sandwich_norms) {
+      L.post_attn_norm = vector_f32(f, p + "post_attention_norm.weight", c.dim);
+      L.post_ffn_norm = vector_f32(f, p + "post_ffw_norm.weight", c.dim);
+    }
     if (c.n_experts > 0) {
       L.moe = experts(f, p, c);
     } else {
@@ -111,7 +116,23 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
 }
 
 LlamaModel::LlamaModel(const GGUFFile& file, ModelConfig config)
-    : config_(std::move(config)), weights_(LlamaWeights::from_gguf(file, config_)) {}
+    : config_(std::move(config)), weights_(LlamaWeights::from_gguf(file, config_)) {
+  init_rope_factors();
+}
+
+// The global layers' frequency divisors: Llama 3.1's factors times a linear
+// scaling's factor (null when both are absent).
+void LlamaModel::init_rope_factors() {
+  if (config_.rope_linear_scale == 1.0f) {
+    global_rope_factors_ = weights_.rope_factors;
+    return;
+  }
+  const int pairs = config_.rope_dims / 2;
+  scaled_rope_factors_.assign(static_cast<size_t>(pairs), config_.rope_linear_scale);
+  if (weights_.rope_factors != nullptr)
+    for (int i = 0; i < pairs; ++i) scaled_rope_factors_[static_cast<size_t>(i)] *= weights_.rope_factors[i];
+  global_rope_factors_ = scaled_rope_factors_.data();
+}
 
 namespace {
 
@@ -134,20 +155,31 @@ LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
     append_as_f32(*t, hf_vectors_.emplace_back());
     return hf_vectors_.back().data();
   };
+  // Gemma's checkpoints store each RMSNorm's w and compute with 1 + w (in
+  // fp32, as here); GGUF converters store 1 + w.
+  const float norm_offset = config_.architecture == "gemma3" ? 1.0f : 0.0f;
+  auto norm = [&](const SafetensorsTensor* t) -> const float* {
+    const float* w = f32(t);
+    if (w != nullptr && norm_offset != 0.0f)
+      for (float& e : hf_vectors_.back()) e += norm_offset;
+    return w;
+  };
   weights_.token_embd = hf_matrix(*hf_->token_embd);
   for (const HfLayerWeights& h : hf_->layers) {
     LlamaLayerWeights L;
-    L.attn_norm = f32(h.attn_norm);
+    L.attn_norm = norm(h.attn_norm);
     L.wq = hf_matrix(*h.wq);
     L.wk = hf_matrix(*h.wk);
     L.wv = hf_matrix(*h.wv);
     L.q_bias = f32(h.q_bias);
     L.k_bias = f32(h.k_bias);
     L.v_bias = f32(h.v_bias);
-    L.q_norm = f32(h.q_norm);
-    L.k_norm = f32(h.k_norm);
+    L.q_norm = norm(h.q_norm);
+    L.k_norm = norm(h.k_norm);
     L.wo = hf_matrix(*h.wo);
-    L.ffn_norm = f32(h.ffn_norm);
+    L.ffn_norm = norm(h.ffn_norm);
+    L.post_attn_norm = norm(h.post_attn_norm);
+    L.post_ffn_norm = norm(h.post_ffn_norm);
     if (config_.n_experts > 0) {
       L.moe.router = hf_matrix(*h.router);
       for (const auto& [gate, up, down] : h.experts)
@@ -159,8 +191,9 @@ LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
     }
     weights_.layers.push_back(L);
   }
-  weights_.output_norm = f32(hf_->output_norm);
+  weights_.output_norm = norm(hf_->output_norm);
   weights_.output = hf_matrix(*hf_->output);
+  init_rope_factors();
 }
 
 void LlamaModel::ensure_scratch(int64_t n) {
@@ -176,6 +209,10 @@ void LlamaModel::ensure_scratch(int64_t n) {
   grow(gate_, n * dense_ffn);
   grow(rope_cos_, n * (c.rope_dims / 2));
   grow(rope_sin_, n * (c.rope_dims / 2));
+  if (c.rope_local_freq_base > 0) {
+    grow(local_cos_, n * (c.rope_dims / 2));
+    grow(local_sin_, n * (c.rope_dims / 2));
+  }
   grow(up_, n * dense_ffn);
 }
 
@@ -184,7 +221,7 @@ int64_t LlamaModel::weight_bytes() const {
   const int64_t dim = config_.dim;
   int64_t total = bytes(weights_.output) + dim * 4;
   for (const LlamaLayerWeights& L : weights_.layers) {
-    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + 2 * dim * 4;
+    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + (config_.sandwich_norms ? 4 : 2) * dim * 4;
     if (L.moe.experts.empty()) total += bytes(L.w_gate) + bytes(L.w_up) + bytes(L.w_down);
     total += L.moe.experts.empty() ? 0 : bytes(L.moe.router);
     for (const ExpertWeights& e : L.moe.experts) total += bytes(e.gate) + bytes(e.up) + bytes(e.down);
@@ -210,13 +247,23 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
                                            b.block_tables.data(), b.max_blocks_per_seq};
   float* x = x_.data();
   kernels::embedding_lookup(weights_.token_embd, b.tokens.data(), n, x);
+  if (c.embedding_scale > 0)
+    for (int64_t i = 0; i < n * c.dim; ++i) x[i] *= c.embedding_scale;
   kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data(),
-                       weights_.rope_factors);
-  const LayerBuffers buf{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
-                         proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data(), &moe_};
-  for (int l = 0; l < num_layers; ++l)
-    llama_layer(weights_.layers[static_cast<size_t>(l)], c, x, n, buf, kv.layer(l), b.slot_mapping.data(), attn_batch,
-                pool);
+                       global_rope_factors_);
+  if (c.rope_local_freq_base > 0)  // the sliding layers' own angles, unscaled
+    kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_local_freq_base, local_cos_.data(),
+                         local_sin_.data());
+  const LayerBuffers global{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
+                            proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data(), &moe_};
+  LayerBuffers local = global;
+  if (c.rope_local_freq_base > 0) local.rope_cos = local_cos_.data(), local.rope_sin = local_sin_.data();
+  const auto layer_fn = c.sandwich_norms ? gemma3_layer : llama_layer;
+  for (int l = 0; l < num_layers; ++l) {
+    const int32_t window = c.window_of(l);
+    const LayerKV layer_kv{kv.layer(l), b.slot_mapping.data(), attn_batch, window};
+    layer_fn(weights_.layers[static_cast<size_t>(l)], c, x, n, window > 0 ? local : global, layer_kv, pool);
+  }
 
   // Hidden states asked for are normed on their own, apart from the logits
   // rows, by the same kernel: the logits keep their bits.
@@ -236,7 +283,8 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
     kernels::rmsnorm(x + int64_t{row} * c.dim, weights_.output_norm, 1, c.dim, c.rms_eps,
                      last_.data() + i * c.dim);
   }
-  output_logits(weights_.output, c.output_token_ids, c.vocab_size, last_.data(), n_out, logits, argmax, head_, pool);
+  output_logits(weights_.output, c.output_token_ids, c.vocab_size, last_.data(), n_out, logits, argmax, head_, pool,
+                c.final_logit_softcap);
 }
 
 }  // namespace exactly

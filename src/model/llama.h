@@ -67,6 +67,7 @@ class LlamaModel final : public Model {
 
  private:
   void ensure_scratch(int64_t n_tokens);
+  void init_rope_factors();
 
   ModelConfig config_;
   std::unique_ptr<HfWeights> hf_;              // a Hugging Face checkpoint's mapping, null for GGUF
@@ -88,6 +89,9 @@ class LlamaModel final : public Model {
   AlignedVector<float> hidden_out_;  // [hidden_rows, dim] the last pass's hidden states (hidden())
   size_t hidden_size_ = 0;
   AlignedVector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
+  AlignedVector<float> local_cos_, local_sin_;  // the same for sliding-window layers with a RoPE base of their own
+  std::vector<float> scaled_rope_factors_;      // [rope_dims / 2] with linear RoPE scaling
+  const float* global_rope_factors_ = nullptr;  // what divides the global layers' frequencies (null: nothing)
 };
 
 }  // namespace exactly

@@ -15,12 +15,9 @@ void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n
 
 }  // namespace
 
-void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int64_t n, const LayerBuffers& b,
-                 const kernels::PagedKV& cache, const int64_t* slots, const kernels::AttentionBatch& batch,
-                 ThreadPool& pool) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
-  kernels::rmsnorm(x, L.attn_norm, n, c.dim, c.rms_eps, b.h);
+void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& b,
+                     const LayerKV& kv, ThreadPool& pool) {
+  const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   kernels::matmul(L.wq, b.h, n, b.q, pool);
   kernels::matmul(L.wk, b.h, n, b.k, pool);
   kernels::matmul(L.wv, b.h, n, b.v, pool);
@@ -36,29 +33,39 @@ void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int
   const auto rope = c.rope_layout == RopeLayout::kHalfSplit ? kernels::rope_half_with : kernels::rope_adjacent_with;
   rope(b.q, n, c.n_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
   rope(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
-  kernels::kv_store(cache, b.k, b.v, slots, n);
-  kernels::attention(cache, batch, b.q, c.n_heads, scale, b.attn, pool);
+  kernels::kv_store(kv.cache, b.k, b.v, kv.slots, n);
+  kernels::attention(kv.cache, kv.batch, b.q, c.n_heads, scale, b.attn, pool, kernels::AttentionMask::causal,
+                     kv.window);
   kernels::matmul(L.wo, b.attn, n, b.proj, pool);
-  kernels::add_inplace(x, b.proj, n * c.dim);
+}
 
-  // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x)), or the
-  // same over each token's experts
-  kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, b.h);
+void mlp_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& b, ThreadPool& pool) {
   if (c.n_experts > 0) {
     moe_mlp(L.moe, c, b.h, n, b.proj, *b.moe, pool);
-    kernels::add_inplace(x, b.proj, n * c.dim);
     return;
   }
   kernels::matmul(L.w_gate, b.h, n, b.gate, pool);
   kernels::matmul(L.w_up, b.h, n, b.up, pool);
-  kernels::silu_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);
+  if (c.activation == MlpActivation::kGeluTanh)
+    kernels::gelu_tanh_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);
+  else
+    kernels::silu_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);
   kernels::matmul(L.w_down, b.gate, n, b.proj, pool);
+}
+
+void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int64_t n, const LayerBuffers& b,
+                 const LayerKV& kv, ThreadPool& pool) {
+  kernels::rmsnorm(x, L.attn_norm, n, c.dim, c.rms_eps, b.h);
+  attention_block(L, c, n, b, kv, pool);
+  kernels::add_inplace(x, b.proj, n * c.dim);
+  kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, b.h);
+  mlp_block(L, c, n, b, pool);
   kernels::add_inplace(x, b.proj, n * c.dim);
 }
 
 void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> token_ids, int32_t vocab,
                    const float* normed, int64_t n_out, float* logits, int32_t* argmax, AlignedVector<float>& scratch,
-                   ThreadPool& pool) {
+                   ThreadPool& pool, float softcap) {
   if (token_ids.empty()) {
     kernels::matmul(head, normed, n_out, logits, pool);
   } else {
@@ -74,6 +81,11 @@ void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> t
       }
     });
   }
+  if (softcap > 0)
+    pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
+      for (float* v = logits + i0 * vocab; v < logits + i1 * vocab; ++v)
+        if (std::isfinite(*v)) *v = softcap * std::tanh(*v / softcap);
+    });
   if (argmax != nullptr)
     pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {

@@ -1,6 +1,7 @@
-// The pieces of the llama forward pass that a draft head shares with the
-// target (model/draft_head.h): one pre-norm decoder layer, and the output
-// head over normed rows.
+// The decoder layers of the llama family and what they share: the attention
+// block and the MLP block over normed rows, one pre-norm llama layer (Llama,
+// Mistral, Mixtral, Qwen2/3, and a draft head's layer), and the output head
+// over normed rows. gemma3_layer.h builds Gemma 3's layer from the same blocks.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +26,13 @@ struct LlamaLayerWeights {
   const float* v_bias = nullptr;  // [n_kv_heads * head_dim]
   const float* q_norm = nullptr;  // [head_dim], with config.qk_norm: each q head's RMSNorm before RoPE
   const float* k_norm = nullptr;  // [head_dim], the same for k
+  const float* post_attn_norm = nullptr;  // [dim], with config.sandwich_norms: on the attention block's output
   const float* ffn_norm;   // [dim]
   kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
   kernels::WeightMatrix w_up;    // [ffn_dim, dim]
   kernels::WeightMatrix w_down;  // [dim, ffn_dim]
   MoeWeights moe;                // with config.n_experts: the experts in place of the three above
+  const float* post_ffn_norm = nullptr;  // [dim], with config.sandwich_norms: on the MLP block's output
 };
 
 // Activations of one pass, each at least as large as its shape for n tokens.
@@ -47,19 +50,38 @@ struct LayerBuffers {
   MoeScratch* moe = nullptr;  // with config.n_experts
 };
 
-// x ([n, dim], the residual stream) += attention block, then += MLP block;
-// the layer's K/V of every token go to `cache` at `slots` ([n]).
+// Where a layer's attention reads and writes: its KV cache, each token's
+// slot ([n]), the batch, and the layer's sliding window (0: every earlier key).
+struct LayerKV {
+  const kernels::PagedKV& cache;
+  const int64_t* slots;
+  const kernels::AttentionBatch& batch;
+  int32_t window = 0;
+};
+
+// buf.proj = wo · attention(rope(q), rope(k), v) of the normed rows buf.h,
+// q, k, v their projections (with biases and per-head norms where the model
+// has them); the K/V of every token go to the cache.
+void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& buf,
+                     const LayerKV& kv, ThreadPool& pool);
+// buf.proj = w_down · (act(w_gate · h) * (w_up · h)) of the normed rows
+// buf.h, act the config's gate, or the same over each token's experts.
+void mlp_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& buf, ThreadPool& pool);
+
+// x ([n, dim], the residual stream) += attention block of norm(x), then +=
+// MLP block of norm(x).
 void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int64_t n, const LayerBuffers& buf,
-                 const kernels::PagedKV& cache, const int64_t* slots, const kernels::AttentionBatch& batch,
-                 ThreadPool& pool);
+                 const LayerKV& kv, ThreadPool& pool);
 
 // The logits ([n_out, vocab]) of n_out normed rows ([n_out, dim]) through
 // `head`: over every token, or over `token_ids` ([head.rows], a partial
 // head) with -inf for every other token, so the row reads like a full one.
-// With `argmax` ([n_out]), also each row's argmax (the lowest index among
-// equal maxima). `scratch` holds a partial head's own logits.
+// softcap > 0: every finite logit becomes softcap * tanh(logit / softcap)
+// (Gemma's final soft-capping) before the argmax. With `argmax` ([n_out]),
+// also each row's argmax (the lowest index among equal maxima). `scratch`
+// holds a partial head's own logits.
 void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> token_ids, int32_t vocab,
                    const float* normed, int64_t n_out, float* logits, int32_t* argmax, AlignedVector<float>& scratch,
-                   ThreadPool& pool);
+                   ThreadPool& pool, float softcap = 0.0f);
 
 }  // namespace exactly

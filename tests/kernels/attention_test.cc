@@ -65,7 +65,7 @@ struct AttentionCase {
   }
 
   // float64 softmax(q k^T * scale) v for every query token and head.
-  std::vector<double> exact(float scale, AttentionMask mask = AttentionMask::causal) {
+  std::vector<double> exact(float scale, AttentionMask mask = AttentionMask::causal, int32_t window = 0) {
     std::vector<double> out(q.size());
     const PagedKV c = cache();
     const int group = n_heads / n_kv_heads;
@@ -73,10 +73,11 @@ struct AttentionCase {
       for (int32_t j = 0; j < seqs[s].n_new; ++j) {
         const int64_t t = query_start[s] + j;
         const int32_t pos = mask == AttentionMask::causal ? seqs[s].len - seqs[s].n_new + j : seqs[s].len - 1;
+        const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
         for (int h = 0; h < n_heads; ++h) {
-          std::vector<double> p(static_cast<size_t>(pos) + 1);
+          std::vector<double> p(static_cast<size_t>(pos) + 1, 0.0);
           double mx = -INFINITY, sum = 0;
-          for (int32_t key = 0; key <= pos; ++key) {
+          for (int32_t key = first; key <= pos; ++key) {
             double d = 0;
             for (int e = 0; e < head_dim; ++e)
               d += static_cast<double>(q[static_cast<size_t>((t * n_heads + h) * head_dim + e)]) *
@@ -84,10 +85,14 @@ struct AttentionCase {
             p[static_cast<size_t>(key)] = d * scale;
             mx = std::max(mx, d * scale);
           }
-          for (auto& x : p) sum += (x = std::exp(x - mx));
+          for (int32_t key = first; key <= pos; ++key) {
+            double& x = p[static_cast<size_t>(key)];
+            sum += (x = std::exp(x - mx));
+          }
           for (int e = 0; e < head_dim; ++e) {
             double acc = 0;
-            for (int32_t key = 0; key <= pos; ++key) acc += p[static_cast<size_t>(key)] * c.v[offset(s, key, h / group) + e];
+            for (int32_t key = first; key <= pos; ++key)
+              acc += p[static_cast<size_t>(key)] * c.v[offset(s, key, h / group) + e];
             out[static_cast<size_t>((t * n_heads + h) * head_dim + e)] = acc / sum;
           }
         }
@@ -190,6 +195,59 @@ TEST(AttentionNoMask, MatchesFloat64) {
   }
   // The unmasked result is a different function: the test would notice a mask left on.
   EXPECT_GT(max_error(out, causal, ac.query_start[3] * row, ac.query_start[4] * row), 1e-3);
+}
+
+// Sliding windows (Gemma 3's local layers): a query at position p sees keys
+// p - window + 1 .. p. Windows of one key, of a KV tile, inside one 512-key
+// partition and across partitions; against float64 and the naive kernel,
+// different from full causal attention, and with the same bits alone, in a
+// batch, on one thread or two, and as one decode step (split-KV) after the
+// same sequence's prefill.
+TEST(AttentionSlidingWindow, MatchesFloat64AndKeepsItsBitsAcrossBatchesAndChunks) {
+  for (const int32_t window : {1, 16, 100, 512, 700}) {
+    AttentionCase ac;
+    ac.n_heads = 6;
+    ac.n_kv_heads = 2;
+    ac.head_dim = 64;
+    ac.block_size = 16;
+    ac.seqs = {{1, 1}, {40, 40}, {700, 5}, {1300, 1300}, {2100, 1}};
+    std::mt19937 rng(static_cast<uint32_t>(window));
+    ac.setup(rng, 2.0f);
+    const float scale = 0.125f;
+    ThreadPool two(2), one(1);
+    std::vector<float> out(ac.q.size()), naive(ac.q.size());
+    attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, out.data(), two, AttentionMask::causal, window);
+    reference::attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, naive.data(), AttentionMask::causal,
+                         window);
+    const std::vector<double> exact = ac.exact(scale, AttentionMask::causal, window);
+    const int64_t row = int64_t{ac.n_heads} * ac.head_dim;
+    for (size_t s = 0; s < ac.seqs.size(); ++s) {
+      const int64_t begin = ac.query_start[s] * row, end = ac.query_start[s + 1] * row;
+      EXPECT_LE(max_error(out, exact, begin, end), 2 * max_error(naive, exact, begin, end) + 1e-6)
+          << "window " << window << ", sequence " << s;
+      const std::vector<int32_t> qs{0, ac.seqs[s].n_new};
+      const AttentionBatch alone{1, qs.data(), &ac.seq_lens[s],
+                                 ac.block_tables.data() + s * static_cast<size_t>(ac.max_blocks), ac.max_blocks};
+      std::vector<float> out_alone(static_cast<size_t>(end - begin));
+      attention(ac.cache(), alone, ac.q.data() + begin, ac.n_heads, scale, out_alone.data(), one,
+                AttentionMask::causal, window);
+      EXPECT_EQ(std::memcmp(out_alone.data(), out.data() + begin, out_alone.size() * sizeof(float)), 0)
+          << "window " << window << ": sequence " << s << " alone differs from its rows in the batch";
+    }
+    // The prefill's last row of the 1300-token sequence, again as a decode step.
+    const int32_t len = 1300;
+    const std::vector<int32_t> qs{0, 1};
+    const AttentionBatch decode{1, qs.data(), &len, ac.block_tables.data() + 3 * static_cast<size_t>(ac.max_blocks),
+                                ac.max_blocks};
+    const int64_t last = (ac.query_start[4] - 1) * row;
+    std::vector<float> step(static_cast<size_t>(row));
+    attention(ac.cache(), decode, ac.q.data() + last, ac.n_heads, scale, step.data(), two, AttentionMask::causal,
+              window);
+    EXPECT_EQ(std::memcmp(step.data(), out.data() + last, step.size() * sizeof(float)), 0) << "window " << window;
+    // A window shorter than the context computes something else than full attention.
+    const std::vector<double> full = ac.exact(scale);
+    EXPECT_GT(max_error(out, full, ac.query_start[3] * row, ac.query_start[4] * row), 1e-3) << "window " << window;
+  }
 }
 
 }  // namespace

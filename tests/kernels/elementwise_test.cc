@@ -131,6 +131,45 @@ TEST(SiluMul, MatchesFloat64) {
   EXPECT_EQ(std::memcmp(g2.data(), out.data(), out.size() * sizeof(float)), 0);
 }
 
+// GeGLU's gate: the tanh form of GELU through exp, to a bound that grows with
+// the exponent's size: t = -2u carries a few ulp of |t| from its fp32
+// products and constants, and an absolute error e in t is a relative error e
+// in exp(t). (fp32's own 0.5 g (1 + tanh(u)) is far worse there: 1 + tanh(u)
+// rounds to 0 once tanh(u) is within an ulp of -1.)
+// the pooled, aliased and scalar-tail paths give the same bits.
+TEST(GeluTanhMul, MatchesFloat64AndPoolsAlike) {
+  std::mt19937 rng(8);
+  const int64_t n = 9 * 1024 + 5;
+  auto g = testing::random_floats(rng, n, -12.0f, 12.0f);
+  auto u = testing::random_floats(rng, n, -3.0f, 3.0f);
+  std::vector<float> out(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+  gelu_tanh_mul(g.data(), u.data(), n, out.data());
+  reference::gelu_tanh_mul(g.data(), u.data(), n, ref.data());
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[static_cast<size_t>(i)], t = 2 * k * (gi + 0.044715 * gi * gi * gi);
+    // 0.5 g (1 + tanh(u)) = g / (1 + exp(-2u)); the second form keeps its
+    // precision where tanh(u) is near -1, which even float64 would round away.
+    const double exact = gi / (1.0 + std::exp(-t)) * u[static_cast<size_t>(i)];
+    ASSERT_LE(std::fabs(out[static_cast<size_t>(i)] - exact), (8 + 16 * std::fabs(t)) * kU * std::fabs(exact) + 1e-37)
+        << "gate " << gi;
+    ASSERT_LE(std::fabs(ref[static_cast<size_t>(i)] - exact), kU * std::fabs(exact) + 1e-37) << i;
+  }
+  // A GELU is not a SiLU: the test tells them apart.
+  std::vector<float> silu(static_cast<size_t>(n));
+  silu_mul(g.data(), u.data(), n, silu.data());
+  EXPECT_NE(std::memcmp(silu.data(), out.data(), out.size() * sizeof(float)), 0);
+  ThreadPool two(2);
+  std::vector<float> pooled = g;
+  gelu_tanh_mul(pooled.data(), u.data(), n, pooled.data(), two);
+  EXPECT_EQ(std::memcmp(pooled.data(), out.data(), out.size() * sizeof(float)), 0);
+  for (int64_t i = 0; i < 8; ++i) {  // the scalar tail, one element at a time
+    float one;
+    gelu_tanh_mul(g.data() + i, u.data() + i, 1, &one);
+    EXPECT_EQ(std::memcmp(&one, out.data() + i, sizeof one), 0) << i;
+  }
+}
+
 TEST(AddInplace, IsElementwiseFp32Add) {
   std::mt19937 rng(7);
   auto y = testing::random_floats(rng, 1001);

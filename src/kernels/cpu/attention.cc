@@ -37,8 +37,9 @@ struct WorkItem {
 
 struct SplitTile {
   QueryTile tile;
+  int32_t first_part;  // partitions first_part .. first_part + n_parts - 1
   int32_t n_parts;
-  int64_t slot;  // float offset of partition 0's partial state; the others follow
+  int64_t slot;  // float offset of partition first_part's partial state; the others follow
 };
 
 struct Plan {
@@ -48,9 +49,10 @@ struct Plan {
 };
 
 cpu::flash::FlashProblem make_problem(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-                                      float scale, float* out, AttentionMask mask) {
+                                      float scale, float* out, AttentionMask mask, int32_t window) {
   constexpr float kLog2e = 1.44269504088896341f;
-  return {cache, batch, q, out, n_heads, n_heads / cache.n_kv_heads, scale * kLog2e, mask == AttentionMask::causal};
+  return {cache, batch, q, out, n_heads, n_heads / cache.n_kv_heads, scale * kLog2e, mask == AttentionMask::causal,
+          window};
 }
 
 // Query tokens per tile of each sequence. Whole tiles of tokens_per_tile
@@ -87,16 +89,19 @@ Plan make_plan(const cpu::flash::FlashProblem& p, int n_threads) {
     for (int32_t t0 = 0; t0 < n_new; t0 += per_tile)
       for (int32_t h = 0; h < p.cache.n_kv_heads; ++h) {
         const QueryTile tile{s, first + t0, std::min(per_tile, n_new - t0), first_pos + t0, h};
-        const int32_t n_parts = cpu::flash::partitions_of(p, tile);
-        const int64_t rows = tile.rows(p.group), keys = cpu::flash::last_key(p, tile) + 1;
+        const int32_t first_part = cpu::flash::first_partition(p, tile);
+        const int32_t n_parts = cpu::flash::partitions_of(p, tile) - first_part;
+        const int64_t rows = tile.rows(p.group);
+        const int64_t keys = cpu::flash::last_key(p, tile) + 1 - cpu::flash::first_key(p, tile);
         if (n_new > per_tile || n_parts == 1) {
           plan.items.push_back({tile, -1, 0, rows * keys});
           continue;
         }
         const int64_t slot_floats = cpu::flash::partial_floats(tile.rows(p.group), hd);
-        plan.splits.push_back({tile, n_parts, plan.partial_floats});
-        for (int32_t part = 0; part < n_parts; ++part)
-          plan.items.push_back({tile, part, plan.partial_floats + part * slot_floats, rows * cpu::flash::kPartitionKeys});
+        plan.splits.push_back({tile, first_part, n_parts, plan.partial_floats});
+        for (int32_t i = 0; i < n_parts; ++i)
+          plan.items.push_back({tile, first_part + i, plan.partial_floats + i * slot_floats,
+                                rows * cpu::flash::kPartitionKeys});
         plan.partial_floats += n_parts * slot_floats;
       }
   }
@@ -119,23 +124,25 @@ void for_each_dynamic(ThreadPool& pool, int64_t n, std::byte* scratch, int64_t t
 }  // namespace
 
 int64_t attention_scratch_bytes(const PagedKV& cache, const AttentionBatch& batch, int n_heads, int n_threads,
-                                AttentionMask mask) {
-  const cpu::flash::FlashProblem p = make_problem(cache, batch, nullptr, n_heads, 1.0f, nullptr, mask);
+                                AttentionMask mask, int32_t window) {
+  const cpu::flash::FlashProblem p = make_problem(cache, batch, nullptr, n_heads, 1.0f, nullptr, mask, window);
   return n_threads * cpu::flash::tile_buffer_bytes(p.group, cache.head_dim) +
          make_plan(p, n_threads).partial_floats * static_cast<int64_t>(sizeof(float));
 }
 
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads, float scale,
-               float* out, ThreadPool& pool, AttentionMask mask) {
+               float* out, ThreadPool& pool, AttentionMask mask, int32_t window) {
   cpu::check_attention(cache, batch, n_heads);
+  EXACTLY_CHECK(window >= 0 && (window == 0 || mask == AttentionMask::causal),
+                "attention: a sliding window (%d) needs the causal mask", window);
   for (int32_t s = 0; s < batch.n_seqs; ++s)
     EXACTLY_CHECK(batch.seq_lens[s] >= batch.query_start[s + 1] - batch.query_start[s],
                   "attention: sequence %d has more new tokens than its length %d", s, batch.seq_lens[s]);
-  const cpu::flash::FlashProblem p = make_problem(cache, batch, q, n_heads, scale, out, mask);
+  const cpu::flash::FlashProblem p = make_problem(cache, batch, q, n_heads, scale, out, mask, window);
   const Plan plan = make_plan(p, pool.size());
   const int hd = cache.head_dim;
   const int64_t tile_bytes = cpu::flash::tile_buffer_bytes(p.group, hd);
-  const int64_t bytes = attention_scratch_bytes(cache, batch, n_heads, pool.size(), mask);
+  const int64_t bytes = attention_scratch_bytes(cache, batch, n_heads, pool.size(), mask, window);
   const std::unique_ptr<std::byte[]> scratch(new std::byte[static_cast<size_t>(bytes)]);
   float* partials = reinterpret_cast<float*>(scratch.get() + pool.size() * tile_bytes);
 
@@ -157,12 +164,12 @@ void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q
                      const int rows = st.tile.rows(p.group);
                      cpu::flash::load_tile(p, st.tile, buf);
                      cpu::flash::reset_state(buf.merged, rows, hd);
-                     for (int32_t part = 0; part < st.n_parts; ++part)
+                     for (int32_t k = 0; k < st.n_parts; ++k)
                        cpu::flash::merge_partition(
                            buf.merged,
-                           cpu::flash::partial_state(partials + st.slot + part * cpu::flash::partial_floats(rows, hd),
+                           cpu::flash::partial_state(partials + st.slot + k * cpu::flash::partial_floats(rows, hd),
                                                      rows, hd),
-                           part, buf.key_limit, rows, hd);
+                           st.first_part + k, buf.key_first, buf.key_limit, rows, hd);
                      cpu::flash::write_tile_output(p, st.tile, buf.merged);
                    });
 }

@@ -34,7 +34,9 @@ TileBuffers carve(Carver& c, int group, int hd) {
   TileBuffers b;
   b.qs = c.take<float>(int64_t{rows} * hd);
   b.key_limit = c.take<int32_t>(rows);
+  b.key_first = c.take<int32_t>(rows);
   b.n_valid = c.take<int32_t>(rows);
+  b.first_valid = c.take<int32_t>(rows);
   b.tile.k_transposed = c.take<float>(int64_t{hd} * kKeyTile);
   b.tile.scores = c.take<float>(int64_t{rows} * kKeyTile);
   for (RowState* s : {&b.partition, &b.merged}) {
@@ -49,6 +51,10 @@ TileBuffers carve(Carver& c, int group, int hd) {
 
 int32_t last_key(const FlashProblem& p, const QueryTile& t) {
   return p.causal ? t.first_pos + t.n_tokens - 1 : p.batch.seq_lens[t.seq] - 1;
+}
+
+int32_t first_key(const FlashProblem& p, const QueryTile& t) {
+  return p.window > 0 ? std::max(0, t.first_pos - p.window + 1) : 0;
 }
 
 int64_t tile_buffer_bytes(int group, int head_dim) {
@@ -75,6 +81,7 @@ void load_tile(const FlashProblem& p, const QueryTile& t, TileBuffers& buf) {
       const float* q = p.q + ((int64_t{t.first_token} + i) * p.n_heads + t.kv_head * p.group + g) * hd;
       for (int d = 0; d < hd; ++d) buf.qs[int64_t{r} * hd + d] = q[d] * p.q_scale;
       buf.key_limit[r] = p.causal ? t.first_pos + i : seq_last;
+      buf.key_first[r] = p.window > 0 ? std::max(0, t.first_pos + i - p.window + 1) : 0;
     }
 }
 
@@ -89,9 +96,10 @@ void attend_partition(const FlashProblem& p, const QueryTile& t, int32_t part, T
   const int rows = t.rows(p.group);
   reset_state(state, rows, hd);
   const int32_t end = std::min((part + 1) * kPartitionKeys, last_key(p, t) + 1);
+  const int32_t begin = std::max(part * kPartitionKeys, first_key(p, t) / kKeyTile * kKeyTile);
   const float* keys[kKeyTile];
   const float* values[kKeyTile];
-  for (int32_t j0 = part * kPartitionKeys; j0 < end; j0 += kKeyTile) {
+  for (int32_t j0 = begin; j0 < end; j0 += kKeyTile) {
     const int n_keys = std::min(kKeyTile, end - j0);
     // Walk the block table once per tile rather than dividing per key.
     const int bs = p.cache.block_size;
@@ -104,14 +112,21 @@ void attend_partition(const FlashProblem& p, const QueryTile& t, int32_t part, T
       values[j] = p.cache.v + off;
       if (++in_block == bs) in_block = 0, ++block;
     }
-    for (int r = 0; r < rows; ++r) buf.n_valid[r] = std::clamp(buf.key_limit[r] + 1 - j0, 0, kKeyTile);
-    attend_kv_tile(buf.qs, rows, hd, buf.n_valid, keys, values, n_keys, buf.tile, state);
+    for (int r = 0; r < rows; ++r) {
+      buf.first_valid[r] = std::clamp(buf.key_first[r] - j0, 0, kKeyTile);
+      const int32_t n = std::clamp(buf.key_limit[r] + 1 - j0, 0, kKeyTile);
+      buf.n_valid[r] = n > buf.first_valid[r] ? n : 0;  // a tile wholly outside the row's window is skipped
+    }
+    attend_kv_tile(buf.qs, rows, hd, buf.n_valid, p.window > 0 ? buf.first_valid : nullptr, keys, values, n_keys,
+                   buf.tile, state);
   }
 }
 
-void merge_partition(RowState merged, RowState s, int32_t part, const int32_t* key_limit, int rows, int hd) {
+void merge_partition(RowState merged, RowState s, int32_t part, const int32_t* key_first, const int32_t* key_limit,
+                     int rows, int hd) {
   for (int r = 0; r < rows; ++r) {
-    if (key_limit[r] < part * kPartitionKeys) continue;  // no key of this partition is visible to the row
+    // Rows that see no key of this partition keep their state as it is.
+    if (key_limit[r] < part * kPartitionKeys || key_first[r] >= (part + 1) * kPartitionKeys) continue;
     const float m_new = std::max(merged.m[r], s.m[r]);
     const float a = exp2_fast(merged.m[r] - m_new), b = exp2_fast(s.m[r] - m_new);
     merged.l[r] = merged.l[r] * a + s.l[r] * b;
@@ -151,9 +166,9 @@ void attend_query_tile(const FlashProblem& p, const QueryTile& t, TileBuffers& b
   load_tile(p, t, buf);
   reset_state(buf.merged, rows, hd);
   const int32_t n_parts = partitions_of(p, t);
-  for (int32_t part = 0; part < n_parts; ++part) {
+  for (int32_t part = first_partition(p, t); part < n_parts; ++part) {
     attend_partition(p, t, part, buf, buf.partition);
-    merge_partition(buf.merged, buf.partition, part, buf.key_limit, rows, hd);
+    merge_partition(buf.merged, buf.partition, part, buf.key_first, buf.key_limit, rows, hd);
   }
   write_tile_output(p, t, buf.merged);
 }

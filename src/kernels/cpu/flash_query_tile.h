@@ -32,6 +32,7 @@ struct FlashProblem {
   int group;      // query heads per KV head
   float q_scale;  // scale * log2(e): scores are kept in the log2 domain
   bool causal;
+  int32_t window;  // > 0: a row at position p sees keys from p - window + 1 (causal only)
 };
 
 struct QueryTile {
@@ -48,17 +49,25 @@ struct QueryTile {
 inline int tokens_per_tile(int group) { return group >= kTileRowsTarget ? 1 : kTileRowsTarget / group; }
 inline int max_tile_rows(int group) { return tokens_per_tile(group) * group; }
 
-// Last key position any row of the tile attends to.
+// Last key position any row of the tile attends to, and the first.
 int32_t last_key(const FlashProblem& p, const QueryTile& t);
+int32_t first_key(const FlashProblem& p, const QueryTile& t);
+// The tile's partitions: first_partition .. partitions_of - 1 (earlier ones
+// lie wholly before every row's sliding window).
 inline int32_t partitions_of(const FlashProblem& p, const QueryTile& t) {
   return last_key(p, t) / kPartitionKeys + 1;
+}
+inline int32_t first_partition(const FlashProblem& p, const QueryTile& t) {
+  return first_key(p, t) / kPartitionKeys;
 }
 
 // Per-thread working memory of one query tile; sizes for max_tile_rows rows.
 struct TileBuffers {
   float* qs;             // [rows, head_dim] scaled queries
   int32_t* key_limit;    // [rows] last key position of each row
-  int32_t* n_valid;      // [rows] valid keys of each row in the current KV tile
+  int32_t* key_first;    // [rows] first key position of each row (0 without a window)
+  int32_t* n_valid;      // [rows] valid keys of each row in the current KV tile: [first_valid, n_valid)
+  int32_t* first_valid;  // [rows]
   TileScratch tile;      // see flash_tile.h
   RowState partition;    // state over the current partition
   RowState merged;       // merge of the partitions so far
@@ -71,17 +80,17 @@ TileBuffers carve_tile_buffers(void* memory, int group, int head_dim);
 inline int64_t partial_floats(int rows, int head_dim) { return int64_t{rows} * (head_dim + 2); }
 RowState partial_state(float* slot, int rows, int head_dim);  // slot: [partial_floats]
 
-// Fills buf.qs and buf.key_limit for the tile.
+// Fills buf.qs, buf.key_limit and buf.key_first for the tile.
 void load_tile(const FlashProblem& p, const QueryTile& t, TileBuffers& buf);
 
 // The row state of partition `part` of the tile into `state` (needs load_tile).
 void attend_partition(const FlashProblem& p, const QueryTile& t, int32_t part, TileBuffers& buf, RowState state);
 
-// Folds partition `part`'s state into `merged` (rows whose key limit is before
-// the partition are left alone). Start `merged` with reset_state.
+// Folds partition `part`'s state into `merged` (rows that see no key of the
+// partition are left alone). Start `merged` with reset_state.
 void reset_state(RowState s, int rows, int head_dim);
-void merge_partition(RowState merged, RowState part_state, int32_t part, const int32_t* key_limit, int rows,
-                     int head_dim);
+void merge_partition(RowState merged, RowState part_state, int32_t part, const int32_t* key_first,
+                     const int32_t* key_limit, int rows, int head_dim);
 
 // out rows = merged acc / merged l.
 void write_tile_output(const FlashProblem& p, const QueryTile& t, RowState merged);

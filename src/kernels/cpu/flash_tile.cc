@@ -91,13 +91,17 @@ void scale_row(float* acc, float c, int hd) {  // acc: [hd]
 }
 
 // Turns one row of scores into probabilities p = exp2(score - m_new), masking
-// keys >= n_valid, and updates m, l and the scale of acc.
-void softmax_row(float* s, int n_valid, float& m, float& l, float* acc, int hd) {  // s: [kKeyTile]; acc: [hd]
+// keys outside [first_valid, n_valid), and updates m, l and the scale of acc.
+void softmax_row(float* s, int first_valid, int n_valid, float& m, float& l, float* acc,
+                 int hd) {  // s: [kKeyTile]; acc: [hd]
 #if EXACTLY_KERNELS_AVX2
   const __m256 neg_inf = _mm256_set1_ps(kNegInf), nv = _mm256_set1_ps(static_cast<float>(n_valid));
+  const __m256 fv = _mm256_set1_ps(static_cast<float>(first_valid));
   const __m256 idx0 = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), idx1 = _mm256_add_ps(idx0, _mm256_set1_ps(8));
-  const __m256 s0 = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s), _mm256_cmp_ps(idx0, nv, _CMP_LT_OQ));
-  const __m256 s1 = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s + 8), _mm256_cmp_ps(idx1, nv, _CMP_LT_OQ));
+  const __m256 in0 = _mm256_and_ps(_mm256_cmp_ps(idx0, nv, _CMP_LT_OQ), _mm256_cmp_ps(idx0, fv, _CMP_GE_OQ));
+  const __m256 in1 = _mm256_and_ps(_mm256_cmp_ps(idx1, nv, _CMP_LT_OQ), _mm256_cmp_ps(idx1, fv, _CMP_GE_OQ));
+  const __m256 s0 = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s), in0);
+  const __m256 s1 = _mm256_blendv_ps(neg_inf, _mm256_loadu_ps(s + 8), in1);
   __m256 mx = _mm256_max_ps(s0, s1);
   mx = _mm256_max_ps(mx, _mm256_permute2f128_ps(mx, mx, 1));
   mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -109,7 +113,8 @@ void softmax_row(float* s, int n_valid, float& m, float& l, float* acc, int hd) 
   _mm256_storeu_ps(s + 8, p1);
   const float tile_sum = fold_lanes(_mm256_add_ps(p0, p1));
 #else
-  for (int j = n_valid; j < kKeyTile; ++j) s[j] = kNegInf;
+  for (int j = 0; j < kKeyTile; ++j)
+    if (j < first_valid || j >= n_valid) s[j] = kNegInf;
   float tile_max = kNegInf;
   for (int j = 0; j < kKeyTile; ++j) tile_max = std::max(tile_max, s[j]);
   const float m_new = std::max(m, tile_max);
@@ -161,8 +166,9 @@ void accumulate_rows(float* const* acc, const float* const* p, const float* cons
 
 }  // namespace
 
-void attend_kv_tile(const float* qs, int n_rows, int hd, const int32_t* n_valid, const float* const* keys,
-                    const float* const* values, int n_keys, TileScratch scratch, RowState state) {
+void attend_kv_tile(const float* qs, int n_rows, int hd, const int32_t* n_valid, const int32_t* first_valid,
+                    const float* const* keys, const float* const* values, int n_keys, TileScratch scratch,
+                    RowState state) {
   pack_keys_transposed(keys, n_keys, hd, scratch.k_transposed);
   int r = 0;
   for (; r + 4 <= n_rows; r += 4) score_rows<4>(qs + r * hd, hd, scratch.k_transposed, scratch.scores + r * kKeyTile);
@@ -170,9 +176,11 @@ void attend_kv_tile(const float* qs, int n_rows, int hd, const int32_t* n_valid,
 
   for (r = 0; r < n_rows; ++r)
     if (n_valid[r] > 0)
-      softmax_row(scratch.scores + r * kKeyTile, n_valid[r], state.m[r], state.l[r], state.acc + r * hd, hd);
+      softmax_row(scratch.scores + r * kKeyTile, first_valid ? first_valid[r] : 0, n_valid[r], state.m[r],
+                  state.l[r], state.acc + r * hd, hd);
 
-  // Rows with the same number of valid keys share the loads of the values.
+  // Rows with the same number of valid keys share the loads of the values
+  // (masked keys have p = 0: fma(0, v, acc) leaves acc as it is).
   for (r = 0; r < n_rows;) {
     const int nv = n_valid[r];
     if (nv == 0) {

@@ -6,7 +6,8 @@
 // Per-row reduction order (the same for every row whatever its tile, so a row
 // gets the same bits alone, in a batch, in a prefill chunk or in a decode step):
 //   score[j] = fma chain over d = 0..head_dim-1 of qs[d] * k_j[d], from +0
-//   masked keys (j >= the row's valid count) score -inf
+//   masked keys (j >= the row's valid count, or j < its first valid key under
+//   a sliding window) score -inf, so their p is 0
 //   m_new = max(m, max_j score[j]);  c = exp2(m - m_new)
 //   p[j] = exp2(score[j] - m_new);   l = l * c + fold(p[0..7] + p[8..15])
 //   acc = acc * c (skipped when c == 1, which changes no bits), then
@@ -32,11 +33,14 @@ struct TileScratch {
   float* scores;        // [n_rows, kKeyTile]
 };
 
-// Updates the state of every row r with n_valid[r] > 0 by keys 0..n_valid[r]-1
-// of the tile. keys, values: [n_keys] pointers to rows of head_dim floats
-// (n_keys >= max n_valid; the pointers past n_keys are not read).
-// qs: [n_rows, head_dim] queries already multiplied by scale * log2(e).
-void attend_kv_tile(const float* qs, int n_rows, int head_dim, const int32_t* n_valid, const float* const* keys,
-                    const float* const* values, int n_keys, TileScratch scratch, RowState state);
+// Updates the state of every row r with n_valid[r] > 0 by keys
+// first_valid[r]..n_valid[r]-1 of the tile (first_valid null: from 0; rows
+// need first_valid[r] < n_valid[r] when n_valid[r] > 0). keys, values:
+// [n_keys] pointers to rows of head_dim floats (n_keys >= max n_valid; the
+// pointers past n_keys are not read). qs: [n_rows, head_dim] queries already
+// multiplied by scale * log2(e).
+void attend_kv_tile(const float* qs, int n_rows, int head_dim, const int32_t* n_valid, const int32_t* first_valid,
+                    const float* const* keys, const float* const* values, int n_keys, TileScratch scratch,
+                    RowState state);
 
 }  // namespace exactly::kernels::cpu::flash

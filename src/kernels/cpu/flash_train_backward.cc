@@ -7,6 +7,7 @@
 // heads, then query tiles, in increasing order); pass two owns a query tile of
 // one head (key tiles in increasing order). Each recomputes the tiles it
 // needs, so neither writes into the other's outputs.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -44,12 +45,26 @@ struct Inputs {
   }
 };
 
-// P and dS of one (query tile, key tile) pair of one head.
+// P and dS of one (query tile, key tile) pair of one head, and the partial
+// sum of one gradient product over that pair.
 template <typename T>
 struct PairTiles {
-  std::vector<T> p, ds, scratch;
+  std::vector<T> p, ds, scratch, partial;
   explicit PairTiles(int head_dim)
-      : p(kQueryTile * kKeyTile), ds(kQueryTile * kKeyTile), scratch(int64_t{head_dim} * kKeyTile) {}
+      : p(kQueryTile * kKeyTile),
+        ds(kQueryTile * kKeyTile),
+        scratch(int64_t{head_dim} * kKeyTile),
+        partial(int64_t{std::max(kQueryTile, kKeyTile)} * head_dim) {}
+
+  // acc += the pair's product, summed within the pair first: two-level
+  // summation keeps a gradient summed over N rows to O(N / tile) rounding
+  // steps per element rather than O(N), in an order that is still fixed.
+  template <typename Weight>
+  void add_tile_sum(std::vector<T>& acc, int n_out, int head_dim, HeadRows<T> rows, int n_in, Weight w) {
+    std::fill(partial.begin(), partial.begin() + int64_t{n_out} * head_dim, T(0));
+    detail::accumulate_rows(partial.data(), n_out, n_in, head_dim, rows, w);
+    for (int64_t i = 0; i < int64_t{n_out} * head_dim; ++i) acc[i] += partial[i];
+  }
 };
 
 // Fills tiles.p and tiles.ds for queries q_start..+n_q of `head` against keys
@@ -97,10 +112,10 @@ void key_tile_gradients(const Inputs<T>& in, const Task& task, Gradients<T> grad
       recompute_pair(in, s, head, q_start, n_q, task.start, n_k, tiles);
       const T* p = tiles.p.data();
       const T* ds = tiles.ds.data();
-      detail::accumulate_rows(dv.data(), n_k, n_q, d, in.d_out_rows(s, head, q_start),
-                              [&](int c, int r) { return p[r * kKeyTile + c]; });
-      detail::accumulate_rows(dk.data(), n_k, n_q, d, in.q_rows(s, head, q_start),
-                              [&](int c, int r) { return ds[r * kKeyTile + c] * in.scale; });
+      tiles.add_tile_sum(dv, n_k, d, in.d_out_rows(s, head, q_start), n_q,
+                         [&](int c, int r) { return p[r * kKeyTile + c]; });
+      tiles.add_tile_sum(dk, n_k, d, in.q_rows(s, head, q_start), n_q,
+                         [&](int c, int r) { return ds[r * kKeyTile + c] * in.scale; });
     }
   }
   const int64_t at = (s.k0 + task.start) * in.k_stride + int64_t{task.head} * d;
@@ -122,8 +137,8 @@ void query_tile_gradients(const Inputs<T>& in, const Task& task, Gradients<T> gr
     const int n_k = std::min(kKeyTile, s.lk - k_start);
     recompute_pair(in, s, task.head, task.start, n_q, k_start, n_k, tiles);
     const T* ds = tiles.ds.data();
-    detail::accumulate_rows(dq.data(), n_q, n_k, d, in.k_rows(s, kv_head, k_start),
-                            [&](int r, int c) { return ds[r * kKeyTile + c] * in.scale; });
+    tiles.add_tile_sum(dq, n_q, d, in.k_rows(s, kv_head, k_start), n_k,
+                       [&](int r, int c) { return ds[r * kKeyTile + c] * in.scale; });
   }
   store_rows(dq, n_q, d, grads.dq + (s.q0 + task.start) * in.q_stride + int64_t{task.head} * d, in.q_stride);
 }
