@@ -96,9 +96,10 @@ void reject_unsupported(const JsonObject& cfg, const Architecture& arch) {
     cfg.fail("quantization_config", "is set; quantized checkpoints are not supported");
 }
 
-// One RoPE scaling object: "default" or "linear" (positions divided by its
-// factor); returns the factor. Other kinds are refused by name.
-float rope_scale(const JsonObject& s, bool linear_allowed) {
+// One RoPE scaling object, parent[key]: "default" or "linear" (positions
+// divided by its factor); returns the factor. Other kinds are refused by name.
+float rope_scale(const JsonObject& parent, std::string_view key, bool linear_allowed) {
+  const JsonObject s = parent.object(key);
   const auto type = s.find("rope_type") ? s.get_string("rope_type") : s.get_string("type");
   if (type == "default") return 1.0f;
   if (type == "linear" && linear_allowed) {
@@ -106,13 +107,14 @@ float rope_scale(const JsonObject& s, bool linear_allowed) {
     if (!(factor > 0) || !std::isfinite(factor)) s.fail("factor", "must be a positive number");
     return static_cast<float>(factor);
   }
-  s.fail("rope_type", strformat("has type '%s', which is not supported (null, \"default\"%s)",
-                                             type ? type->c_str() : "(none)", linear_allowed ? " or \"linear\"" : ""));
+  parent.fail(key, strformat("has type '%s', which is not supported (null, \"default\"%s)",
+                             type ? type->c_str() : "(none)", linear_allowed ? " or \"linear\"" : ""));
 }
 
 // transformers 4.x writes rope_scaling (and rope_theta beside it), 5.x
-// rope_parameters with rope_theta inside; for models with sliding layers, 5.x
-// nests one object per layer type (full_attention, sliding_attention).
+// rope_parameters with rope_theta inside (a top-level rope_theta wins where
+// both are written); for models with sliding layers, 5.x nests one object
+// per layer type (full_attention, sliding_attention).
 struct RopeSettings {
   float theta = 10000.0f, scale = 1.0f, local_theta = 0.0f;
 };
@@ -125,24 +127,20 @@ float positive_theta(const JsonObject& o, std::string_view key, double fallback)
 
 RopeSettings rope_settings(const JsonObject& cfg, bool gemma) {
   RopeSettings r;
+  const bool top_theta = cfg.find("rope_theta") != nullptr;
   r.theta = positive_theta(cfg, "rope_theta", gemma ? 1000000.0 : 10000.0);
   if (gemma) r.local_theta = positive_theta(cfg, "rope_local_base_freq", 10000.0);
-  if (cfg.find("rope_scaling")) r.scale = rope_scale(cfg.object("rope_scaling"), true);
+  if (cfg.find("rope_scaling")) r.scale = rope_scale(cfg, "rope_scaling", true);
   if (!cfg.find("rope_parameters")) return r;
   const JsonObject p = cfg.object("rope_parameters");
-  if (p.find("full_attention") || p.find("sliding_attention")) {
-    const JsonObject full = p.object("full_attention");
-    r.theta = positive_theta(full, "rope_theta", r.theta);
-    r.scale = rope_scale(full, true);
-    if (p.find("sliding_attention")) {
-      const JsonObject local = p.object("sliding_attention");
-      r.local_theta = positive_theta(local, "rope_theta", r.local_theta);
-      rope_scale(local, false);
-    }
-    return r;
+  const bool per_type = p.find("full_attention") || p.find("sliding_attention");
+  const JsonObject full = per_type ? p.object("full_attention") : p;
+  if (!top_theta) r.theta = positive_theta(full, "rope_theta", r.theta);
+  r.scale = per_type ? rope_scale(p, "full_attention", true) : rope_scale(cfg, "rope_parameters", true);
+  if (per_type && p.find("sliding_attention")) {
+    r.local_theta = positive_theta(p.object("sliding_attention"), "rope_theta", r.local_theta);
+    rope_scale(p, "sliding_attention", false);
   }
-  r.theta = positive_theta(p, "rope_theta", r.theta);
-  r.scale = rope_scale(p, true);
   return r;
 }
 

@@ -227,14 +227,13 @@ def test_the_gpu_refuses_it_by_name(model, exactly_bin):
     assert p.returncode == 64
 
 
-@pytest.mark.parametrize("key, value", [("llama.rope.scaling.type", "linear"), ("llama.rope.scaling.type", "yarn"),
-                                        ("llama.rope.scaling.factor", 4.0)])
+@pytest.mark.parametrize("key, value", [("llama.rope.scaling.type", "yarn"), ("llama.rope.scaling.factor", 4.0)])
 def test_rope_scaling_is_refused_naming_the_key(tmp_path, exactly_bin, tokenizer, key, value):
     path = tmp_path / "scaled.gguf"
     write_model(path, "mixtral", tokenizer, GGMLQuantizationType.F32, extra={key: value})
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and key in p.stderr and "not supported" in p.stderr, p.stderr
+    assert p.returncode == 2 and key in p.stderr and ("not supported" in p.stderr or "without" in p.stderr), p.stderr
 
 
 @pytest.mark.parametrize("name, kwargs, needle", [
@@ -251,7 +250,7 @@ def test_shapes_the_kernels_cannot_run_exit_2(tmp_path, exactly_bin, tokenizer, 
 
 def test_an_unknown_architecture_exits_2_naming_it(tmp_path, exactly_bin, tokenizer):
     path = tmp_path / "other.gguf"
-    w = GGUFWriter(str(path), arch="gemma3")
+    w = GGUFWriter(str(path), arch="gemma2")
     w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -259,4 +258,4 @@ def test_an_unknown_architecture_exits_2_naming_it(tmp_path, exactly_bin, tokeni
     w.close()
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "'gemma3' is not supported" in p.stderr, p.stderr
+    assert p.returncode == 2 and "'gemma2' is not supported" in p.stderr, p.stderr

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,16 @@ constexpr const char* kMistral7B_v01 = R"({
   "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
   "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
   "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000})";
+
+constexpr const char* kGemma3_1B = R"({
+  "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "attn_logit_softcapping": null, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 106],
+  "final_logit_softcapping": null, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+  "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+  "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+  "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+  "rope_scaling": null, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+  "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": true, "vocab_size": 262144})";
 
 // Writes `text` as <fresh dir>/config.json and returns the file's path.
 std::string write_config(const std::string& text) {
@@ -220,11 +231,68 @@ TEST(HfConfig, RefusesWhatWouldComputeSomethingElse) {
                                 {"original_max_position_embeddings", 8192},
                                 {"rope_type", "llama3"}};
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", llama31_scaling)), "'rope_scaling' has type 'llama3'");
-  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", 2.0}})), "type 'linear'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "yarn"}, {"factor", 2.0}})), "type 'yarn'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}})), "'rope_scaling.factor' is missing");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", -2.0}})), "positive");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", "yarn")), "'rope_scaling' is string, not an object");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "hidden_act", "gelu")), "'hidden_act' is 'gelu'");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "mlp_bias", true)), "'mlp_bias'");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "quantization_config", {{"quant_method", "gptq"}})), "quantized");
+}
+
+TEST(HfConfig, Gemma3TextModel) {
+  const ModelConfig c = read_hf_config(write_config(kGemma3_1B));
+  EXPECT_EQ(c.architecture, "gemma3");
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.n_kv_heads, 1);
+  EXPECT_TRUE(c.qk_norm && c.sandwich_norms && c.tied_embeddings);
+  EXPECT_EQ(c.activation, MlpActivation::kGeluTanh);
+  EXPECT_EQ(c.context_length, 32768);  // sliding layers are computed as such, not capped
+  EXPECT_EQ(c.rope_freq_base, 1e6f);
+  EXPECT_EQ(c.rope_local_freq_base, 1e4f);
+  EXPECT_FLOAT_EQ(c.attention_scale, 1.0f / 16.0f);
+  EXPECT_EQ(c.embedding_scale, 34.0f);  // sqrt(1152) = 33.941 rounded to bf16, as transformers multiplies
+  ASSERT_EQ(c.layer_windows.size(), 26u);
+  for (int l = 0; l < 26; ++l) EXPECT_EQ(c.window_of(l), (l + 1) % 6 == 0 ? 0 : 512) << l;
+  EXPECT_EQ(c.final_logit_softcap, 0.0f);
+  // Gemma 3 4B's linear scaling of the global layers; layer_types over a pattern; a final soft cap.
+  EXPECT_EQ(read_hf_config(edited(kGemma3_1B, "rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}))
+                .rope_linear_scale, 8.0f);
+  json types = json::array();
+  for (int l = 0; l < 26; ++l) types.push_back(l % 2 ? "full_attention" : "sliding_attention");
+  const ModelConfig alt = read_hf_config(edited(kGemma3_1B, "layer_types", types));
+  EXPECT_EQ(alt.window_of(0), 512);
+  EXPECT_EQ(alt.window_of(1), 0);
+  EXPECT_EQ(read_hf_config(edited(kGemma3_1B, "final_logit_softcapping", 30.0)).final_logit_softcap, 30.0f);
+  EXPECT_EQ(read_hf_config(edited(kGemma3_1B, "torch_dtype", "float32")).embedding_scale, std::sqrt(1152.0f));
+  // transformers 5: one RoPE object per layer type.
+  json j = json::parse(kGemma3_1B);
+  j.erase("rope_theta");
+  j.erase("rope_local_base_freq");
+  j["rope_parameters"] = {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  const ModelConfig v5 = read_hf_config(write_config(j.dump()));
+  EXPECT_EQ(v5.rope_freq_base, 1e6f);
+  EXPECT_EQ(v5.rope_local_freq_base, 1e4f);
+  EXPECT_EQ(v5.rope_linear_scale, 8.0f);
+  j["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
+  EXPECT_HAS(error_of(write_config(j.dump())), "'rope_parameters.sliding_attention' has type 'linear'");
+}
+
+TEST(HfConfig, Gemma3RefusesWhatWouldComputeSomethingElse) {
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "hidden_activation", "gelu")), "'hidden_activation' is 'gelu'");
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "attn_logit_softcapping", 50.0)), "'attn_logit_softcapping'");
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "use_bidirectional_attention", true)), "'use_bidirectional_attention'");
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "layer_types", {"sliding_attention"})), "one type per layer (26)");
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "sliding_window", "erase")), "'sliding_window' is missing");
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "query_pre_attn_scalar", -1)), "'query_pre_attn_scalar' must be positive");
+}
+
+// Linear RoPE scaling on any family: the positions divided by the factor.
+TEST(HfConfig, LinearRopeScaling) {
+  EXPECT_EQ(read_hf_config(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", 2.0}})).rope_linear_scale,
+            2.0f);
+  EXPECT_EQ(read_hf_config(write_config(kLlama3_8B)).rope_linear_scale, 1.0f);
 }
 
 // transformers 5 keeps rope_theta inside rope_parameters and writes no top-level key.
