@@ -196,6 +196,17 @@ DEEPSEEK_TOOLS = [
 ]
 
 
+# Gemma 3's messages whose content is a list of parts (text and image), the
+# system turn folded into the first user turn.
+GEMMA3_PARTS = [
+    ("parts", [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "  What is this?  "}]},
+               {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]}], {}),
+    ("system-parts", [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                      {"role": "user", "content": "Hi"}], {}),
+    ("number-content", [{"role": "user", "content": 5}], {}),
+]
+
+
 def contexts_for(name: str) -> list[tuple[str, dict]]:
     """(case name, context) pairs: every conversation with and without the generation prompt."""
     cases = []
@@ -210,6 +221,8 @@ def contexts_for(name: str) -> list[tuple[str, dict]]:
         convs += LLAMA31_BUILTIN
     if name.startswith("deepseek"):
         convs += DEEPSEEK_TOOLS
+    if name.startswith("gemma-3"):
+        convs += GEMMA3_PARTS
     for case, messages, extra in convs:
         for gen in (True, False):
             context = {**extra, "messages": messages, "add_generation_prompt": gen,
