@@ -189,12 +189,46 @@ std::string dtype(const JsonObject& cfg) {
   return value;
 }
 
+// transformers' Gemma3TextConfig defaults, for the keys a config.json leaves
+// out (Gemma 3 4B and up write only what differs from them).
+const nlohmann::json& gemma3_defaults() {
+  static const nlohmann::json defaults = {
+      {"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
+      {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256},
+      {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6}, {"rope_theta", 1000000.0},
+      {"query_pre_attn_scalar", 256}, {"sliding_window", 4096}, {"rope_local_base_freq", 10000.0},
+      {"sliding_window_pattern", 6}, {"hidden_activation", "gelu_pytorch_tanh"}, {"tie_word_embeddings", true}};
+  return defaults;
+}
+
+// The configuration of the text model to run: the file's top level, or for
+// Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration) its
+// text_config, run as the text model it contains (the vision tower's
+// tensors are not read; requests carry text only). Gemma 3's text keys fall
+// back to transformers' defaults.
+nlohmann::json text_model_config(const JsonObject& top) {
+  const nlohmann::json* list = top.find("architectures");
+  const bool multimodal = list != nullptr && *list == nlohmann::json::array({"Gemma3ForConditionalGeneration"});
+  const bool gemma_text = list != nullptr && *list == nlohmann::json::array({"Gemma3ForCausalLM"});
+  if (!multimodal && !gemma_text) return top.value();
+  nlohmann::json merged = gemma3_defaults();
+  const nlohmann::json& source = multimodal ? top.object("text_config").value() : top.value();
+  for (const auto& [key, value] : source.items()) merged[key] = value;
+  merged["architectures"] = nlohmann::json::array({"Gemma3ForCausalLM"});
+  for (const char* key : {"torch_dtype", "dtype"})  // the image-text config keeps the dtype at its top
+    if (!merged.contains(key) && top.find(key)) merged[key] = *top.find(key);
+  return merged;
+}
+
 }  // namespace
 
 ModelConfig read_hf_config(const std::string& path) {
   const std::string file_path = std::filesystem::is_directory(path) ? path + "/config.json" : path;
   const JsonFile file = JsonFile::read(file_path);
-  const JsonObject cfg(file.path, file.root, "");
+  const nlohmann::json text = text_model_config(JsonObject(file.path, file.root, ""));
+  const bool multimodal = file.root.is_object() && file.root.contains("text_config") && text.contains("architectures") &&
+                          file.root.value("architectures", nlohmann::json()) != text["architectures"];
+  const JsonObject cfg(file.path, text, multimodal ? "text_config" : "");
   const Architecture& arch = architecture(cfg);
   const bool gemma = arch.name == "gemma3";
   reject_unsupported(cfg, arch);

@@ -21,16 +21,30 @@ int64_t num_elements(const SafetensorsTensor& t) {
   return n;
 }
 
+// Where the text model's tensors live: "model." in a causal-LM checkpoint;
+// inside Gemma 3's image-text checkpoints, "language_model.model." (as
+// transformers 4.50 saved them) or "model.language_model." (4.52 on).
+std::string text_model_root(const SafetensorsCheckpoint& c) {
+  for (const char* root : {"model.", "language_model.model.", "model.language_model."})
+    if (c.find(std::string(root) + "embed_tokens.weight") != nullptr) return root;
+  return "model.";  // the missing embedding is then reported under its usual name
+}
+
+// Reads tensors by their causal-LM names ("model.layers.0...."), found under
+// the checkpoint's text-model root.
 class Reader {
  public:
-  Reader(const SafetensorsCheckpoint& c, const ModelConfig& config) : c_(c), config_(config) {}
+  Reader(const SafetensorsCheckpoint& c, const ModelConfig& config, std::string root)
+      : c_(c), config_(config), root_(std::move(root)) {}
 
   [[noreturn]] void fail(const SafetensorsTensor& t, const std::string& problem) const {
     throw FileFormatError(strformat("%s: tensor '%s' %s", c_.file_of(t).c_str(), t.name.c_str(), problem.c_str()));
   }
 
   // The tensor `name`, checked for a float dtype and `shape`; null when absent and optional.
-  const SafetensorsTensor* get(const std::string& name, const std::vector<int64_t>& shape, bool optional = false) const {
+  const SafetensorsTensor* get(const std::string& causal_name, const std::vector<int64_t>& shape,
+                               bool optional = false) const {
+    const std::string name = stored_name(causal_name);
     const SafetensorsTensor* t = c_.find(name);
     if (t == nullptr) {
       if (optional) return nullptr;
@@ -45,11 +59,16 @@ class Reader {
     return t;
   }
 
-  const SafetensorsTensor* find(const std::string& name) const { return c_.find(name); }
+  const SafetensorsTensor* find(const std::string& causal_name) const { return c_.find(stored_name(causal_name)); }
 
  private:
+  std::string stored_name(const std::string& causal_name) const {
+    return causal_name.starts_with("model.") ? root_ + causal_name.substr(6) : causal_name;
+  }
+
   const SafetensorsCheckpoint& c_;
   const ModelConfig& config_;
+  std::string root_;
 };
 
 // Mixtral's block_sparse_moe (w1 gate, w3 up, w2 down) or Qwen3-MoE's mlp
@@ -72,7 +91,7 @@ void read_experts(const Reader& r, const std::string& p, const ModelConfig& c, H
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
   HfWeights w;
   w.checkpoint = SafetensorsCheckpoint::open(path);
-  const Reader r(*w.checkpoint, c);
+  const Reader r(*w.checkpoint, c, text_model_root(*w.checkpoint));
   const int64_t dim = c.dim, ffn = c.ffn_dim, vocab = c.vocab_size;
   const int64_t q_rows = int64_t{c.n_heads} * c.head_dim, kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
   w.token_embd = r.get("model.embed_tokens.weight", {vocab, dim});

@@ -252,12 +252,29 @@ HF_TO_GGUF = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_
               "mlp.down_proj": "ffn_down"}
 
 
-def test_a_hugging_face_checkpoint_runs_as_the_reference(run_exactly, tmp_path):
+IMAGE_TEXT_ROOTS = {"causal-lm": None, "image-text-4.50": "language_model.model.",
+                    "image-text-4.52": "model.language_model."}
+
+
+@pytest.mark.parametrize("layout", list(IMAGE_TEXT_ROOTS))
+def test_a_hugging_face_checkpoint_runs_as_the_reference(run_exactly, tmp_path, layout):
     """Norms stored as w (the model computes with 1 + w), the embedding scale
     sqrt(128) rounded to bf16 as transformers rounds it, scores scaled by
-    query_pre_attn_scalar^-1/2, layers 2 and 5 global with linear RoPE scaling."""
+    query_pre_attn_scalar^-1/2, layers 2 and 5 global with linear RoPE scaling.
+    Gemma3ForConditionalGeneration checkpoints (4B and up) run as the text
+    model inside them: text_config (missing keys take transformers' defaults),
+    tensors under either transformers version's root, the vision tower unread."""
     model = tmp_path / "hf"
-    values = write_random_checkpoint(model, hf_tensors(), HF_CONFIG, seed=13)
+    tensors, config, root = hf_tensors(), HF_CONFIG, IMAGE_TEXT_ROOTS[layout]
+    if root is not None:
+        tensors = {root + k[len("model."):]: v for k, v in tensors.items()}
+        tensors["vision_tower.vision_model.embeddings.patch_embedding.weight"] = ("F32", (8, 3, 2, 2))
+        text = {k: v for k, v in HF_CONFIG.items() if k not in ("architectures", "torch_dtype", "rms_norm_eps")}
+        config = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                  "torch_dtype": "bfloat16", "text_config": {**text, "model_type": "gemma3_text"},
+                  "vision_config": {"model_type": "siglip_vision_model"}}
+    stored = write_random_checkpoint(model, tensors, config, seed=13)
+    values = {("model." + k[len(root):] if root and k.startswith(root) else k): v for k, v in stored.items()}
     w = {"token_embd.weight": values["model.embed_tokens.weight"], "output_norm.weight": values["model.norm.weight"]}
     for name, v in values.items():
         for hf, gguf_name in HF_TO_GGUF.items():

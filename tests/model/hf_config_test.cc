@@ -279,12 +279,43 @@ TEST(HfConfig, Gemma3TextModel) {
   EXPECT_HAS(error_of(write_config(j.dump())), "'rope_parameters.sliding_attention' has type 'linear'");
 }
 
+// Gemma 3 4B's image-text config.json: the text model's keys under
+// text_config, most left to transformers' defaults, the dtype at the top.
+TEST(HfConfig, Gemma3ImageTextCheckpointRunsItsTextModel) {
+  const ModelConfig c = read_hf_config(write_config(R"({
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}})"));
+  EXPECT_EQ(c.architecture, "gemma3");
+  EXPECT_EQ(c.dim, 2560);
+  EXPECT_EQ(c.n_layers, 34);
+  EXPECT_EQ(c.n_heads, 8);
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.vocab_size, 262208);
+  EXPECT_EQ(c.context_length, 131072);
+  EXPECT_EQ(c.rope_linear_scale, 8.0f);
+  EXPECT_EQ(c.window_of(0), 1024);
+  EXPECT_EQ(c.window_of(5), 0);
+  EXPECT_EQ(c.dtype, "bfloat16");
+  EXPECT_TRUE(c.tied_embeddings);
+  const std::string bad = write_config(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+    "text_config": {"num_hidden_layers": 0}})");
+  EXPECT_HAS(error_of(bad), "'text_config.num_hidden_layers' has invalid value 0");
+}
+
 TEST(HfConfig, Gemma3RefusesWhatWouldComputeSomethingElse) {
   EXPECT_HAS(error_of(edited(kGemma3_1B, "hidden_activation", "gelu")), "'hidden_activation' is 'gelu'");
   EXPECT_HAS(error_of(edited(kGemma3_1B, "attn_logit_softcapping", 50.0)), "'attn_logit_softcapping'");
   EXPECT_HAS(error_of(edited(kGemma3_1B, "use_bidirectional_attention", true)), "'use_bidirectional_attention'");
   EXPECT_HAS(error_of(edited(kGemma3_1B, "layer_types", {"sliding_attention"})), "one type per layer (26)");
-  EXPECT_HAS(error_of(edited(kGemma3_1B, "sliding_window", "erase")), "'sliding_window' is missing");
+  EXPECT_HAS(error_of(edited(kGemma3_1B, "sliding_window", 0)), "'sliding_window' has invalid value 0");
+  EXPECT_EQ(read_hf_config(edited(kGemma3_1B, "sliding_window", "erase")).window_of(0), 4096);  // the default
   EXPECT_HAS(error_of(edited(kGemma3_1B, "query_pre_attn_scalar", -1)), "'query_pre_attn_scalar' must be positive");
 }
 
