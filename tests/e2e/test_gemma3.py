@@ -26,7 +26,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
 
 import gemma3_ref
-from test_architectures import PROMPT, tokenizer_fields
+from test_architectures import PROMPT, assert_greedy_matches, tokenizer_fields
 from test_hf_checkpoint import bf16_round, write_random_checkpoint
 from test_logits import ARGMAX_GAP, REL_L2_BOUND, engine_logits
 
@@ -142,18 +142,7 @@ def test_logits_match_the_reference_and_each_piece_matters(model, run_exactly, t
 
 def test_greedy_matches_the_reference(model, run_exactly, tmp_path):
     _, path, ref = model
-    out = tmp_path / "ids.json"
-    run_exactly(["run", "-m", path, "--prompt-ids", ",".join(map(str, PROMPT)), "-n", 24, "--temp", 0,
-                 "--ids-out", out])
-    got = json.loads(out.read_text())["ids"]
-    want, gaps = ref.greedy(PROMPT, 24)
-    compared = 0
-    for g, w, gap in zip(got, want, gaps):
-        if gap <= ARGMAX_GAP:
-            break
-        assert g == w
-        compared += 1
-    assert compared >= 16, f"only {compared} tokens decided"
+    assert_greedy_matches(run_exactly, path, ref, tmp_path)
 
 
 def test_a_request_keeps_its_bits_alone_among_others_chunked_and_cached(model, run_exactly, tmp_path):

@@ -26,6 +26,8 @@ import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
+import llama_ref
+
 
 @dataclasses.dataclass(frozen=True)
 class Gemma3Config:
@@ -126,17 +128,7 @@ class Gemma3Ref:
     def logits(self, token_ids) -> np.ndarray:
         return self.forward(token_ids, self.new_cache())
 
-    def greedy(self, prompt_ids, n_new: int) -> tuple[list[int], list[float]]:
-        cache = self.new_cache()
-        last = self.forward(prompt_ids, cache)[-1]
-        ids, gaps = [], []
-        for step in range(n_new):
-            top2 = np.partition(last, -2)[-2:]
-            ids.append(int(np.argmax(last)))
-            gaps.append(float(top2[1] - top2[0]))
-            if step + 1 < n_new:
-                last = self.forward([ids[-1]], cache)[-1]
-        return ids, gaps
+    greedy = llama_ref.LlamaRef.greedy  # the same rule over this model's forward and cache
 
 
 def _field(reader: GGUFReader, key: str, default=None):
