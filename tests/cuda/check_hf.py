@@ -11,7 +11,9 @@ both sides:
      model.safetensors.index.json;
   c. Llama, float32, rope_theta 500000, head_dim 128, with a byte-level BPE
      tokenizer.json written by `tokenizers` (the config's vocab_size is the
-     tokenizer's); `exactly tokenize` must give the `tokenizers` ids.
+     tokenizer's); `exactly tokenize` must give the `tokenizers` ids;
+  d. Qwen3, bf16, head_dim 128 wider than hidden / heads, per-head q/k norms;
+  e. Qwen3 with attention_bias (the bias goes in before the norms), fp16.
 
 Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
 7 over a cached prefix, and one token at a time (the split-KV decode kernel
@@ -29,7 +31,9 @@ the wrong offset or transposed weights change them by 30-100%. The negative
 control checks that: the checkpoint of (a) with its q/k rows permuted into
 the adjacent-pair layout GGUF converters write (a loader that permutes
 Hugging Face weights, or a kernel that pairs dims (2i, 2i+1)) must miss TOL
-by a wide margin.
+by a wide margin. For Qwen3 the control is transformers with the q/k norms
+taken out (what a loader that ignores them computes): it must miss TOL by as
+wide a margin.
 
 The random weights are scaled so that the checks have teeth: initializer
 range 0.05 (attention neither uniform nor one-hot, so RoPE matters), norms
@@ -67,11 +71,16 @@ TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
 
 CASES = [
     dict(name="llama-bf16", arch="llama", dtype=torch.bfloat16, vocab=1000, hidden=512, ffn=1024, layers=4, heads=8,
-         kv_heads=2, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=1),
+         kv_heads=2, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=1, context=2048),
     dict(name="qwen2-fp16-sharded", arch="qwen2", dtype=torch.float16, vocab=1536, hidden=256, ffn=512, layers=4,
          heads=4, kv_heads=2, tied=True, theta=1000000.0, shard="1MB", tokenizer=False, seed=2),
     dict(name="llama-f32-theta5e5", arch="llama", dtype=torch.float32, vocab=None, hidden=256, ffn=768, layers=3,
          heads=2, kv_heads=1, tied=False, theta=500000.0, shard=None, tokenizer=True, seed=3),
+    dict(name="qwen3-bf16", arch="qwen3", dtype=torch.bfloat16, vocab=1200, hidden=256, ffn=512, layers=4, heads=4,
+         kv_heads=2, head_dim=128, bias=False, tied=True, theta=1000000.0, shard=None, tokenizer=False, seed=4,
+         context=2048),
+    dict(name="qwen3-bias-fp16", arch="qwen3", dtype=torch.float16, vocab=1000, hidden=256, ffn=512, layers=3,
+         heads=4, kv_heads=1, head_dim=64, bias=True, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=5),
 ]
 
 TOKENIZER_TEXT = ("The quick brown fox jumps over the lazy dog. Paged attention keeps the KV cache in blocks; "
@@ -103,10 +112,14 @@ def build(case: dict, directory: Path) -> int:
             else {"rope_theta": case["theta"]})
     common = dict(vocab_size=vocab, hidden_size=case["hidden"], intermediate_size=case["ffn"],
                   num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
-                  num_key_value_heads=case["kv_heads"], max_position_embeddings=256, rms_norm_eps=1e-5,
+                  num_key_value_heads=case["kv_heads"], max_position_embeddings=case.get("context", 256), rms_norm_eps=1e-5,
                   initializer_range=INIT_RANGE, tie_word_embeddings=case["tied"], **rope)
     if case["arch"] == "qwen2":
         config, cls = Qwen2Config(use_sliding_window=False, **common), Qwen2ForCausalLM
+    elif case["arch"] == "qwen3":
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+        config = Qwen3Config(use_sliding_window=False, head_dim=case["head_dim"], attention_bias=case["bias"], **common)
+        cls = Qwen3ForCausalLM
     else:
         config, cls = LlamaConfig(**common), LlamaForCausalLM
     torch.manual_seed(case["seed"])
@@ -130,9 +143,13 @@ def build(case: dict, directory: Path) -> int:
     return vocab
 
 
-def hf_logits(directory: Path, ids: list[int], dtype: torch.dtype) -> np.ndarray:
+def hf_logits(directory: Path, ids: list[int], dtype: torch.dtype, without_qk_norms: bool = False) -> np.ndarray:
     kw = {"dtype": dtype} if TRANSFORMERS_5 else {"torch_dtype": dtype}
     model = AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager", **kw).cuda().eval()
+    if without_qk_norms:
+        for layer in model.model.layers:
+            layer.self_attn.q_norm = torch.nn.Identity()
+            layer.self_attn.k_norm = torch.nn.Identity()
     with torch.no_grad():
         out = model(torch.tensor([ids], device="cuda")).logits[0].float().cpu().numpy()
     del model
@@ -228,6 +245,10 @@ def main() -> int:
                 directory, ids, ref, tol, vocab = check_case(a.exactly, case, root)
                 if case["name"] == "llama-bf16":
                     check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                if case["arch"] == "qwen3":
+                    rel = rel_error(hf_logits(directory, ids, torch.float32, without_qk_norms=True), ref)
+                    record(f"{case['name']}: negative control (q/k norms left out) misses the tolerance",
+                           float(rel.max()) > 3 * tol, max_rel=f"{rel.max():.4f}", tol=f"{tol:.4f}")
             except Exception as e:  # one broken case must not hide the others
                 record(f"{case['name']}: ran", False, error=repr(e)[:2000])
     return REPORT.finish("hf checks", a.json)

@@ -111,14 +111,17 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--flags", default="", help="engine flags of every run, e.g. --no-deterministic")
     ap.add_argument("--fillers", type=int, default=127)
+    ap.add_argument("--vocab", type=int, help="the model's vocabulary size (default: measured from its logits)")
     ap.add_argument("--json")
     a = ap.parse_args()
     base = ["--device", a.device, *a.flags.split()]
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        ids = json.loads(run([a.exactly, "tokenize", "-m", a.model, "--json", "x"]).stdout)
-        run([a.exactly, "logits", "-m", a.model, "--tokens", ",".join(map(str, ids)), "-o", str(tmp / "p.bin")])
-        vocab = (tmp / "p.bin").stat().st_size // 4 // len(ids)
+        vocab = a.vocab
+        if vocab is None:
+            ids = json.loads(run([a.exactly, "tokenize", "-m", a.model, "--json", "x"]).stdout)
+            run([a.exactly, "logits", "-m", a.model, "--tokens", ",".join(map(str, ids)), "-o", str(tmp / "p.bin")])
+            vocab = (tmp / "p.bin").stat().st_size // 4 // len(ids)
         rng = random.Random(20261203)
         tgt = targets(vocab, rng)
         alone = [run_batch(a.exactly, a.model, [t], base, tmp, f"alone-{i}")[0] for i, t in enumerate(tgt)]

@@ -271,6 +271,46 @@ __global__ void __launch_bounds__(kRopeWideThreads) rope_store_wide_kernel(RopeS
   }
 }
 
+// Each q and k head of a token normalised over its head_dim values (Qwen3's
+// q_norm and k_norm), in place in the bf16 qkv rows, after the bias. One warp
+// a (token, head), its lanes' strided partial sums then a shuffle tree: the
+// order depends on head_dim alone. With a bias, V's heads get it here too so
+// that rope_and_store runs without one.
+constexpr int kHeadNormWarps = 4;
+constexpr int kHeadNormMaxPerLane = 8;  // head_dim <= 256
+
+__global__ void __launch_bounds__(kHeadNormWarps * 32) head_rmsnorm_kernel(HeadNormArgs a) {
+  wait_for_predecessor();
+  release_dependents();
+  const int64_t t = blockIdx.x;
+  const int head = static_cast<int>(blockIdx.y) * kHeadNormWarps + static_cast<int>(threadIdx.x / 32);
+  const int lane = static_cast<int>(threadIdx.x % 32), hd = a.head_dim;
+  const int qk_heads = a.n_heads + a.n_kv_heads;
+  if (head >= qk_heads + (a.bias != nullptr ? a.n_kv_heads : 0)) return;
+  bf16* row = static_cast<bf16*>(a.qkv) + t * (qk_heads + a.n_kv_heads) * hd + head * hd;
+  const float* bias = a.bias != nullptr ? a.bias + head * hd : nullptr;
+  float v[kHeadNormMaxPerLane];
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kHeadNormMaxPerLane; ++u) {
+    const int e = lane + 32 * u;
+    v[u] = e < hd ? __bfloat162float(row[e]) + (bias != nullptr ? bias[e] : 0.0f) : 0.0f;
+    ss = fmaf(v[u], v[u], ss);
+  }
+  if (head >= qk_heads) {  // a V head: the bias only
+#pragma unroll
+    for (int u = 0; u < kHeadNormMaxPerLane; ++u)
+      if (lane + 32 * u < hd) row[lane + 32 * u] = __float2bfloat16(v[u]);
+    return;
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, offset);
+  const float inv = rsqrtf(ss / static_cast<float>(hd) + a.eps);
+  const float* w = head < a.n_heads ? a.q_norm : a.k_norm;
+#pragma unroll
+  for (int u = 0; u < kHeadNormMaxPerLane; ++u)
+    if (lane + 32 * u < hd) row[lane + 32 * u] = __float2bfloat16(v[u] * inv * w[lane + 32 * u]);
+}
+
 __device__ __forceinline__ bf16 swiglu_one(bf16 g_in, bf16 u_in) {
   const float g = __bfloat162float(g_in), u = __bfloat162float(u_in);
   return __float2bfloat16(g / (1.0f + __expf(-g)) * u);
@@ -394,6 +434,17 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
   launch_dependent("rope_and_store", LaunchRole::kOther, rope_store_kernel,
                    dim3(static_cast<unsigned>(args.n_tokens), static_cast<unsigned>(qk_blocks + v_blocks)),
                    kRopeThreads, 0, stream, args, cache, qk_blocks);
+}
+
+void head_rmsnorm(const HeadNormArgs& args, cudaStream_t stream) {
+  EXACTLY_CUDA_REQUIRE(args.head_dim > 0 && args.head_dim <= 32 * kHeadNormMaxPerLane,
+                       "head_rmsnorm: head_dim %d above %d", args.head_dim, 32 * kHeadNormMaxPerLane);
+  if (args.n_tokens == 0) return;
+  const int heads = args.n_heads + args.n_kv_heads * (args.bias != nullptr ? 2 : 1);
+  launch_dependent("head_rmsnorm", LaunchRole::kOther, head_rmsnorm_kernel,
+                   dim3(static_cast<unsigned>(args.n_tokens),
+                        static_cast<unsigned>((heads + kHeadNormWarps - 1) / kHeadNormWarps)),
+                   kHeadNormWarps * 32, 0, stream, args);
 }
 
 void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {

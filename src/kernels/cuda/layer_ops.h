@@ -56,6 +56,23 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
                  cudaStream_t stream);
 
+// Qwen3's per-head RMSNorm: every q and k head of every token, in place in
+// the bf16 qkv rows [n_tokens, (n_heads + 2 n_kv_heads) head_dim], becomes
+// bf16((x + bias) / sqrt(mean((x + bias)^2) + eps) * norm) with q_norm for q
+// heads and k_norm for k heads; with a bias, V's heads become bf16(x + bias)
+// (rope_and_store then runs without one). A head's sum runs in an order fixed
+// by head_dim.
+struct HeadNormArgs {
+  void* qkv;
+  const float* bias;     // [(n_heads + 2 n_kv_heads) head_dim] or null
+  const float* q_norm;   // [head_dim]
+  const float* k_norm;   // [head_dim]
+  int64_t n_tokens;
+  int n_heads, n_kv_heads, head_dim;
+  float eps;
+};
+void head_rmsnorm(const HeadNormArgs& args, cudaStream_t stream);
+
 // out[t, j] = bf16(silu(g) * u) with g = gate_up[t, j], u = gate_up[t, ffn + j].
 void swiglu(const void* gate_up_bf16, int64_t n_tokens, int ffn_dim, void* out_bf16, cudaStream_t stream);
 

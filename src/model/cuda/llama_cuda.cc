@@ -148,6 +148,10 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, 
     const auto& o = layout.layers[static_cast<size_t>(l)];
     put_vector(o.attn_norm, L.attn_norm, c.dim);
     put_matrices(o.wqkv, {L.wq, L.wk, L.wv});
+    if (c.qk_norm) {
+      put_vector(o.q_norm, L.q_norm, c.head_dim);
+      put_vector(o.k_norm, L.k_norm, c.head_dim);
+    }
     put_matrices(o.wo, {L.wo});
     put_vector(o.ffn_norm, L.ffn_norm, c.dim);
     put_matrices(o.w_gate_up, {L.w_gate, L.w_up});
@@ -174,6 +178,10 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig 
   for (const auto& o : layout.layers) {
     ones(o.attn_norm, c.dim);
     random(o.wqkv, qkv_rows(c), c.dim);
+    if (c.qk_norm) {
+      ones(o.q_norm, c.head_dim);
+      ones(o.k_norm, c.head_dim);
+    }
     random(o.wo, c.dim, q_width(c));
     ones(o.ffn_norm, c.dim);
     random(o.w_gate_up, 2 * int64_t{c.ffn_dim}, c.dim);
@@ -191,13 +199,14 @@ uint8_t* CudaLlamaModel::allocate_weights(const WeightLayout& layout) {
   weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{config_.vocab_size} * config_.dim * 2);
   auto* base = weights_.as<uint8_t>();
   auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
+  auto optional_f32 = [&](size_t offset) { return offset == SIZE_MAX ? nullptr : f32(offset); };
   token_embd_ = base + layout.token_embd;
   output_ = base + layout.output;
   output_norm_ = f32(layout.output_norm);
   layers_.clear();
   for (const auto& o : layout.layers)
-    layers_.push_back({f32(o.attn_norm), base + o.wqkv, o.qkv_bias == SIZE_MAX ? nullptr : f32(o.qkv_bias),
-                       base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+    layers_.push_back({f32(o.attn_norm), base + o.wqkv, optional_f32(o.qkv_bias), optional_f32(o.q_norm),
+                       optional_f32(o.k_norm), base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
   return base;
 }
 
@@ -436,7 +445,14 @@ void CudaLlamaModel::run_layers(CudaKVPool& kv, int64_t n, int num_layers) {
     // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
     kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, w.h.get(), stream_);
     gemm_->run(w.h.get(), L.wqkv, w.qkv.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream_);
-    kc::RopeStoreArgs rope{w.qkv.get(), L.qkv_bias, d_positions, d_slots, n, c.n_heads, c.rope_dims,
+    const float* rope_bias = L.qkv_bias;
+    if (L.q_norm != nullptr) {  // the bias goes in with the norm
+      kc::head_rmsnorm({w.qkv.get(), L.qkv_bias, L.q_norm, L.k_norm, n, c.n_heads, c.n_kv_heads, c.head_dim,
+                        c.rms_eps},
+                       stream_);
+      rope_bias = nullptr;
+    }
+    kc::RopeStoreArgs rope{w.qkv.get(), rope_bias, d_positions, d_slots, n, c.n_heads, c.rope_dims,
                            c.rope_freq_base, rope_layout_, w.q.get(), w.angles.get()};
     kc::rope_and_store(rope, cache, stream_);
     for (const AttentionLaunch& a : attention_launches_) {

@@ -100,6 +100,8 @@ class CudaLlamaModel final : public Model {
     float* attn_norm;       // [dim]
     void* wqkv;             // bf16 [(n_heads + 2 n_kv_heads) head_dim, dim]: wq | wk | wv
     float* qkv_bias;        // [(n_heads + 2 n_kv_heads) head_dim] or null
+    float* q_norm;          // [head_dim] or null: each q head's RMSNorm before RoPE (Qwen3)
+    float* k_norm;          // [head_dim] or null: the same for k
     void* wo;               // bf16 [dim, n_heads head_dim]
     float* ffn_norm;        // [dim]
     void* w_gate_up;        // bf16 [2 ffn_dim, dim]: w_gate | w_up

@@ -50,6 +50,10 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
     put_vector(o.attn_norm, {L.attn_norm});
     put_matrix(o.wqkv, {L.wq, L.wk, L.wv});
     if (bias) put_vector(o.qkv_bias, {L.q_bias, L.k_bias, L.v_bias});
+    if (c.qk_norm) {
+      put_vector(o.q_norm, {L.q_norm});
+      put_vector(o.k_norm, {L.k_norm});
+    }
     put_matrix(o.wo, {L.wo});
     put_vector(o.ffn_norm, {L.ffn_norm});
     put_matrix(o.w_gate_up, {L.w_gate, L.w_up});

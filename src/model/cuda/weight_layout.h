@@ -17,7 +17,7 @@ inline int64_t q_width(const ModelConfig& c) { return int64_t{c.n_heads} * c.hea
 // aligned (cuBLASLt and the 16-byte vector loads want aligned rows).
 struct WeightLayout {
   struct LayerOffsets {
-    size_t attn_norm, wqkv, qkv_bias, wo, ffn_norm, w_gate_up, w_down;  // qkv_bias: SIZE_MAX when absent
+    size_t attn_norm, wqkv, qkv_bias, q_norm, k_norm, wo, ffn_norm, w_gate_up, w_down;  // SIZE_MAX when absent
   };
   size_t token_embd = 0, output = 0, output_norm = 0;
   std::vector<LayerOffsets> layers;
@@ -38,6 +38,8 @@ struct WeightLayout {
       o.attn_norm = take(dim * 4);
       o.wqkv = take(static_cast<size_t>(qkv_rows(c)) * dim * 2);
       o.qkv_bias = bias ? take(static_cast<size_t>(qkv_rows(c)) * 4) : SIZE_MAX;
+      o.q_norm = c.qk_norm ? take(static_cast<size_t>(c.head_dim) * 4) : SIZE_MAX;
+      o.k_norm = c.qk_norm ? take(static_cast<size_t>(c.head_dim) * 4) : SIZE_MAX;
       o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
       o.ffn_norm = take(dim * 4);
       o.w_gate_up = take(2 * ffn * dim * 2);
