@@ -93,38 +93,42 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   const Batch b = make_batch(lens, q_lens, blocks, rng);
   DeviceBatch db(b);
   const int64_t pool = blocks * kBlock * n_kv * head_dim, q_elems = b.tokens() * n_heads * head_dim;
-  void *k, *v, *q, *out_prefill, *out_exact, *out_windows;
+  void *k, *v, *q, *out_prefill, *out_exact, *out_windows, *out_cluster;
   CK(cudaMalloc(&k, pool * 2));
   CK(cudaMalloc(&v, pool * 2));
   CK(cudaMalloc(&q, q_elems * 2));
   CK(cudaMalloc(&out_prefill, q_elems * 2));
   CK(cudaMalloc(&out_exact, q_elems * 2));
   CK(cudaMalloc(&out_windows, q_elems * 2));
+  CK(cudaMalloc(&out_cluster, q_elems * 2));
   kc::fill_uniform_bf16(k, pool, 1.0f, seed * 3 + 1, nullptr);
   kc::fill_uniform_bf16(v, pool, 1.0f, seed * 3 + 2, nullptr);
   kc::fill_uniform_bf16(q, q_elems, 1.0f, seed * 3 + 3, nullptr);
   CK(cudaMemset(out_prefill, 0xff, q_elems * 2));
   CK(cudaMemset(out_exact, 0xff, q_elems * 2));
   CK(cudaMemset(out_windows, 0xff, q_elems * 2));
+  CK(cudaMemset(out_cluster, 0xff, q_elems * 2));
   const kc::PagedKVDevice cache{k, v, blocks, kBlock, n_kv, head_dim, kc::DType::bf16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   kc::flash_attention_prefill(cache, db.view, q, n_heads, scale, true, out_prefill, nullptr);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, kc::ExactRowsPath::kOneKernel);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_windows, nullptr, kc::ExactRowsPath::kWindows);
+  kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_cluster, nullptr, kc::ExactRowsPath::kCluster);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)),
-      y(static_cast<size_t>(q_elems));
+      y(static_cast<size_t>(q_elems)), z(static_cast<size_t>(q_elems));
   CK(cudaMemcpy(a.data(), out_prefill, a.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(x.data(), out_exact, x.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(y.data(), out_windows, y.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(z.data(), out_cluster, z.size() * 2, cudaMemcpyDeviceToHost));
   auto is_nan = [](uint16_t e) { return (e & 0x7f80) == 0x7f80 && (e & 0x7f) != 0; };
   int64_t diff = 0, nan = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] != x[i]) + (a[i] != y[i]);
-    nan += is_nan(x[i]) + is_nan(y[i]);
+    diff += (a[i] != x[i]) + (a[i] != y[i]) + (a[i] != z[i]);
+    nan += is_nan(x[i]) + is_nan(y[i]) + is_nan(z[i]);
   }
-  for (void* p : {k, v, q, out_prefill, out_exact, out_windows}) cudaFree(p);
+  for (void* p : {k, v, q, out_prefill, out_exact, out_windows, out_cluster}) cudaFree(p);
   return diff + nan;
 }
 
@@ -169,14 +173,18 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const float windows = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kWindows);
   });
+  const float cluster = time_graph([&](cudaStream_t st) {
+    for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kCluster);
+  });
   const float prefill = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::flash_attention_prefill(c, db.view, q, kHeads, scale, true, out, st);
   });
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
-              "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
+              "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | cluster %7.3f ms (x%.2f) | prefill kernel "
+              "%7.3f ms (x%.2f)\n",
               shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, windows, bytes / windows / 1e6,
-              split / windows, prefill, split / prefill);
+              split / windows, cluster, split / cluster, prefill, split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);
 }
@@ -212,7 +220,7 @@ int main() {
       bad += dq, ++cases;
     }
   }
-  std::printf(bad == 0 ? "exact rows (one kernel and windows): all %d cases bit-identical to the prefill kernel\n"
+  std::printf(bad == 0 ? "exact rows (one kernel, windows, cluster): all %d cases bit-identical to the prefill kernel\n"
                        : "EXACT ROWS DIFFER from the prefill kernel (%d cases)\n",
               cases);
   for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {64, 640},

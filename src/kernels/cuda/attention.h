@@ -95,7 +95,7 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
 // tiles at once, with only O's chain over the tiles left sequential; a few
 // row groups over long contexts (head dim 128) run in the prefill kernel
 // itself. The same bits every way.
-enum class ExactRowsPath { kAuto, kOneKernel, kWindows };
+enum class ExactRowsPath { kAuto, kOneKernel, kWindows, kCluster };
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                           float scale, void* out, cudaStream_t stream, ExactRowsPath path = ExactRowsPath::kAuto);
 

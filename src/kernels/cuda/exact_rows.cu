@@ -33,6 +33,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/exact_rows_common.cuh"
@@ -201,6 +203,20 @@ bool take_prefill_kernel(ExactRowsPath path, int head_dim, int64_t groups, int m
   return path == ExactRowsPath::kAuto && head_dim == 128 && groups <= 32 && max_seq_len > 1024;
 }
 
+// EXACTLY_EXACT_ROWS (one, windows, cluster) forces a path where the caller
+// leaves the choice: engine-level comparisons of paths with the same bits.
+ExactRowsPath forced_path() {
+  static const ExactRowsPath forced = [] {
+    const char* v = std::getenv("EXACTLY_EXACT_ROWS");
+    const std::string name = v != nullptr ? v : "";
+    if (name == "one") return ExactRowsPath::kOneKernel;
+    if (name == "windows") return ExactRowsPath::kWindows;
+    if (name == "cluster") return ExactRowsPath::kCluster;
+    return ExactRowsPath::kAuto;
+  }();
+  return forced;
+}
+
 ExactRowsParams params_of(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads,
                           float scale, void* out) {
   return ExactRowsParams{static_cast<const bf16*>(q),
@@ -238,11 +254,14 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
                        "exact_rows_attention: %d query tokens of %d heads per KV head", batch.max_query_len,
                        n_heads / cache.n_kv_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
+  if (path == ExactRowsPath::kAuto) path = forced_path();
   const ExactRowsParams p = params_of(cache, batch, q, n_heads, scale, out);
   const int row_groups = (batch.max_query_len * p.group + 15) / 16;
   const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
   if (take_prefill_kernel(path, cache.head_dim, groups, batch.max_seq_len))
     return flash_attention_prefill(cache, batch, q, n_heads, scale, true, out, stream);
+  if (path == ExactRowsPath::kCluster)
+    return exact_rows_cluster(p, batch.n_seqs, row_groups, batch.max_seq_len, cache.head_dim, stream);
   if (take_windows(path, groups)) return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
 }
