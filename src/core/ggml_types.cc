@@ -16,7 +16,7 @@ struct Entry {
 
 // The K-quant and legacy types we can read; others are known by name so that
 // errors can say "unsupported type Q2_K" rather than "unknown type 10".
-constexpr std::array<Entry, 15> kTypes = {{
+constexpr std::array<Entry, 16> kTypes = {{
     {0, {"F32", 1, 4, true}},
     {1, {"F16", 1, 2, true}},
     {2, {"Q4_0", 32, 18, true}},
@@ -32,6 +32,7 @@ constexpr std::array<Entry, 15> kTypes = {{
     {14, {"Q6_K", 256, 210, true}},
     {15, {"Q8_K", 256, 292, false}},
     {30, {"BF16", 1, 2, true}},
+    {39, {"MXFP4", 32, 17, true}},
 }};
 
 void dequant_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
@@ -59,6 +60,16 @@ void dequant_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     const float d = half_to_float(b[i].d);
     for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(b[i].qs[j]) * d;
+  }
+}
+
+void dequant_mxfp4(const BlockMXFP4* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = mxfp4_half_scale(b[i].e);
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = static_cast<float>(kMxfp4Values[b[i].qs[j] & 0xF]) * d;
+      y[j + kQK / 2] = static_cast<float>(kMxfp4Values[b[i].qs[j] >> 4]) * d;
+    }
   }
 }
 
@@ -166,6 +177,7 @@ void dequantize_row(GGMLType type, const void* src, float* dst, int64_t n) {
     case GGMLType::Q4_K: return dequant_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case GGMLType::Q5_K: return dequant_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
     case GGMLType::Q6_K: return dequant_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+    case GGMLType::MXFP4: return dequant_mxfp4(static_cast<const BlockMXFP4*>(src), dst, nb);
     default:
       EXACTLY_CHECK(false, "dequantisation of %s is not supported", t.name.data());
   }

@@ -28,6 +28,7 @@ enum class GGMLType : uint32_t {
   Q6_K = 14,
   Q8_K = 15,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct GGMLTypeTraits {
@@ -85,6 +86,10 @@ struct BlockQ6_K {  // 16 sub-blocks of 16: x = d * scale * (q - 32)
   int8_t scales[kQK_K / 16];  // 8-bit sub-block scales
   uint16_t d;                 // fp16 super-block scale
 };
+struct BlockMXFP4 {  // x = kMxfp4Values[q] * 2^(e - 128): OCP microscaling FP4 (E2M1) with an E8M0 scale
+  uint8_t e;                  // the shared exponent
+  uint8_t qs[kQK / 2];        // same nibble order as Q4_0
+};
 #pragma pack(pop)
 
 static_assert(sizeof(BlockQ4_0) == 18);
@@ -93,6 +98,19 @@ static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockMXFP4) == 17);
+
+// The E2M1 values of MXFP4's nibbles, doubled so that they are integers (the
+// scale is halved to match): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// Half of the E8M0 scale 2^(e - 127), exactly: 2^(e - 128) as an fp32 bit
+// pattern (subnormal for e < 2).
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // Scalar reference dequantisation of `n` elements (a multiple of the block
 // size) starting at `src`. This is the definition the SIMD kernels are tested

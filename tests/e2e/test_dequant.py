@@ -27,7 +27,7 @@ FP16_FIELDS = {
     QT.Q4_0: [0], QT.Q4_1: [0, 2], QT.Q8_0: [0],
     QT.Q4_K: [0, 2], QT.Q5_K: [0, 2], QT.Q6_K: [208],
 }
-QUANTISABLE = [QT.Q4_0, QT.Q4_1, QT.Q8_0]  # the package can quantise these from floats
+QUANTISABLE = [QT.Q4_0, QT.Q4_1, QT.Q8_0, QT.MXFP4]  # the package can quantise these from floats
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def random_raw(rng, qtype, rows, cols):
         bits[(bits & 0x7F80) == 0x7F80] ^= 0x4000
         return bits.view(np.uint8).reshape(rows, -1)
     blocks = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint16).astype(np.uint8)
-    for off in FP16_FIELDS[qtype]:
+    for off in FP16_FIELDS.get(qtype, []):  # MXFP4's E8M0 scale: any byte is a finite power of two
         blocks[:, off:off + 2] = finite_fp16_bits(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
     return blocks.reshape(rows, -1)
 
@@ -77,7 +77,7 @@ def quantised(rng, qtype, rows, cols):
     return gguf.quants.quantize(x, qtype)
 
 
-SUPPORTED = [QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q5_K, QT.Q6_K]
+SUPPORTED = [QT.F32, QT.F16, QT.BF16, QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.MXFP4]
 
 
 @pytest.fixture(scope="module")
