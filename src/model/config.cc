@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "loader/gguf.h"
+#include "model/rope_scaling.h"
 
 namespace exactly {
 
@@ -25,6 +26,45 @@ constexpr const char* kOutputTokenIdsKey = "exactly.output_token_ids";
 constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
 constexpr int32_t kMaxRopeDims = 1024;  // the RoPE kernels' bound (512 pairs)
 
+// YaRN as llama.cpp writes it: factor and original context required, the
+// ramp's turns (32 and 1) and an attention factor multiplying the default
+// magnitude optional; the ramp's ends are floored and ceiled, as llama.cpp
+// computes them. Keys that would change YaRN in ways not implemented here are
+// refused by name.
+void read_yarn(const GGUFFile& f, const std::string& a, ModelConfig& c) {
+  YarnScaling& y = c.rope_yarn;
+  auto number = [&](const std::string& key, double fallback, bool required) {
+    const std::string full = a + "rope.scaling." + key;
+    if (!f.find(full)) {
+      if (required)
+        throw FileFormatError(strformat("%s: metadata key '%s' is missing (YaRN RoPE scaling needs it)",
+                                        f.path().c_str(), full.c_str()));
+      return fallback;
+    }
+    const double v = f.get_float(full).value_or(-1);  // any numeric type
+    if (!(v > 0) || !std::isfinite(v))
+      throw FileFormatError(strformat("%s: metadata key '%s' must be a positive number", f.path().c_str(), full.c_str()));
+    return v;
+  };
+  const double factor = number("factor", 0, true);
+  y.factor = static_cast<float>(factor);
+  y.original_context = static_cast<int32_t>(std::min(number("original_context_length", 0, true), 1e9));
+  y.beta_fast = static_cast<float>(number("yarn_beta_fast", 32, false));
+  y.beta_slow = static_cast<float>(number("yarn_beta_slow", 1, false));
+  y.attention_factor = static_cast<float>(number("attn_factor", 1, false) * yarn_default_attention_factor(factor));
+  for (const char* key : {"yarn_log_multiplier"})
+    if (f.find(a + "rope.scaling." + key))
+      throw FileFormatError(strformat("%s: metadata key '%s' is not supported", f.path().c_str(),
+                                      (a + "rope.scaling." + key).c_str()));
+  const std::string ext = a + "rope.scaling.yarn_ext_factor";
+  if (f.find(ext)) {
+    const double v = f.get_float(ext).value_or(0);
+    if (v != 1.0 && v != -1.0)
+      throw FileFormatError(strformat("%s: metadata key '%s' is %g; only 1 (or -1, the default) is supported",
+                                      f.path().c_str(), ext.c_str(), v));
+  }
+}
+
 // RoPE scaling: "linear" divides the positions by rope.scaling.factor;
 // Llama 3.1's frequency factors are a tensor, read with the weights. Any
 // other kind changes the angles in ways not implemented here: refused, naming
@@ -40,8 +80,9 @@ void read_rope_scaling(const GGUFFile& f, const std::string& a, ModelConfig& c) 
     c.rope_linear_scale = static_cast<float>(factor);
     return;
   }
+  if (type == "yarn") return read_yarn(f, a, c);
   if (!type.empty() && type != "none")
-    throw FileFormatError(strformat("%s: metadata key '%s' is '%s', which is not supported (none or linear)",
+    throw FileFormatError(strformat("%s: metadata key '%s' is '%s', which is not supported (none, linear or yarn)",
                                     f.path().c_str(), type_key.c_str(), type.c_str()));
   if (type.empty() && f.find(factor_key) && f.get_float(factor_key).value_or(0.0) != 1.0)
     throw FileFormatError(strformat("%s: metadata key '%s' scales RoPE without a rope.scaling.type",

@@ -18,6 +18,19 @@ enum class RopeLayout { kAdjacentPairs, kHalfSplit };
 // The MLP's gate: SwiGLU (silu) or GeGLU with GELU's tanh form (Gemma).
 enum class MlpActivation { kSilu, kGeluTanh };
 
+// YaRN: pair i's frequency moves from the original one (extrapolation) to
+// the original divided by `factor` (interpolation) along a linear ramp over
+// the pairs whose wavelength fits between beta_fast and beta_slow turns in
+// original_context positions (the ramp's ends floored and ceiled when
+// `truncate`); every cosine and sine is multiplied by attention_factor.
+struct YarnScaling {
+  float factor = 0.0f;
+  int32_t original_context = 0;
+  float beta_fast = 32.0f, beta_slow = 1.0f;
+  float attention_factor = 1.0f;
+  bool truncate = true;
+};
+
 struct ModelConfig {
   std::string architecture;  // general.architecture: llama, qwen3, qwen3moe or gemma3
   std::string name;          // general.name
@@ -51,6 +64,8 @@ struct ModelConfig {
   // RoPE scaling "linear": positions divided by this factor (frequencies
   // divided, as Hugging Face does) in the global layers; 1: none.
   float rope_linear_scale = 1.0f;
+  // RoPE scaling "yarn" (factor 0: none); model/rope_scaling.h computes it.
+  YarnScaling rope_yarn;
   // Gemma 3: the stream starts as the embedding row times embedding_scale;
   // each sub-layer's output passes an RMSNorm of its own before the residual
   // add (sandwich_norms: post_attention_norm, post_ffw_norm); the gate is

@@ -39,7 +39,12 @@ ARCHS = {  # name: (general.architecture, experts, head_dim from key_length)
     "qwen3moe": ("qwen3moe", True, True),
     "mixtral": ("llama", True, False),
     "llama-rope-factors": ("llama", False, False),  # Llama 3.1's rope_freqs.weight
+    "qwen3-yarn": ("qwen3", False, True),  # YaRN RoPE scaling
 }
+# A small original context, so that the ramp falls inside the 16 pairs and
+# the prompt's positions turn the interpolated pairs far from the originals.
+YARN = {"qwen3.rope.scaling.type": "yarn", "qwen3.rope.scaling.factor": 8.0,
+        "qwen3.rope.scaling.original_context_length": 64}
 PROMPT = [1, 504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30, 12, 9001, 44, 7, 1000]
 
 
@@ -76,8 +81,9 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
     else:
         w.add_feed_forward_length(FFN)
     w.add_rope_freq_base(1e6)
-    for key, value in (extra or {}).items():
-        (w.add_string if isinstance(value, str) else w.add_float32)(key, value)
+    for key, value in {**(YARN if name == "qwen3-yarn" else {}), **(extra or {})}.items():
+        (w.add_string if isinstance(value, str) else w.add_uint32 if isinstance(value, int) else w.add_float32)(
+            key, value)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_tokenizer_model(tok["tokenizer.ggml.model"])
     w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
@@ -163,14 +169,22 @@ def test_logits_match_the_reference(model, run_exactly, tmp_path):
 
 
 @pytest.mark.parametrize("wrong", [{"qk_norm": "flip"}, {"rope_half": "flip"}, {"n_experts_used": 1},
-                                   {"rope_factors": None}],
-                         ids=["qk-norm", "rope-pairs", "one-expert", "no-rope-factors"])
+                                   {"rope_factors": None}, {"yarn": None}, {"yarn": "no magnitude"},
+                                   {"yarn": "ramp"}],
+                         ids=["qk-norm", "rope-pairs", "one-expert", "no-rope-factors", "no-yarn", "yarn-magnitude",
+                              "yarn-ramp"])
 def test_the_comparison_tells_a_wrong_model(model, run_exactly, tmp_path, wrong):
     name, path, ref = model
     if "n_experts_used" in wrong and not ref.cfg.n_experts:
         pytest.skip("a dense model")
     if "qk_norm" in wrong and ref.cfg.qk_norm is False:
         pytest.skip("no q/k norm weights to use")
+    if "yarn" in wrong and ref.cfg.yarn is None:
+        pytest.skip("no YaRN scaling")
+    if wrong.get("yarn") == "no magnitude":
+        wrong = {"yarn": {**ref.cfg.yarn, "attn_factor": 1.0 / (0.1 * np.log(ref.cfg.yarn["factor"]) + 1.0)}}
+    if wrong.get("yarn") == "ramp":  # the ramp's upper end one pair lower
+        wrong = {"yarn": {**ref.cfg.yarn, "beta_slow": 2.0}}
     if "rope_factors" in wrong:
         if "rope_freqs.weight" not in ref.w:
             pytest.skip("no RoPE factors")
@@ -221,18 +235,22 @@ def test_a_request_is_the_same_alone_and_among_others(model, run_exactly, tmp_pa
 
 def test_the_gpu_refuses_it_by_name(model, exactly_bin):
     name, path, _ = model
+    if name == "qwen3":
+        pytest.skip("Qwen3 runs on the GPU (tests/cuda/check_hf.py)")
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "--device", "cuda"],
                        capture_output=True, text=True, timeout=120)
     if name == "mixtral":
         assert "experts" in p.stderr and "--device cpu" in p.stderr, p.stderr
     elif name == "llama-rope-factors":
         assert "rope_freqs.weight" in p.stderr and "--device cpu" in p.stderr, p.stderr
+    elif name == "qwen3-yarn":
+        assert "YaRN" in p.stderr and "--device cpu" in p.stderr, p.stderr
     else:
         assert ARCHS[name][0] in p.stderr and "--device cpu" in p.stderr, p.stderr
     assert p.returncode == 64
 
 
-@pytest.mark.parametrize("key, value", [("llama.rope.scaling.type", "yarn"), ("llama.rope.scaling.factor", 4.0)])
+@pytest.mark.parametrize("key, value", [("llama.rope.scaling.type", "longrope"), ("llama.rope.scaling.factor", 4.0)])
 def test_rope_scaling_is_refused_naming_the_key(tmp_path, exactly_bin, tokenizer, key, value):
     path = tmp_path / "scaled.gguf"
     write_model(path, "mixtral", tokenizer, GGMLQuantizationType.F32, extra={key: value})

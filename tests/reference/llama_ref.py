@@ -24,6 +24,12 @@ public HF -> GGUF conversion script):
     attn_k_norm ([head_dim], one per layer).
   * Llama 3.1's RoPE scaling is a tensor, rope_freqs.weight ([rope_dims/2]):
     pair i's frequency base^(-2i/rope_dims) is divided by its factor.
+  * YaRN RoPE scaling (rope.scaling.type "yarn", from the YaRN paper): pair
+    i's frequency goes from f_i / s (factor s) to the original f_i along a
+    linear ramp over the pair index, between the pairs whose wavelength fits
+    beta_fast (32) and beta_slow (1) turns into the original context (the
+    ends floored and ceiled, as llama.cpp computes them), and every cos and
+    sin is multiplied by attn_factor * (0.1 ln s + 1).
   * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
     replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
     ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 
 import numpy as np
@@ -70,6 +77,7 @@ class LlamaConfig:
     qk_norm: bool = False    # per-head RMSNorm of q and k before rope
     n_experts: int = 0       # mixture of experts (0: a dense MLP)
     n_experts_used: int = 0
+    yarn: dict | None = None  # factor, original_context, beta_fast, beta_slow, attn_factor
 
 
 def _field(reader: GGUFReader, key: str):
@@ -107,7 +115,38 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
         qk_norm=arch in ("qwen3", "qwen3moe"),
         n_experts=n_experts,
         n_experts_used=int(_field(reader, p + "expert_used_count")) if n_experts else 0,
+        yarn=_read_yarn(reader, p),
     )
+
+
+def _read_yarn(reader: GGUFReader, p: str) -> dict | None:
+    key = p + "rope.scaling.type"
+    if key not in reader.fields or _field(reader, key) != "yarn":
+        return None
+    def opt(name, default):
+        k = p + "rope.scaling." + name
+        return float(_field(reader, k)) if k in reader.fields else default
+    return dict(factor=float(_field(reader, p + "rope.scaling.factor")),
+                original_context=float(_field(reader, p + "rope.scaling.original_context_length")),
+                beta_fast=opt("yarn_beta_fast", 32.0), beta_slow=opt("yarn_beta_slow", 1.0),
+                attn_factor=opt("attn_factor", 1.0))
+
+
+def yarn_inv_freq(d: int, base: float, y: dict) -> tuple[np.ndarray, float]:
+    """YaRN's per-pair frequencies and the magnitude of its cos and sin."""
+    s, length = y["factor"], y["original_context"]
+    extrapolation = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
+    interpolation = extrapolation / s
+    def correction_dim(turns):
+        return d * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(correction_dim(y["beta_fast"])), 0)
+    high = min(math.ceil(correction_dim(y["beta_slow"])), d - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    keep = 1.0 - ramp  # the share of the original frequency
+    magnitude = y["attn_factor"] * (0.1 * math.log(s) + 1.0 if s > 1 else 1.0)
+    return interpolation * (1.0 - keep) + extrapolation * keep, magnitude
 
 
 def _dequant(tensor, dtype) -> np.ndarray:
@@ -154,10 +193,13 @@ class LlamaRef:
         """
         d = self.cfg.rope_dims
         inv_freq = self.cfg.rope_base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # [d/2]
+        magnitude = 1.0
+        if self.cfg.yarn is not None:
+            inv_freq, magnitude = yarn_inv_freq(d, self.cfg.rope_base, self.cfg.yarn)
         if "rope_freqs.weight" in self.w:
             inv_freq = inv_freq / self.w["rope_freqs.weight"].astype(np.float64)
         angle = positions[:, None].astype(np.float64) * inv_freq[None, :]             # [n, d/2]
-        cos, sin = np.cos(angle).astype(x.dtype), np.sin(angle).astype(x.dtype)
+        cos, sin = (magnitude * np.cos(angle)).astype(x.dtype), (magnitude * np.sin(angle)).astype(x.dtype)
         out = x.copy()
         first, second = (slice(0, d // 2), slice(d // 2, d)) if self.cfg.rope_half else \
             (slice(0, d, 2), slice(1, d, 2))
