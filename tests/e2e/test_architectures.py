@@ -259,6 +259,21 @@ def test_rope_scaling_is_refused_naming_the_key(tmp_path, exactly_bin, tokenizer
     assert p.returncode == 2 and key in p.stderr and ("not supported" in p.stderr or "without" in p.stderr), p.stderr
 
 
+@pytest.mark.parametrize("extra, needle", [
+    ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0}, "llama.rope.scaling.original_context_length"),
+    ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0, "llama.rope.scaling.original_context_length": 64,
+      "llama.rope.scaling.yarn_log_multiplier": 0.1}, "llama.rope.scaling.yarn_log_multiplier"),
+    ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": -2.0,
+      "llama.rope.scaling.original_context_length": 64}, "llama.rope.scaling.factor"),
+], ids=["no-original-context", "log-multiplier", "negative-factor"])
+def test_yarn_settings_not_computed_exit_2_naming_the_key(tmp_path, exactly_bin, tokenizer, extra, needle):
+    path = tmp_path / "yarn.gguf"
+    write_model(path, "mixtral", tokenizer, GGMLQuantizationType.F32, extra=extra)
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and needle in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("name, kwargs, needle", [
     ("qwen3moe", {"expert_ffn": 40}, "ffn_down_exps.weight' has 40 columns"),
     ("qwen3", {"head_dim": 2048}, "rope.dimension_count 2048"),
