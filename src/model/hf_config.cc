@@ -96,19 +96,59 @@ void reject_unsupported(const JsonObject& cfg, const Architecture& arch) {
     cfg.fail("quantization_config", "is set; quantized checkpoints are not supported");
 }
 
-// One RoPE scaling object, parent[key]: "default" or "linear" (positions
-// divided by its factor); returns the factor. Other kinds are refused by name.
-float rope_scale(const JsonObject& parent, std::string_view key, bool linear_allowed) {
+struct RopeScale {
+  float linear = 1.0f;
+  YarnScaling yarn;
+};
+
+double positive_number(const JsonObject& o, std::string_view key, std::optional<double> fallback) {
+  const double v = fallback && !o.find(key) ? *fallback : o.require_number(key);
+  if (!(v > 0) || !std::isfinite(v)) o.fail(key, "must be a positive number");
+  return v;
+}
+
+// YaRN as transformers reads it: the ramp's turns default to 32 and 1, the
+// original context to max_position_embeddings, truncation (the ramp's ends
+// floored and ceiled) to on; the attention factor is given, or the ratio of
+// mscale and mscale_all_dim's magnitudes, or 0.1 ln(factor) + 1. The factor
+// is used as given (as vLLM and llama.cpp do) even where the original
+// context and max_position_embeddings imply another ratio.
+YarnScaling read_hf_yarn(const JsonObject& s, int32_t max_positions) {
+  YarnScaling y;
+  const double factor = positive_number(s, "factor", std::nullopt);
+  y.factor = static_cast<float>(factor);
+  y.original_context = static_cast<int32_t>(
+      std::min(positive_number(s, "original_max_position_embeddings", max_positions), 1e9));
+  y.beta_fast = static_cast<float>(positive_number(s, "beta_fast", 32.0));
+  y.beta_slow = static_cast<float>(positive_number(s, "beta_slow", 1.0));
+  y.truncate = s.get_bool("truncate").value_or(true);
+  auto magnitude = [&](double m) { return factor > 1 ? 0.1 * m * std::log(factor) + 1.0 : 1.0; };
+  if (s.find("attention_factor") && !s.find("attention_factor")->is_null()) {
+    y.attention_factor = static_cast<float>(positive_number(s, "attention_factor", std::nullopt));
+  } else {
+    const double m = s.get_number("mscale").value_or(0), all = s.get_number("mscale_all_dim").value_or(0);
+    y.attention_factor = static_cast<float>(m != 0 && all != 0 ? magnitude(m) / magnitude(all) : magnitude(1.0));
+  }
+  return y;
+}
+
+// One RoPE scaling object, parent[key]: "default", "linear" (positions
+// divided by its factor) or "yarn". Other kinds are refused by name.
+RopeScale rope_scale(const JsonObject& parent, std::string_view key, bool scaling_allowed, int32_t max_positions) {
   const JsonObject s = parent.object(key);
   const auto type = s.find("rope_type") ? s.get_string("rope_type") : s.get_string("type");
-  if (type == "default") return 1.0f;
-  if (type == "linear" && linear_allowed) {
-    const double factor = s.require_number("factor");
-    if (!(factor > 0) || !std::isfinite(factor)) s.fail("factor", "must be a positive number");
-    return static_cast<float>(factor);
+  RopeScale r;
+  if (type == "default") return r;
+  if (type == "linear" && scaling_allowed) {
+    r.linear = static_cast<float>(positive_number(s, "factor", std::nullopt));
+    return r;
+  }
+  if (type == "yarn" && scaling_allowed) {
+    r.yarn = read_hf_yarn(s, max_positions);
+    return r;
   }
   parent.fail(key, strformat("has type '%s', which is not supported (null, \"default\"%s)",
-                             type ? type->c_str() : "(none)", linear_allowed ? " or \"linear\"" : ""));
+                             type ? type->c_str() : "(none)", scaling_allowed ? ", \"linear\" or \"yarn\"" : ""));
 }
 
 // transformers 4.x writes rope_scaling (and rope_theta beside it), 5.x
@@ -116,7 +156,8 @@ float rope_scale(const JsonObject& parent, std::string_view key, bool linear_all
 // both are written); for models with sliding layers, 5.x nests one object
 // per layer type (full_attention, sliding_attention).
 struct RopeSettings {
-  float theta = 10000.0f, scale = 1.0f, local_theta = 0.0f;
+  float theta = 10000.0f, local_theta = 0.0f;
+  RopeScale scale;
 };
 
 float positive_theta(const JsonObject& o, std::string_view key, double fallback) {
@@ -127,19 +168,22 @@ float positive_theta(const JsonObject& o, std::string_view key, double fallback)
 
 RopeSettings rope_settings(const JsonObject& cfg, bool gemma) {
   RopeSettings r;
+  const auto max_positions = static_cast<int32_t>(std::clamp(cfg.get_number("max_position_embeddings").value_or(0),
+                                                             0.0, 1e9));
   const bool top_theta = cfg.find("rope_theta") != nullptr;
   r.theta = positive_theta(cfg, "rope_theta", gemma ? 1000000.0 : 10000.0);
   if (gemma) r.local_theta = positive_theta(cfg, "rope_local_base_freq", 10000.0);
-  if (cfg.find("rope_scaling")) r.scale = rope_scale(cfg, "rope_scaling", true);
+  if (cfg.find("rope_scaling")) r.scale = rope_scale(cfg, "rope_scaling", true, max_positions);
   if (!cfg.find("rope_parameters")) return r;
   const JsonObject p = cfg.object("rope_parameters");
   const bool per_type = p.find("full_attention") || p.find("sliding_attention");
   const JsonObject full = per_type ? p.object("full_attention") : p;
   if (!top_theta) r.theta = positive_theta(full, "rope_theta", r.theta);
-  r.scale = per_type ? rope_scale(p, "full_attention", true) : rope_scale(cfg, "rope_parameters", true);
+  r.scale = per_type ? rope_scale(p, "full_attention", true, max_positions)
+                     : rope_scale(cfg, "rope_parameters", true, max_positions);
   if (per_type && p.find("sliding_attention")) {
     r.local_theta = positive_theta(p.object("sliding_attention"), "rope_theta", r.local_theta);
-    rope_scale(p, "sliding_attention", false);
+    rope_scale(p, "sliding_attention", false, max_positions);
   }
   return r;
 }
@@ -254,7 +298,9 @@ ModelConfig read_hf_config(const std::string& path) {
   c.rope_layout = RopeLayout::kHalfSplit;
   const RopeSettings rope = rope_settings(cfg, gemma);
   c.rope_freq_base = rope.theta;
-  c.rope_linear_scale = rope.scale;
+  c.rope_linear_scale = rope.scale.linear;
+  c.rope_yarn = rope.scale.yarn;
+  if (gemma && c.rope_yarn.factor > 0) cfg.fail("rope_scaling", "is YaRN, which Gemma 3's local layers do not take here");
   c.rope_local_freq_base = rope.local_theta;
   c.rms_eps = static_cast<float>(cfg.require_number("rms_norm_eps"));
   if (!(c.rms_eps > 0)) cfg.fail("rms_norm_eps", "must be positive");

@@ -136,8 +136,40 @@ def reference(values: dict[str, np.ndarray], config: dict) -> llama_ref.LlamaRef
                                 rope_base=config.get("rope_theta", 10000.0), rope_dims=d // heads,
                                 norm_eps=config["rms_norm_eps"], vocab=config["vocab_size"], rope_half=True,
                                 qk_norm=arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"),
-                                n_experts=n_experts, n_experts_used=config.get("num_experts_per_tok", 0))
+                                n_experts=n_experts, n_experts_used=config.get("num_experts_per_tok", 0),
+                                yarn=yarn_of(config))
     return llama_ref.LlamaRef(cfg, w)
+
+
+def yarn_of(config: dict) -> dict | None:
+    """The reference's YaRN settings from a config's rope_scaling (transformers' defaults, no mscale keys)."""
+    s = config.get("rope_scaling") or {}
+    if s.get("rope_type") != "yarn":
+        return None
+    return dict(factor=s["factor"], original_context=s.get("original_max_position_embeddings",
+                                                           config["max_position_embeddings"]),
+                beta_fast=s.get("beta_fast", 32.0), beta_slow=s.get("beta_slow", 1.0), attn_factor=1.0)
+
+
+def test_yarn_from_a_checkpoint_runs_as_the_reference_does(run_exactly, tmp_path):
+    """Qwen3 with YaRN over a small original context: the ramp inside the 32 pairs, the magnitude applied."""
+    t, config = tensors(), {**CONFIG, "architectures": ["Qwen3ForCausalLM"], "head_dim": 64,
+                            "use_sliding_window": False, "sliding_window": None, "attention_bias": False,
+                            "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64}}
+    for i in range(config["num_hidden_layers"]):
+        for proj in ("q", "k"):
+            t[f"model.layers.{i}.self_attn.{proj}_norm.weight"] = ("BF16", (64,))
+    model = tmp_path / "hf"
+    ref = reference(write_random_checkpoint(model, t, config, seed=12), config)
+    ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8, 3, 7, 19, 6]
+    out = tmp_path / "logits.f32"
+    run_exactly(["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--out", out])
+    got = np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
+    want = ref.logits(ids)
+    scale = np.linalg.norm(want, axis=1)
+    assert (np.linalg.norm(got - want, axis=1) / scale).max() < REL_L2_BOUND
+    unscaled = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, yarn=None), ref.w)
+    assert (np.linalg.norm(got - unscaled.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
 
 
 @pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",

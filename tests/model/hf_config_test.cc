@@ -231,7 +231,7 @@ TEST(HfConfig, RefusesWhatWouldComputeSomethingElse) {
                                 {"original_max_position_embeddings", 8192},
                                 {"rope_type", "llama3"}};
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", llama31_scaling)), "'rope_scaling' has type 'llama3'");
-  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "yarn"}, {"factor", 2.0}})), "type 'yarn'");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "longrope"}, {"factor", 2.0}})), "type 'longrope'");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}})), "'rope_scaling.factor' is missing");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", -2.0}})), "positive");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", "yarn")), "'rope_scaling' is string, not an object");
@@ -324,6 +324,34 @@ TEST(HfConfig, LinearRopeScaling) {
   EXPECT_EQ(read_hf_config(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", 2.0}})).rope_linear_scale,
             2.0f);
   EXPECT_EQ(read_hf_config(write_config(kLlama3_8B)).rope_linear_scale, 1.0f);
+}
+
+// YaRN with transformers' defaults and its ways of giving the attention factor.
+TEST(HfConfig, YarnRopeScaling) {
+  const YarnScaling y = read_hf_config(edited(kLlama3_8B, "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}))
+                            .rope_yarn;
+  EXPECT_EQ(y.factor, 4.0f);
+  EXPECT_EQ(y.original_context, 8192);  // max_position_embeddings
+  EXPECT_EQ(y.beta_fast, 32.0f);
+  EXPECT_EQ(y.beta_slow, 1.0f);
+  EXPECT_TRUE(y.truncate);
+  EXPECT_FLOAT_EQ(y.attention_factor, static_cast<float>(0.1 * std::log(4.0) + 1.0));
+  const YarnScaling g = read_hf_config(edited(kLlama3_8B, "rope_scaling",
+                                              {{"rope_type", "yarn"}, {"factor", 32.0}, {"beta_fast", 16.0},
+                                               {"original_max_position_embeddings", 4096}, {"truncate", false},
+                                               {"mscale", 0.707}, {"mscale_all_dim", 1.0}}))
+                            .rope_yarn;
+  EXPECT_EQ(g.original_context, 4096);
+  EXPECT_EQ(g.beta_fast, 16.0f);
+  EXPECT_FALSE(g.truncate);
+  EXPECT_FLOAT_EQ(g.attention_factor,
+                  static_cast<float>((0.1 * 0.707 * std::log(32.0) + 1) / (0.1 * std::log(32.0) + 1)));
+  EXPECT_EQ(read_hf_config(edited(kLlama3_8B, "rope_scaling",
+                                  {{"rope_type", "yarn"}, {"factor", 2.0}, {"attention_factor", 1.5}}))
+                .rope_yarn.attention_factor,
+            1.5f);
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"rope_type", "yarn"}})), "factor");
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"rope_type", "yarn"}, {"factor", -1.0}})), "factor");
 }
 
 // transformers 5 keeps rope_theta inside rope_parameters and writes no top-level key.
