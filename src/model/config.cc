@@ -80,10 +80,11 @@ void read_rope_scaling(const GGUFFile& f, const std::string& a, ModelConfig& c) 
     c.rope_linear_scale = static_cast<float>(factor);
     return;
   }
-  if (type == "yarn") return read_yarn(f, a, c);
+  if (type == "yarn" && c.architecture != "gemma3") return read_yarn(f, a, c);  // Gemma 3's local layers: no
   if (!type.empty() && type != "none")
-    throw FileFormatError(strformat("%s: metadata key '%s' is '%s', which is not supported (none, linear or yarn)",
-                                    f.path().c_str(), type_key.c_str(), type.c_str()));
+    throw FileFormatError(strformat("%s: metadata key '%s' is '%s', which is not supported (%s)", f.path().c_str(),
+                                    type_key.c_str(), type.c_str(),
+                                    c.architecture == "gemma3" ? "none or linear for gemma3" : "none, linear or yarn"));
   if (type.empty() && f.find(factor_key) && f.get_float(factor_key).value_or(0.0) != 1.0)
     throw FileFormatError(strformat("%s: metadata key '%s' scales RoPE without a rope.scaling.type",
                                     f.path().c_str(), factor_key.c_str()));
