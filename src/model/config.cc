@@ -56,6 +56,11 @@ void read_yarn(const GGUFFile& f, const std::string& a, ModelConfig& c) {
     if (f.find(a + "rope.scaling." + key))
       throw FileFormatError(strformat("%s: metadata key '%s' is not supported", f.path().c_str(),
                                       (a + "rope.scaling." + key).c_str()));
+  // llama.cpp's converter writes a checkpoint's own attention factor here;
+  // how it combines with the default magnitude differs between its versions.
+  const std::string attn = a + "rope.scaling.yarn_attn_factor";
+  if (f.find(attn) && f.get_float(attn).value_or(0) != 1.0)
+    throw FileFormatError(strformat("%s: metadata key '%s' is not supported (only 1)", f.path().c_str(), attn.c_str()));
   const std::string ext = a + "rope.scaling.yarn_ext_factor";
   if (f.find(ext)) {
     const double v = f.get_float(ext).value_or(0);

@@ -119,8 +119,14 @@ YarnScaling read_hf_yarn(const JsonObject& s, int32_t max_positions) {
   y.factor = static_cast<float>(factor);
   y.original_context = static_cast<int32_t>(
       std::min(positive_number(s, "original_max_position_embeddings", max_positions), 1e9));
-  y.beta_fast = static_cast<float>(positive_number(s, "beta_fast", 32.0));
-  y.beta_slow = static_cast<float>(positive_number(s, "beta_slow", 1.0));
+  // transformers reads `beta_fast or 32`: null and 0 take the defaults too.
+  auto turns = [&](std::string_view key, double fallback) {
+    const nlohmann::json* v = s.find(key);
+    if (v == nullptr || v->is_null() || (v->is_number() && v->get<double>() == 0)) return fallback;
+    return positive_number(s, key, std::nullopt);
+  };
+  y.beta_fast = static_cast<float>(turns("beta_fast", 32.0));
+  y.beta_slow = static_cast<float>(turns("beta_slow", 1.0));
   y.truncate = s.get_bool("truncate").value_or(true);
   auto magnitude = [&](double m) { return factor > 1 ? 0.1 * m * std::log(factor) + 1.0 : 1.0; };
   if (s.find("attention_factor") && !s.find("attention_factor")->is_null()) {

@@ -265,7 +265,9 @@ def test_rope_scaling_is_refused_naming_the_key(tmp_path, exactly_bin, tokenizer
       "llama.rope.scaling.yarn_log_multiplier": 0.1}, "llama.rope.scaling.yarn_log_multiplier"),
     ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": -2.0,
       "llama.rope.scaling.original_context_length": 64}, "llama.rope.scaling.factor"),
-], ids=["no-original-context", "log-multiplier", "negative-factor"])
+    ({"llama.rope.scaling.type": "yarn", "llama.rope.scaling.factor": 4.0, "llama.rope.scaling.original_context_length": 64,
+      "llama.rope.scaling.yarn_attn_factor": 0.9}, "llama.rope.scaling.yarn_attn_factor"),
+], ids=["no-original-context", "log-multiplier", "negative-factor", "attn-factor"])
 def test_yarn_settings_not_computed_exit_2_naming_the_key(tmp_path, exactly_bin, tokenizer, extra, needle):
     path = tmp_path / "yarn.gguf"
     write_model(path, "mixtral", tokenizer, GGMLQuantizationType.F32, extra=extra)

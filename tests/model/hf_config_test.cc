@@ -350,6 +350,13 @@ TEST(HfConfig, YarnRopeScaling) {
                                   {{"rope_type", "yarn"}, {"factor", 2.0}, {"attention_factor", 1.5}}))
                 .rope_yarn.attention_factor,
             1.5f);
+  // transformers reads `beta_fast or 32`: null and 0 are the defaults.
+  const YarnScaling z = read_hf_config(edited(kLlama3_8B, "rope_scaling",
+                                              {{"rope_type", "yarn"}, {"factor", 2.0}, {"beta_fast", nullptr},
+                                               {"beta_slow", 0}}))
+                            .rope_yarn;
+  EXPECT_EQ(z.beta_fast, 32.0f);
+  EXPECT_EQ(z.beta_slow, 1.0f);
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"rope_type", "yarn"}})), "factor");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"rope_type", "yarn"}, {"factor", -1.0}})), "factor");
 }

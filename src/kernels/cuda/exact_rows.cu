@@ -200,6 +200,7 @@ bool take_windows(ExactRowsPath path, int64_t groups) {
 // free group of them (8 x 640: 0.743 against the windows' 0.504).
 bool take_cluster(ExactRowsPath path, int64_t groups, int max_seq_len) {
   if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kCluster;
+  if (!exact_rows_cluster_runs()) return false;
   static const int sms = [] {
     int device = 0, count = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");

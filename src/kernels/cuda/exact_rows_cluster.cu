@@ -206,6 +206,16 @@ void launch(const ExactRowsParams& p, int n_seqs, int row_groups, int cluster, c
 
 }  // namespace
 
+bool exact_rows_cluster_runs() {
+  static const bool hopper = [] {  // the kernel exists only as sm_90a machine code
+    int device = 0, major = 0;
+    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
+    return major == 9;
+  }();
+  return hopper;
+}
+
 int exact_rows_cluster_size(int max_seq_len) {
   const int windows = (max_seq_len + kWindowKeys - 1) / kWindowKeys;
   return std::min(kMaxClusterCtas, std::max(1, windows));
@@ -213,13 +223,7 @@ int exact_rows_cluster_size(int max_seq_len) {
 
 void exact_rows_cluster(const ExactRowsParams& p, int n_seqs, int row_groups, int max_seq_len, int head_dim,
                         cudaStream_t stream) {
-  static const bool hopper = [] {
-    int device = 0, major = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
-    return major >= 9;
-  }();
-  if (!hopper) return exact_rows_windows(p, n_seqs, row_groups, head_dim, stream);  // the same bits
+  if (!exact_rows_cluster_runs()) return exact_rows_windows(p, n_seqs, row_groups, head_dim, stream);  // same bits
   const int cluster = exact_rows_cluster_size(max_seq_len);
   with_head_dim(head_dim, [&](auto d) { launch<decltype(d)::value>(p, n_seqs, row_groups, cluster, stream); });
 }

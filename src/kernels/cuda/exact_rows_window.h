@@ -18,6 +18,9 @@ void exact_rows_windows(const ExactRowsParams& p, int n_seqs, int row_groups, in
 // per row group, each taking every C-th window of 256 keys and passing the
 // chain's state on to the next. C: one CTA per window of the longest
 // sequence, at most 8.
+// Whether this GPU runs the cluster kernel (Hopper); elsewhere
+// exact_rows_cluster runs the windows, with the same bits.
+bool exact_rows_cluster_runs();
 int exact_rows_cluster_size(int max_seq_len);
 void exact_rows_cluster(const ExactRowsParams& p, int n_seqs, int row_groups, int max_seq_len, int head_dim,
                         cudaStream_t stream);
