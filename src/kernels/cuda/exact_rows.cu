@@ -37,6 +37,7 @@
 #include <string>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/exact_rows_common.cuh"
 #include "kernels/cuda/exact_rows_window.h"
 #include "kernels/cuda/launch_common.h"
@@ -201,14 +202,8 @@ bool take_windows(ExactRowsPath path, int64_t groups) {
 bool take_cluster(ExactRowsPath path, int64_t groups, int max_seq_len) {
   if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kCluster;
   if (!exact_rows_cluster_runs()) return false;
-  static const int sms = [] {
-    int device = 0, count = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "multiprocessor count");
-    return count;
-  }();
   const int cluster = exact_rows_cluster_size(max_seq_len);
-  return cluster > 1 && groups * cluster <= sms;
+  return cluster > 1 && groups * cluster <= device_multiprocessors();
 }
 
 // At head dim 128, up to 32 groups over contexts past 1,024 keys, the

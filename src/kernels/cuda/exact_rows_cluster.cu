@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/exact_rows_window.cuh"
 #include "kernels/cuda/exact_rows_window.h"
 #include "kernels/cuda/launch_common.h"
@@ -78,22 +79,6 @@ __device__ __forceinline__ void receive_state(const uint8_t* shared, float (&o)[
   const float4 a = slot[0], b = slot[1];
   o[0][0] = a.x, o[0][1] = a.y, o[0][2] = a.z, o[0][3] = a.w;
   o[1][0] = b.x, o[1][1] = b.y, o[1][2] = b.z, o[1][3] = b.w;
-}
-
-template <int D>
-__device__ __forceinline__ void write_rows(const ExactRowsParams& p, const RowGroup& rg, int kv_head,
-                                           const OnlineSoftmax<kBN>& sm, const float (&o)[2][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    __nv_bfloat16* dst = rg.row(p.out, p, kv_head, lane / 4 + 8 * r, D);
-    if (dst == nullptr) continue;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-      *reinterpret_cast<uint32_t*>(dst + kChainCols * warp + 8 * nt + 2 * (lane % 4)) =
-          Elem<__nv_bfloat16>::pack(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
-  }
 }
 
 template <int D>
@@ -206,15 +191,7 @@ void launch(const ExactRowsParams& p, int n_seqs, int row_groups, int cluster, c
 
 }  // namespace
 
-bool exact_rows_cluster_runs() {
-  static const bool hopper = [] {  // the kernel exists only as sm_90a machine code
-    int device = 0, major = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
-    return major == 9;
-  }();
-  return hopper;
-}
+bool exact_rows_cluster_runs() { return device_compute_major() == 9; }  // sm_90a machine code only
 
 int exact_rows_cluster_size(int max_seq_len) {
   const int windows = (max_seq_len + kWindowKeys - 1) / kWindowKeys;

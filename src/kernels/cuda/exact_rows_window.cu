@@ -92,17 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1) exact_window_kernel(const ExactRo
     copies.issue(window + 1, true);
   }
   cp_async_wait<0>();
-  if (warp >= D / kChainCols) return;
-  const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    bf16* dst = rg.row(p.out, p, kv_head, lane / 4 + 8 * r, D);
-    if (dst == nullptr) continue;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-      *reinterpret_cast<uint32_t*>(dst + kChainCols * warp + 8 * nt + 2 * (lane % 4)) =
-          Elem<bf16>::pack(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
-  }
+  if (warp < D / kChainCols) write_rows<D>(p, rg, kv_head, sm, o);
 }
 
 template <int D>

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/flash_prefill_kernel.cuh"
 #include "kernels/cuda/flash_prefill_sm90_ws.cuh"
 #include "kernels/cuda/launch_common.h"
@@ -99,13 +100,6 @@ SplitWorkspace split_workspace(cudaStream_t stream, int sms) {
   });
 }
 
-int sm_count() {
-  int device = 0, count = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "SM count");
-  return count;
-}
-
 // At head dim 128 each item's Q is copied into shared memory by the
 // producer (QTMA). Clusters of two CTAs sharing each K/V tile (multicast)
 // pay only for long items: once the launch's end was fixed (v51, v53), one
@@ -167,7 +161,7 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
   const int64_t n_seq_heads = int64_t{n_heads} * b.n_seqs;
   const int64_t n_items = per_head * n_seq_heads;
-  static const int sms = sm_count();
+  const int sms = device_multiprocessors();
   // The schedule for `clusters` persistent clusters: causal items handed out
   // longest first at the end, unmasked ones split at the end.
   auto schedule = [&](int clusters) {
@@ -207,11 +201,8 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
 // mma.sync kernel. EXACTLY_PREFILL_KERNEL=mma forces the latter (for tests).
 bool use_sm90(const PagedKVDevice& c) {
   static const bool hopper = [] {
-    int device = 0, major = 0;
-    check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability");
     const char* force = std::getenv("EXACTLY_PREFILL_KERNEL");
-    return major == 9 && !(force != nullptr && std::string(force) == "mma");
+    return device_compute_major() == 9 && !(force != nullptr && std::string(force) == "mma");
   }();
   return hopper && c.dtype == DType::bf16 && (c.head_dim == 64 || c.head_dim == 128);
 }

@@ -32,6 +32,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dependent_launch.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_kk.cuh"
@@ -323,16 +324,6 @@ CUtensorMap tensor_map(const void* p, int64_t rows, int64_t cols, uint32_t box_r
   return it->second;
 }
 
-int multiprocessors() {
-  static const int n = [] {
-    int device = 0, count = 0;
-    check_cuda(cudaGetDevice(&device), "gemm_rows");
-    check_cuda(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), "gemm_rows");
-    return count;
-  }();
-  return n;
-}
-
 template <int N, int P>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
             cudaStream_t stream) {
@@ -349,7 +340,7 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, i
   // One CTA per SM, but no more than there are tiles (a share is at least a
   // tile: StepShare) or hand-off slots.
   const int64_t tiles = (n_out + kTileRows - 1) / kTileRows;
-  const auto grid = static_cast<unsigned>(std::min<int64_t>({tiles, multiprocessors(), kMaxGrid}));
+  const auto grid = static_cast<unsigned>(std::min<int64_t>({tiles, device_multiprocessors(), kMaxGrid}));
   launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
                    w_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
                    static_cast<int>(kind));

@@ -3,6 +3,7 @@
 // partition. The workspace is the caller's, so nothing is allocated per step.
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/dependent_launch.h"
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
@@ -20,17 +21,6 @@ constexpr int kMergeGroups = 8;
 
 int max_partitions(int max_seq_len) { return decode_partitions_bound(max_seq_len); }
 
-int multiprocessors() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      return 132;
-    return n;
-  }();
-  return count;
-}
-
 // Keys per partition for the whole batch, or 0 for each sequence's own
 // decode_partition. A batch with enough work for six CTAs per SM in 1024-key
 // partitions uses them: fewer CTA starts and merges, +1% at 64 x 2048 and
@@ -43,8 +33,8 @@ int batch_partition(const AttentionBatchDevice& b, int n_kv_heads, int row_group
   auto ctas = [&](int part) {
     return int64_t{b.n_seqs} * n_kv_heads * row_groups * ((b.max_seq_len + part - 1) / part);
   };
-  if (ctas(1024) >= 6 * int64_t{multiprocessors()}) return 1024;
-  return ctas(512) >= 2 * int64_t{multiprocessors()} ? 512 : 0;
+  if (ctas(1024) >= 6 * int64_t{device_multiprocessors()}) return 1024;
+  return ctas(512) >= 2 * int64_t{device_multiprocessors()} ? 512 : 0;
 }
 
 template <typename T, int D>
