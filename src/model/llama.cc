@@ -121,8 +121,8 @@ LlamaModel::LlamaModel(const GGUFFile& file, ModelConfig config)
   init_rope_factors();
 }
 
-// The global layers' frequency divisors: Llama 3.1's factors times a linear
-// scaling's factor (null when both are absent).
+// The global layers' frequency divisors: YaRN's, or Llama 3.1's factors times
+// a linear scaling's factor (null when all are absent).
 void LlamaModel::init_rope_factors() {
   if (config_.rope_yarn.factor > 0) {
     if (weights_.rope_factors != nullptr || config_.rope_local_freq_base > 0)
