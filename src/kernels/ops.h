@@ -63,6 +63,13 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out, ThreadP
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out, ThreadPool& pool);
 
+// gpt-oss's clamped SwiGLU: with g = min(gate[i], limit) and
+// u = clamp(up[i], -limit, limit), out[i] = (u + 1) * g * sigmoid(alpha * g).
+// out may alias gate.
+void clamped_swiglu_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
+void clamped_swiglu_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out,
+                        ThreadPool& pool);
+
 // y[i] += x[i] for i < n.
 void add_inplace(float* y, const float* x, int64_t n);
 
@@ -107,9 +114,12 @@ enum class AttentionMask { causal, none };
 // its chunk, its place in a tile and the thread count.
 // window > 0 (sliding-window layers, causal only): a query at position p sees
 // keys p - window + 1 .. p, as Hugging Face's and llama.cpp's sliding windows.
+// sinks ([n_heads], gpt-oss): one learned logit per query head that joins
+// every row's softmax denominator and carries no value, so a row's weights
+// are exp(s_j) / (exp(sink) + sum_k exp(s_k)).
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
                float scale, float* out, ThreadPool& pool, AttentionMask mask = AttentionMask::causal,
-               int32_t window = 0);
+               int32_t window = 0, const float* sinks = nullptr);
 
 // Bytes of working memory attention() allocates for this batch on n_threads:
 // per-thread tile buffers, independent of the sequence lengths, plus one small
@@ -124,8 +134,10 @@ void rope_adjacent(float* x, const int32_t* positions, int64_t n_tokens, int n_h
                    int rope_dims, float freq_base);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+void clamped_swiglu_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-               float scale, float* out, AttentionMask mask = AttentionMask::causal, int32_t window = 0);
+               float scale, float* out, AttentionMask mask = AttentionMask::causal, int32_t window = 0,
+               const float* sinks = nullptr);
 }  // namespace reference
 
 }  // namespace exactly::kernels

@@ -65,7 +65,8 @@ struct AttentionCase {
   }
 
   // float64 softmax(q k^T * scale) v for every query token and head.
-  std::vector<double> exact(float scale, AttentionMask mask = AttentionMask::causal, int32_t window = 0) {
+  std::vector<double> exact(float scale, AttentionMask mask = AttentionMask::causal, int32_t window = 0,
+                            const float* sinks = nullptr) {
     std::vector<double> out(q.size());
     const PagedKV c = cache();
     const int group = n_heads / n_kv_heads;
@@ -76,7 +77,7 @@ struct AttentionCase {
         const int32_t first = window > 0 ? std::max(0, pos - window + 1) : 0;
         for (int h = 0; h < n_heads; ++h) {
           std::vector<double> p(static_cast<size_t>(pos) + 1, 0.0);
-          double mx = -INFINITY, sum = 0;
+          double mx = sinks != nullptr ? sinks[h] : -INFINITY, sum = 0;
           for (int32_t key = first; key <= pos; ++key) {
             double d = 0;
             for (int e = 0; e < head_dim; ++e)
@@ -85,6 +86,7 @@ struct AttentionCase {
             p[static_cast<size_t>(key)] = d * scale;
             mx = std::max(mx, d * scale);
           }
+          if (sinks != nullptr) sum += std::exp(sinks[h] - mx);  // a term of the sum with no value
           for (int32_t key = first; key <= pos; ++key) {
             double& x = p[static_cast<size_t>(key)];
             sum += (x = std::exp(x - mx));
@@ -247,6 +249,60 @@ TEST(AttentionSlidingWindow, MatchesFloat64AndKeepsItsBitsAcrossBatchesAndChunks
     // A window shorter than the context computes something else than full attention.
     const std::vector<double> full = ac.exact(scale);
     EXPECT_GT(max_error(out, full, ac.query_start[3] * row, ac.query_start[4] * row), 1e-3) << "window " << window;
+  }
+}
+
+// Attention sinks (gpt-oss): a learned logit per query head joins every
+// row's softmax denominator. Sinks below, near and far above the scores, with
+// and without a sliding window: against float64 (and no worse than the naive
+// kernel), different from attention without sinks, and with the same bits
+// alone, in a batch and as a split-KV decode step after the prefill.
+TEST(AttentionSinks, MatchFloat64AndKeepTheirBitsAcrossBatchesAndChunks) {
+  for (const int32_t window : {0, 100}) {
+    AttentionCase ac;
+    ac.n_heads = 4;
+    ac.n_kv_heads = 2;
+    ac.head_dim = 64;
+    ac.block_size = 16;
+    ac.seqs = {{1, 1}, {40, 40}, {1300, 1300}, {1300, 1}};
+    std::mt19937 rng(static_cast<uint32_t>(7 + window));
+    ac.setup(rng, 2.0f);
+    const std::vector<float> sinks{-30.0f, 0.0f, 2.5f, 40.0f};  // one head all but drowned by its sink
+    const float scale = 0.125f;
+    ThreadPool two(2), one(1);
+    std::vector<float> out(ac.q.size()), naive(ac.q.size()), plain(ac.q.size());
+    attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, out.data(), two, AttentionMask::causal, window,
+              sinks.data());
+    attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, plain.data(), two, AttentionMask::causal,
+              window);
+    reference::attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, naive.data(), AttentionMask::causal,
+                         window, sinks.data());
+    const std::vector<double> exact = ac.exact(scale, AttentionMask::causal, window, sinks.data());
+    const int64_t row = int64_t{ac.n_heads} * ac.head_dim;
+    for (size_t s = 0; s < ac.seqs.size(); ++s) {
+      const int64_t begin = ac.query_start[s] * row, end = ac.query_start[s + 1] * row;
+      EXPECT_LE(max_error(out, exact, begin, end), 2 * max_error(naive, exact, begin, end) + 1e-6)
+          << "window " << window << ", sequence " << s;
+      EXPECT_GT(max_error(plain, exact, begin, end), 1e-3) << "sinks make no difference in sequence " << s;
+      const std::vector<int32_t> qs{0, ac.seqs[s].n_new};
+      const AttentionBatch alone{1, qs.data(), &ac.seq_lens[s],
+                                 ac.block_tables.data() + s * static_cast<size_t>(ac.max_blocks), ac.max_blocks};
+      std::vector<float> out_alone(static_cast<size_t>(end - begin));
+      attention(ac.cache(), alone, ac.q.data() + begin, ac.n_heads, scale, out_alone.data(), one,
+                AttentionMask::causal, window, sinks.data());
+      EXPECT_EQ(std::memcmp(out_alone.data(), out.data() + begin, out_alone.size() * sizeof(float)), 0)
+          << "window " << window << ": sequence " << s << " alone differs from its rows in the batch";
+    }
+    // Sequence 3 is sequence 2's last row as a decode step over 1,300 keys
+    // (split-KV), if it reads the same keys: give it sequence 2's blocks.
+    const std::vector<int32_t> qs{0, 1};
+    const AttentionBatch decode{1, qs.data(), &ac.seq_lens[2],
+                                ac.block_tables.data() + 2 * static_cast<size_t>(ac.max_blocks), ac.max_blocks};
+    const int64_t last = (ac.query_start[3] - 1) * row;
+    std::vector<float> step(static_cast<size_t>(row));
+    attention(ac.cache(), decode, ac.q.data() + last, ac.n_heads, scale, step.data(), two, AttentionMask::causal,
+              window, sinks.data());
+    EXPECT_EQ(std::memcmp(step.data(), out.data() + last, step.size() * sizeof(float)), 0) << "window " << window;
   }
 }
 

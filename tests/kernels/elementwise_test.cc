@@ -2,6 +2,7 @@
 // float64 or bitwise references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -166,6 +167,41 @@ TEST(GeluTanhMul, MatchesFloat64AndPoolsAlike) {
   for (int64_t i = 0; i < 8; ++i) {  // the scalar tail, one element at a time
     float one;
     gelu_tanh_mul(g.data() + i, u.data() + i, 1, &one);
+    EXPECT_EQ(std::memcmp(&one, out.data() + i, sizeof one), 0) << i;
+  }
+}
+
+// gpt-oss's clamped SwiGLU over gates and ups on both sides of the limit:
+// against float64 within the exp's error (|alpha g| of at most 12 here), and
+// distinguishable from plain SwiGLU (the clamps, the +1 and alpha all show);
+// pooled, aliased and scalar-tail paths give the same bits.
+TEST(ClampedSwigluMul, MatchesFloat64AndPoolsAlike) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  std::mt19937 rng(9);
+  const int64_t n = 9 * 1024 + 5;
+  auto g = testing::random_floats(rng, n, -12.0f, 12.0f);
+  auto u = testing::random_floats(rng, n, -12.0f, 12.0f);
+  std::vector<float> out(static_cast<size_t>(n)), ref(static_cast<size_t>(n));
+  clamped_swiglu_mul(g.data(), u.data(), n, kAlpha, kLimit, out.data());
+  reference::clamped_swiglu_mul(g.data(), u.data(), n, kAlpha, kLimit, ref.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = std::min<double>(g[static_cast<size_t>(i)], kLimit);
+    const double ui = std::clamp<double>(u[static_cast<size_t>(i)], -kLimit, kLimit) + 1.0;
+    const double t = double{kAlpha} * gi, exact = gi / (1.0 + std::exp(-t)) * ui;
+    ASSERT_LE(std::fabs(out[static_cast<size_t>(i)] - exact), (8 + 8 * std::fabs(t)) * kU * std::fabs(exact) + 1e-37)
+        << "gate " << gi << ", up " << ui;
+    ASSERT_LE(std::fabs(ref[static_cast<size_t>(i)] - exact), kU * std::fabs(exact) + 1e-37) << i;
+  }
+  std::vector<float> silu(static_cast<size_t>(n));
+  silu_mul(g.data(), u.data(), n, silu.data());
+  EXPECT_NE(std::memcmp(silu.data(), out.data(), out.size() * sizeof(float)), 0);
+  ThreadPool two(2);
+  std::vector<float> pooled = g;
+  clamped_swiglu_mul(pooled.data(), u.data(), n, kAlpha, kLimit, pooled.data(), two);
+  EXPECT_EQ(std::memcmp(pooled.data(), out.data(), out.size() * sizeof(float)), 0);
+  for (int64_t i = 0; i < 8; ++i) {
+    float one;
+    clamped_swiglu_mul(g.data() + i, u.data() + i, 1, kAlpha, kLimit, &one);
     EXPECT_EQ(std::memcmp(&one, out.data() + i, sizeof one), 0) << i;
   }
 }

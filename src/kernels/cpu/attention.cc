@@ -49,10 +49,11 @@ struct Plan {
 };
 
 cpu::flash::FlashProblem make_problem(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads,
-                                      float scale, float* out, AttentionMask mask, int32_t window) {
+                                      float scale, float* out, AttentionMask mask, int32_t window,
+                                      const float* sinks = nullptr) {
   constexpr float kLog2e = 1.44269504088896341f;
   return {cache, batch, q, out, n_heads, n_heads / cache.n_kv_heads, scale * kLog2e, mask == AttentionMask::causal,
-          window};
+          window, sinks};
 }
 
 // Query tokens per tile of each sequence. Whole tiles of tokens_per_tile
@@ -131,14 +132,14 @@ int64_t attention_scratch_bytes(const PagedKV& cache, const AttentionBatch& batc
 }
 
 void attention(const PagedKV& cache, const AttentionBatch& batch, const float* q, int n_heads, float scale,
-               float* out, ThreadPool& pool, AttentionMask mask, int32_t window) {
+               float* out, ThreadPool& pool, AttentionMask mask, int32_t window, const float* sinks) {
   cpu::check_attention(cache, batch, n_heads);
   EXACTLY_CHECK(window >= 0 && (window == 0 || mask == AttentionMask::causal),
                 "attention: a sliding window (%d) needs the causal mask", window);
   for (int32_t s = 0; s < batch.n_seqs; ++s)
     EXACTLY_CHECK(batch.seq_lens[s] >= batch.query_start[s + 1] - batch.query_start[s],
                   "attention: sequence %d has more new tokens than its length %d", s, batch.seq_lens[s]);
-  const cpu::flash::FlashProblem p = make_problem(cache, batch, q, n_heads, scale, out, mask, window);
+  const cpu::flash::FlashProblem p = make_problem(cache, batch, q, n_heads, scale, out, mask, window, sinks);
   const Plan plan = make_plan(p, pool.size());
   const int hd = cache.head_dim;
   const int64_t tile_bytes = cpu::flash::tile_buffer_bytes(p.group, hd);

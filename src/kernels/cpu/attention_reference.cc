@@ -12,7 +12,7 @@
 namespace exactly::kernels::reference {
 
 void attention(const PagedKV& c, const AttentionBatch& b, const float* q, int n_heads, float scale, float* out,
-               AttentionMask mask, int32_t window) {
+               AttentionMask mask, int32_t window, const float* sinks) {
   cpu::check_attention(c, b, n_heads);
   EXACTLY_CHECK(window >= 0 && (window == 0 || mask == AttentionMask::causal),
                 "attention: a sliding window (%d) needs the causal mask", window);
@@ -36,7 +36,8 @@ void attention(const PagedKV& c, const AttentionBatch& b, const float* q, int n_
         p[static_cast<size_t>(j)] = s * scale;
         max_score = std::max(max_score, s * scale);
       }
-      float sum = 0.0f;
+      if (sinks != nullptr) max_score = std::max(max_score, sinks[h]);
+      float sum = sinks != nullptr ? std::exp(sinks[h] - max_score) : 0.0f;
       for (int32_t j = first; j <= place.pos; ++j) {
         float& pj = p[static_cast<size_t>(j)];
         pj = std::exp(pj - max_score);

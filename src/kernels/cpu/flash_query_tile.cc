@@ -145,19 +145,27 @@ void merge_partition(RowState merged, RowState s, int32_t part, const int32_t* k
 }
 
 void write_tile_output(const FlashProblem& p, const QueryTile& t, RowState merged) {
+  constexpr float kLog2e = 1.44269504088896341f;
   const int hd = p.cache.head_dim;
   for (int i = 0; i < t.n_tokens; ++i)
     for (int g = 0; g < p.group; ++g) {
       const int r = i * p.group + g;
-      float* out = p.out + ((int64_t{t.first_token} + i) * p.n_heads + t.kv_head * p.group + g) * hd;
+      const int head = t.kv_head * p.group + g;
+      float* out = p.out + ((int64_t{t.first_token} + i) * p.n_heads + head) * hd;
       const float* acc = merged.acc + int64_t{r} * hd;
-      const float l = merged.l[r];
+      float l = merged.l[r], rescale = 1.0f;
+      if (p.sinks != nullptr) {  // the sink as one more term of the row's sum, from the larger maximum
+        const float sink = p.sinks[head] * kLog2e, m = std::max(merged.m[r], sink);
+        rescale = std::exp2(merged.m[r] - m);
+        l = l * rescale + std::exp2(sink - m);
+      }
       int d = 0;
 #if EXACTLY_KERNELS_AVX2
-      const __m256 lv = _mm256_set1_ps(l);
-      for (; d + 8 <= hd; d += 8) _mm256_storeu_ps(out + d, _mm256_div_ps(_mm256_loadu_ps(acc + d), lv));
+      const __m256 lv = _mm256_set1_ps(l), sv = _mm256_set1_ps(rescale);
+      for (; d + 8 <= hd; d += 8)
+        _mm256_storeu_ps(out + d, _mm256_div_ps(_mm256_mul_ps(_mm256_loadu_ps(acc + d), sv), lv));
 #endif
-      for (; d < hd; ++d) out[d] = acc[d] / l;
+      for (; d < hd; ++d) out[d] = acc[d] * rescale / l;
     }
 }
 

@@ -33,6 +33,7 @@ struct FlashProblem {
   float q_scale;  // scale * log2(e): scores are kept in the log2 domain
   bool causal;
   int32_t window;  // > 0: a row at position p sees keys from p - window + 1 (causal only)
+  const float* sinks = nullptr;  // [n_heads] logits that join each row's denominator (natural log), or none
 };
 
 struct QueryTile {
@@ -92,7 +93,8 @@ void reset_state(RowState s, int rows, int head_dim);
 void merge_partition(RowState merged, RowState part_state, int32_t part, const int32_t* key_first,
                      const int32_t* key_limit, int rows, int head_dim);
 
-// out rows = merged acc / merged l.
+// out rows = merged acc / merged l (with a sink: / (l + exp(sink - m)), in
+// the log2 domain of the scores).
 void write_tile_output(const FlashProblem& p, const QueryTile& t, RowState merged);
 
 // The whole tile: all partitions in order, merged, written to p.out.
