@@ -20,6 +20,10 @@ constexpr std::string_view kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
+    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kEachDigit = R"(\p{N})";  // Digits with individual_digits
 
 struct Family {
@@ -27,12 +31,13 @@ struct Family {
   std::vector<std::string_view> splits;  // isolated regex splits, in order
 };
 
-const std::array<Family, 4>& families() {
-  static const std::array<Family, 4> f = {{
+const std::array<Family, 5>& families() {
+  static const std::array<Family, 5> f = {{
       {"gpt2", {kGpt2}},
       {"smollm", {kEachDigit, kGpt2}},
       {"llama-bpe", {kLlama3}},
       {"qwen2", {kQwen2}},
+      {"gpt-4o", {kGpt4o}},
   }};
   return f;
 }
@@ -103,7 +108,7 @@ std::string hf_pre_tokenizer_name(const JsonObject& root) {
   std::string seen;
   for (const std::string& s : splits) seen += (seen.empty() ? "" : " then ") + s;
   root.fail("pre_tokenizer", strformat("splits by %s, which matches none of the known pre-tokenizers (GPT-2, "
-                                       "SmolLM2, Llama 3, Qwen2)",
+                                       "SmolLM2, Llama 3, Qwen2, GPT-4o)",
                                        seen.empty() ? "nothing" : seen.c_str()));
 }
 

@@ -4,7 +4,7 @@ Hugging Face `tokenizers` package reading the same tokenizer.json.
 The tokenizer.json files are written here by `tokenizers` itself from the
 default model's vocabulary and merges (read out of the GGUF with the `gguf`
 package), in the shapes the published checkpoints use: SmolLM2's
-Digits + ByteLevel, GPT-2's ByteLevel, Llama 3's and Qwen2's Split regexes;
+Digits + ByteLevel, GPT-2's ByteLevel, Llama 3's, Qwen2's and GPT-4o's Split regexes;
 merges both as [left, right] pairs (what tokenizers >= 0.20 writes) and as
 "left right" strings (older files).
 """
@@ -26,7 +26,9 @@ from tokenizers import normalizers, pre_tokenizers, processors
 from test_tokenizer import GGUFVocab, hf_tokenizer, read_corpus, with_digit_merges
 
 EXTRA_TEXTS = ["DON'T We'Re", "1234567 89", "x  \n\n  y", "a\r\n\r\nb", "  \n\t x", "$1,234.56", "end.\n\n",
-               "you've it'S", ",hello ...hello", "abc\n  \ndef", "<|im_start|>user\nHi<|im_end|>\n"]
+               "you've it'S", ",hello ...hello", "abc\n  \ndef", "<|im_start|>user\nHi<|im_end|>\n",
+               "HelloWorld iPhone XMLHttpRequest DON'Ts", "ÉCOLE naïve Ǆemal ǅemal e\u0301te \u0301x",
+               "a/\n/b ./\r\n// x"]
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +117,7 @@ CASES = [
     ("gpt2-bytelevel", "gpt2", True, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)),
     ("llama3", "llama-bpe", False, None),
     ("qwen2", "qwen2", True, None),
+    ("gpt-4o", "gpt-4o", False, None),
 ]
 
 

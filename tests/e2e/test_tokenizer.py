@@ -37,6 +37,11 @@ GPT2_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s
 LLAMA3_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"""
                 r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 QWEN2_REGEX = LLAMA3_REGEX.replace(r"\p{N}{1,3}", r"\p{N}")
+# GPT-4o / o200k (gpt-oss's tokenizer.json): case-aware letter runs with the contraction as a suffix.
+_UPPER, _LOWER, _CONTRACTION = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+GPT4O_REGEX = (rf"""[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+{_CONTRACTION}|"""
+               rf"""[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*{_CONTRACTION}|"""
+               r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
 # llama.cpp's "default": four isolated splits in sequence.
 DEFAULT_REGEXES = [r"[\p{P}\$\+<=>\^~\|]+",
                    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)""",
@@ -117,6 +122,8 @@ def hf_pre_tokenizer(pre: str):
         return pre_tokenizers.Sequence([isolated(LLAMA3_REGEX), byte_level])
     if pre == "qwen2":
         return pre_tokenizers.Sequence([isolated(QWEN2_REGEX), byte_level])
+    if pre == "gpt-4o":
+        return pre_tokenizers.Sequence([isolated(GPT4O_REGEX), byte_level])
     if pre == "default":
         return pre_tokenizers.Sequence([isolated(rx) for rx in DEFAULT_REGEXES] + [byte_level])
     raise ValueError(pre)
@@ -331,13 +338,14 @@ def with_digit_merges(vocab: GGUFVocab) -> GGUFVocab:
     return out
 
 
-@pytest.mark.parametrize("pre", ["gpt2", "gpt-2", "llama-bpe", "qwen2", "default"])
+@pytest.mark.parametrize("pre", ["gpt2", "gpt-2", "llama-bpe", "qwen2", "gpt-4o", "default"])
 def test_pre_tokenizers_match_hugging_face(smol_vocab, corpus, tmp_path, pre):
     vocab = with_digit_merges(smol_vocab)
     path = write_vocab_gguf(tmp_path / f"{pre}.gguf", "gpt2", vocab.tokens, vocab.types, pre=pre,
                             merges=vocab.merges, bos=1, eos=2)
     extra_texts = ["DON'T We'Re", "1234567 89", "x  \n\n  y", "a\r\n\r\nb", "  \n\t x", "$1,234.56", "end.\n\n",
-                   "you've it'S", ",hello ...hello", "abc\n  \ndef"]
+                   "you've it'S", ",hello ...hello", "abc\n  \ndef", "HelloWorld iPhone XMLHttpRequest DON'Ts",
+                   "ÉCOLE naïve Ǆemal ǅemal e\u0301te \u0301x", "a/\n/b ./\r\n// x", "12345678901 x1y22"]
     texts = corpus + extra_texts
     for parse_special in (True, False):
         ref = hf_tokenizer(vocab, pre, parse_special)
