@@ -80,6 +80,7 @@ std::unique_ptr<Tokenizer> hf_tokenizer(const std::filesystem::path& dir, const 
 void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   std::string what;
   if (c.architecture == "gemma3") what = "gemma3 (sliding windows, sandwich norms, GeGLU)";
+  else if (c.architecture == "gpt-oss") what = "gpt-oss (attention sinks, sliding windows, biased experts)";
   else if (c.n_experts > 0) what = c.architecture + "'s experts";
   else if (c.rope_freq_factors) what = "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)";
   else if (c.rope_linear_scale != 1.0f) what = "linear RoPE scaling";

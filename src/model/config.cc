@@ -127,10 +127,25 @@ void read_gemma3(const GGUFFile& f, const std::string& a, ModelConfig& c) {
                                     f.path().c_str(), a.c_str()));
 }
 
+// gpt-oss as llama.cpp writes it: biases on every attention and expert
+// product and on the router, a sink per head, the clamped SwiGLU, RoPE pairs
+// half a head apart, and a sliding window on the even layers (the others
+// global).
+void read_gpt_oss(const GGUFFile& f, const std::string& a, ModelConfig& c) {
+  c.attention_bias = true;
+  c.attention_sinks = true;
+  c.expert_biases = true;
+  c.activation = MlpActivation::kClampedSwiglu;
+  c.rope_layout = RopeLayout::kHalfSplit;
+  const int32_t window = positive_int(f, a + "attention.sliding_window");
+  for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back(l % 2 == 0 ? window : 0);
+}
+
 // <arch>.expert_count and expert_used_count; the expert width from
-// expert_feed_forward_length (Qwen3-MoE) or feed_forward_length (Mixtral).
+// expert_feed_forward_length (Qwen3-MoE, gpt-oss) or feed_forward_length
+// (Mixtral).
 void read_experts(const GGUFFile& f, const std::string& a, ModelConfig& c) {
-  const bool moe_arch = c.architecture == "qwen3moe";
+  const bool moe_arch = c.architecture == "qwen3moe" || c.architecture == "gpt-oss";
   if (!moe_arch && (!f.find(a + "expert_count") || f.require_int(a + "expert_count") == 0)) return;
   c.n_experts = positive_int(f, a + "expert_count");
   c.n_experts_used = positive_int(f, a + "expert_used_count");
@@ -147,9 +162,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   ModelConfig c;
   c.architecture = f.require_string("general.architecture");
   if (c.architecture != "llama" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
-      c.architecture != "gemma3")
+      c.architecture != "gemma3" && c.architecture != "gpt-oss")
     throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3, qwen3moe, "
-                                    "gemma3)",
+                                    "gemma3, gpt-oss)",
                                     f.path().c_str(), c.architecture.c_str()));
   // Qwen3: the llama body with a per-head RMSNorm of q and k, and RoPE's
   // pairs half a head apart (its converter keeps the checkpoint's layout).
@@ -196,6 +211,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
                                     f.path().c_str()));
   read_rope_scaling(f, a, c);
   if (c.architecture == "gemma3") read_gemma3(f, a, c);
+  if (c.architecture == "gpt-oss") read_gpt_oss(f, a, c);
   c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
   const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
   c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;

@@ -15,8 +15,10 @@ class GGUFFile;
 // Face checkpoints keep the original layout, which rotates (i, i + rope_dims/2).
 enum class RopeLayout { kAdjacentPairs, kHalfSplit };
 
-// The MLP's gate: SwiGLU (silu) or GeGLU with GELU's tanh form (Gemma).
-enum class MlpActivation { kSilu, kGeluTanh };
+// The MLP's gate: SwiGLU (silu), GeGLU with GELU's tanh form (Gemma), or
+// gpt-oss's clamped SwiGLU ((clamp(up) + 1) * g * sigmoid(alpha * g) with
+// g = min(gate, limit); ModelConfig::swiglu_alpha and swiglu_limit).
+enum class MlpActivation { kSilu, kGeluTanh, kClampedSwiglu };
 
 // YaRN: pair i's frequency moves from the original one (extrapolation) to
 // the original divided by `factor` (interpolation) along a linear ramp over
@@ -32,7 +34,7 @@ struct YarnScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // general.architecture: llama, qwen3, qwen3moe or gemma3
+  std::string architecture;  // general.architecture: llama, qwen3, qwen3moe, gemma3 or gpt-oss
   std::string name;          // general.name
   int32_t n_layers = 0;
   int32_t dim = 0;           // embedding length
@@ -47,8 +49,11 @@ struct ModelConfig {
   int32_t vocab_size = 0;
   RopeLayout rope_layout = RopeLayout::kAdjacentPairs;
   // The q/k/v projections carry biases (Qwen2). Llama's attention_bias also
-  // gives o_proj one; the checkpoint's tensors say which.
+  // gives o_proj one (as gpt-oss has); the checkpoint's tensors say which.
   bool attention_bias = false;
+  // gpt-oss: each layer has one learned logit per query head ([n_heads]) that
+  // joins every row's softmax denominator (kernels::attention's sinks).
+  bool attention_sinks = false;
   // Each head of q and k goes through an RMSNorm of its own (weights
   // [head_dim], one per layer for q and one for k) before RoPE (Qwen3).
   bool qk_norm = false;
@@ -61,6 +66,9 @@ struct ModelConfig {
   int32_t n_experts = 0;
   int32_t n_experts_used = 0;
   int32_t expert_ffn_dim = 0;
+  // The router's logits and every expert's gate, up and down products carry
+  // biases (gpt-oss).
+  bool expert_biases = false;
   // RoPE scaling "linear": positions divided by this factor (frequencies
   // divided, as Hugging Face does) in the global layers; 1: none.
   float rope_linear_scale = 1.0f;
@@ -76,6 +84,7 @@ struct ModelConfig {
   float embedding_scale = 0.0f;     // 0: none
   bool sandwich_norms = false;
   MlpActivation activation = MlpActivation::kSilu;
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // kClampedSwiglu's constants (gpt-oss's)
   float attention_scale = 0.0f;     // 0: 1 / sqrt(head_dim)
   std::vector<int32_t> layer_windows;  // [n_layers]; empty: every layer global
   float rope_local_freq_base = 0.0f;   // 0: rope_freq_base

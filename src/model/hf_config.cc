@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "core/error.h"
@@ -21,7 +22,7 @@ struct Architecture {
   bool reads_attention_bias;  // config.json "attention_bias" applies
 };
 
-constexpr std::array<Architecture, 7> kArchitectures = {{
+constexpr std::array<Architecture, 8> kArchitectures = {{
     {"LlamaForCausalLM", "llama", false, true},
     {"MistralForCausalLM", "llama", false, false},
     {"MixtralForCausalLM", "llama", false, false},
@@ -29,6 +30,7 @@ constexpr std::array<Architecture, 7> kArchitectures = {{
     {"Qwen3ForCausalLM", "qwen3", false, true},
     {"Qwen3MoeForCausalLM", "qwen3moe", false, true},
     {"Gemma3ForCausalLM", "gemma3", false, true},
+    {"GptOssForCausalLM", "gpt-oss", false, true},
 }};
 
 int32_t positive_int(const JsonObject& cfg, std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
@@ -73,7 +75,7 @@ const Architecture& architecture(const JsonObject& cfg) {
   }
   cfg.fail("architectures", strformat("names '%s', which is not supported (supported: LlamaForCausalLM, "
                                       "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-                                      "Gemma3ForCausalLM)",
+                                      "Gemma3ForCausalLM, GptOssForCausalLM)",
                                       name.c_str()));
 }
 
@@ -92,8 +94,12 @@ void reject_unsupported(const JsonObject& cfg, const Architecture& arch) {
   if (cfg.find("attn_logit_softcapping"))
     cfg.fail("attn_logit_softcapping", "is set; capping attention scores is not supported");
   if (cfg.get_bool("mlp_bias").value_or(false)) cfg.fail("mlp_bias", "is true; MLP biases are not supported");
-  if (cfg.find("quantization_config"))
-    cfg.fail("quantization_config", "is set; quantized checkpoints are not supported");
+  // gpt-oss's released checkpoints hold the experts in MXFP4 (model/hf_weights.h reads them).
+  if (const nlohmann::json* q = cfg.find("quantization_config")) {
+    const bool mxfp4 = q->is_object() && q->value("quant_method", "") == "mxfp4";
+    if (!(mxfp4 && arch.name == "gpt-oss"))
+      cfg.fail("quantization_config", "is set; quantized checkpoints are not supported (but gpt-oss's MXFP4 experts)");
+  }
 }
 
 struct RopeScale {
@@ -194,6 +200,24 @@ RopeSettings rope_settings(const JsonObject& cfg, bool gemma) {
   return r;
 }
 
+// Which layers slide: layer_types ("sliding_attention" / "full_attention"),
+// else the fallback rule; the window from sliding_window.
+void read_layer_windows(const JsonObject& cfg, ModelConfig& c, const std::function<bool(int32_t)>& slides) {
+  const int32_t window = positive_int(cfg, "sliding_window");
+  if (const nlohmann::json* types = cfg.find("layer_types")) {
+    if (!types->is_array() || types->size() != static_cast<size_t>(c.n_layers))
+      cfg.fail("layer_types", strformat("must list one type per layer (%d)", c.n_layers));
+    for (const auto& t : *types) {
+      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
+      if (type != "sliding_attention" && type != "full_attention")
+        cfg.fail("layer_types", strformat("has '%s' (sliding_attention or full_attention)", type.c_str()));
+      c.layer_windows.push_back(type == "sliding_attention" ? window : 0);
+    }
+    return;
+  }
+  for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back(slides(l) ? window : 0);
+}
+
 // Gemma 3's layers: sliding or global from layer_types, or else every
 // sliding_window_pattern-th layer global; the embedding scaled by
 // sqrt(hidden_size) rounded to the checkpoint's dtype, as transformers does;
@@ -210,23 +234,31 @@ void read_gemma3(const JsonObject& cfg, const std::string& dtype, ModelConfig& c
   const double scalar = cfg.get_number("query_pre_attn_scalar").value_or(256.0);
   if (!(scalar > 0) || !std::isfinite(scalar)) cfg.fail("query_pre_attn_scalar", "must be positive");
   c.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
-  const int32_t window = positive_int(cfg, "sliding_window");
-  if (const nlohmann::json* types = cfg.find("layer_types")) {
-    if (!types->is_array() || types->size() != static_cast<size_t>(c.n_layers))
-      cfg.fail("layer_types", strformat("must list one type per layer (%d)", c.n_layers));
-    for (const auto& t : *types) {
-      const std::string type = t.is_string() ? t.get<std::string>() : t.dump();
-      if (type != "sliding_attention" && type != "full_attention")
-        cfg.fail("layer_types", strformat("has '%s' (sliding_attention or full_attention)", type.c_str()));
-      c.layer_windows.push_back(type == "sliding_attention" ? window : 0);
-    }
-  } else {
-    const int32_t pattern = positive_int(cfg, "sliding_window_pattern", 6);
-    for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back((l + 1) % pattern != 0 ? window : 0);
-  }
+  const int32_t pattern = cfg.find("layer_types") ? 1 : positive_int(cfg, "sliding_window_pattern", 6);
+  read_layer_windows(cfg, c, [pattern](int32_t l) { return (l + 1) % pattern != 0; });
   const double cap = cfg.get_number("final_logit_softcapping").value_or(0.0);
   if (!(cap >= 0) || !std::isfinite(cap)) cfg.fail("final_logit_softcapping", "must be positive or null");
   c.final_logit_softcap = static_cast<float>(cap);
+}
+
+// gpt-oss: biases on every attention product, the router and the experts
+// (num_local_experts of width intermediate_size, gate and up interleaved in
+// one product); a sink logit per head; the clamped SwiGLU at swiglu_limit;
+// sliding windows on the layers layer_types names (the even ones by default).
+void read_gpt_oss(const JsonObject& cfg, ModelConfig& c) {
+  c.attention_sinks = true;
+  c.expert_biases = true;
+  c.activation = MlpActivation::kClampedSwiglu;
+  const double limit = cfg.get_number("swiglu_limit").value_or(7.0);
+  if (!(limit > 0) || !std::isfinite(limit)) cfg.fail("swiglu_limit", "must be a positive number");
+  c.swiglu_limit = static_cast<float>(limit);
+  c.n_experts = positive_int(cfg, "num_local_experts");
+  c.n_experts_used = positive_int(cfg, "num_experts_per_tok");
+  if (c.n_experts > kMaxExperts || c.n_experts_used > std::min(c.n_experts, kMaxExpertsUsed))
+    cfg.fail("num_experts_per_tok", strformat("%d of %d experts (at most %d, and %d used)", c.n_experts_used,
+                                              c.n_experts, kMaxExperts, kMaxExpertsUsed));
+  c.expert_ffn_dim = c.ffn_dim;
+  read_layer_windows(cfg, c, [](int32_t l) { return l % 2 == 0; });
 }
 
 std::string dtype(const JsonObject& cfg) {
@@ -314,8 +346,9 @@ ModelConfig read_hf_config(const std::string& path) {
   // Below the window, sliding-window attention is full attention; capping the
   // context there keeps every computation exact.
   const bool qwen = arch.hf_name.starts_with("Qwen");
+  const bool own_windows = gemma || arch.name == "gpt-oss";  // sliding layers computed as such
   const bool sliding = qwen ? cfg.get_bool("use_sliding_window").value_or(false)
-                            : !gemma && cfg.find("sliding_window") != nullptr;
+                            : !own_windows && cfg.find("sliding_window") != nullptr;
   if (sliding) c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
   c.vocab_size = positive_int(cfg, "vocab_size");
   c.attention_bias = arch.qkv_bias || (arch.reads_attention_bias && cfg.get_bool("attention_bias").value_or(false));
@@ -324,6 +357,7 @@ ModelConfig read_hf_config(const std::string& path) {
   if (arch.hf_name == "MixtralForCausalLM" || arch.hf_name == "Qwen3MoeForCausalLM") read_experts(cfg, arch.hf_name, c);
   c.dtype = dtype(cfg);
   if (gemma) read_gemma3(cfg, c.dtype, c);
+  if (arch.name == "gpt-oss") read_gpt_oss(cfg, c);
   return c;
 }
 

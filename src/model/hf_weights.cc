@@ -61,6 +61,21 @@ class Reader {
 
   const SafetensorsTensor* find(const std::string& causal_name) const { return c_.find(stored_name(causal_name)); }
 
+  // A U8 tensor (MXFP4 blocks or scales) of `shape`.
+  const SafetensorsTensor* get_bytes(const std::string& causal_name, const std::vector<int64_t>& shape) const {
+    const SafetensorsTensor* t = find(causal_name);
+    if (t == nullptr)
+      throw FileFormatError(strformat("%s: tensor '%s' is missing (%s with %d layers)", c_.path().c_str(),
+                                      stored_name(causal_name).c_str(), config_.architecture.c_str(),
+                                      config_.n_layers));
+    if (t->dtype != SafetensorsDType::U8)
+      fail(*t, strformat("has dtype %s (MXFP4 blocks and scales are U8)", safetensors_dtype_name(t->dtype)));
+    if (t->shape != shape)
+      fail(*t, strformat("has shape %s; the config implies %s", shape_string(t->shape).c_str(),
+                         shape_string(shape).c_str()));
+    return t;
+  }
+
  private:
   std::string stored_name(const std::string& causal_name) const {
     return causal_name.starts_with("model.") ? root_ + causal_name.substr(6) : causal_name;
@@ -84,6 +99,29 @@ void read_experts(const Reader& r, const std::string& p, const ModelConfig& c, H
                          r.get(x + (mixtral ? "w3.weight" : "up_proj.weight"), {ffn, dim}),
                          r.get(x + (mixtral ? "w2.weight" : "down_proj.weight"), {dim, ffn})});
   }
+}
+
+// gpt-oss's router (with its bias) and fused experts, float or MXFP4.
+void read_fused_experts(const Reader& r, const std::string& p, const ModelConfig& c, HfLayerWeights& L) {
+  const int64_t n = c.n_experts, dim = c.dim, ffn = c.expert_ffn_dim;
+  L.router = r.get(p + "mlp.router.weight", {n, dim});
+  L.router_bias = r.get(p + "mlp.router.bias", {n});
+  const std::string x = p + "mlp.experts.";
+  HfFusedExperts& f = L.fused;
+  if (r.find(x + "gate_up_proj_blocks") != nullptr) {
+    if (dim % 32 != 0 || ffn % 32 != 0)
+      throw FileFormatError(strformat("hidden_size %lld and intermediate_size %lld must be multiples of 32 for "
+                                      "MXFP4 experts", static_cast<long long>(dim), static_cast<long long>(ffn)));
+    f.gate_up_blocks = r.get_bytes(x + "gate_up_proj_blocks", {n, 2 * ffn, dim / 32, 16});
+    f.gate_up_scales = r.get_bytes(x + "gate_up_proj_scales", {n, 2 * ffn, dim / 32});
+    f.down_blocks = r.get_bytes(x + "down_proj_blocks", {n, dim, ffn / 32, 16});
+    f.down_scales = r.get_bytes(x + "down_proj_scales", {n, dim, ffn / 32});
+  } else {
+    f.gate_up = r.get(x + "gate_up_proj", {n, dim, 2 * ffn});
+    f.down = r.get(x + "down_proj", {n, ffn, dim});
+  }
+  f.gate_up_bias = r.get(x + "gate_up_proj_bias", {n, 2 * ffn});
+  f.down_bias = r.get(x + "down_proj_bias", {n, dim});
 }
 
 }  // namespace
@@ -118,8 +156,13 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
     L.v_bias = r.get(p + "self_attn.v_proj.bias", {kv_rows}, !c.attention_bias);
     for (const SafetensorsTensor* b : {L.q_bias, L.k_bias, L.v_bias})
       if (b != nullptr && !c.attention_bias) r.fail(*b, "is present, but config.json asks for no attention bias");
-    if (const SafetensorsTensor* b = r.find(p + "self_attn.o_proj.bias"))
+    const bool gpt_oss = c.architecture == "gpt-oss";
+    if (gpt_oss) {
+      L.o_bias = r.get(p + "self_attn.o_proj.bias", {dim});
+      L.sinks = r.get(p + "self_attn.sinks", {c.n_heads});
+    } else if (const SafetensorsTensor* b = r.find(p + "self_attn.o_proj.bias")) {
       r.fail(*b, "is an o_proj bias (Llama's attention_bias: true), which is not supported");
+    }
     if (c.qk_norm) {
       L.q_norm = r.get(p + "self_attn.q_norm.weight", {c.head_dim});
       L.k_norm = r.get(p + "self_attn.k_norm.weight", {c.head_dim});
@@ -132,7 +175,9 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
     } else {
       L.ffn_norm = r.get(p + "post_attention_layernorm.weight", {dim});
     }
-    if (c.n_experts > 0) {
+    if (gpt_oss) {
+      read_fused_experts(r, p, c, L);
+    } else if (c.n_experts > 0) {
       read_experts(r, p, c, L);
     } else {
       L.w_gate = r.get(p + "mlp.gate_proj.weight", {ffn, dim});

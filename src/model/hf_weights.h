@@ -19,6 +19,26 @@
 
 namespace exactly {
 
+// gpt-oss's experts as its checkpoints store them: each layer's experts in
+// one stack per product, gate and up interleaved in one (output 2j is gate j,
+// 2j + 1 is up j), either as float stacks of [in, out] per expert (gate_up
+// [n_experts, dim, 2 ffn], down [n_experts, ffn, dim]) or in MXFP4 as blocks
+// of 32 values along the input ([n_experts, out, in / 32, 16] bytes, element
+// 2k in byte k's low nibble and 2k + 1 in its high one) with one E8M0 scale
+// per block ([n_experts, out, in / 32]). Biases [n_experts, 2 ffn] and
+// [n_experts, dim].
+struct HfFusedExperts {
+  const SafetensorsTensor* gate_up = nullptr;
+  const SafetensorsTensor* gate_up_blocks = nullptr;
+  const SafetensorsTensor* gate_up_scales = nullptr;
+  const SafetensorsTensor* gate_up_bias = nullptr;
+  const SafetensorsTensor* down = nullptr;
+  const SafetensorsTensor* down_blocks = nullptr;
+  const SafetensorsTensor* down_scales = nullptr;
+  const SafetensorsTensor* down_bias = nullptr;
+  bool mxfp4() const { return gate_up_blocks != nullptr; }
+};
+
 struct HfLayerWeights {
   const SafetensorsTensor* attn_norm;  // [dim]
   const SafetensorsTensor* wq;         // [n_heads head_dim, dim]
@@ -30,6 +50,8 @@ struct HfLayerWeights {
   const SafetensorsTensor* q_norm;     // [head_dim], with config.qk_norm (Qwen3)
   const SafetensorsTensor* k_norm;     // [head_dim], with config.qk_norm
   const SafetensorsTensor* wo;         // [dim, n_heads head_dim]
+  const SafetensorsTensor* o_bias;     // [dim] (gpt-oss)
+  const SafetensorsTensor* sinks;      // [n_heads], with config.attention_sinks
   const SafetensorsTensor* ffn_norm;   // [dim] (Gemma 3: pre_feedforward_layernorm)
   // With config.sandwich_norms (Gemma 3): the norms on the attention block's
   // output (post_attention_layernorm) and the MLP's (post_feedforward_layernorm).
@@ -43,6 +65,9 @@ struct HfLayerWeights {
   // down [dim, expert_ffn_dim].
   const SafetensorsTensor* router;
   std::vector<std::array<const SafetensorsTensor*, 3>> experts;
+  // gpt-oss: the router's bias [n_experts] and the fused experts in place of `experts`.
+  const SafetensorsTensor* router_bias;
+  HfFusedExperts fused;
 };
 
 // Views into the checkpoint's mapping (which this object owns).
@@ -59,7 +84,7 @@ struct HfWeights {
   // Opens `path` (a checkpoint directory, an index file or a .safetensors
   // file) and checks it against `config`: a FileFormatError naming the tensor
   // and its file for a missing tensor, a dtype other than BF16/F16/F32, a
-  // shape other than the config's, or an o_proj bias (not supported).
+  // shape other than the config's, or an o_proj bias (but gpt-oss's).
   // lm_head.weight is ignored when config.tied_embeddings.
   static HfWeights open(const std::string& path, const ModelConfig& config);
 };

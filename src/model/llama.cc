@@ -45,22 +45,42 @@ std::vector<kernels::WeightMatrix> matrices(const GGUFFile& f, const std::string
   return out;
 }
 
-MoeWeights experts(const GGUFFile& f, const std::string& p, const ModelConfig& c) {
-  MoeWeights m;
-  m.router = matrix(f, p + "ffn_gate_inp.weight", c.n_experts, c.dim);
-  const auto gate = matrices(f, p + "ffn_gate_exps.weight", c.n_experts, c.expert_ffn_dim, c.dim);
-  const auto up = matrices(f, p + "ffn_up_exps.weight", c.n_experts, c.expert_ffn_dim, c.dim);
-  const auto down = matrices(f, p + "ffn_down_exps.weight", c.n_experts, c.dim, c.expert_ffn_dim);
-  for (int32_t e = 0; e < c.n_experts; ++e) m.experts.push_back({gate[e], up[e], down[e]});
-  return m;
-}
-
 const float* vector_f32(const GGUFFile& f, const std::string& name, int64_t n) {
   const GGUFTensorInfo& t = f.require_tensor(name);
   if (t.type != GGMLType::F32 || t.shape.size() != 1 || t.shape[0] != n)
     throw FileFormatError(strformat("%s: tensor '%s' should be F32 of shape [%lld]", f.path().c_str(),
                                     name.c_str(), static_cast<long long>(n)));
   return reinterpret_cast<const float*>(t.data);
+}
+
+// An F32 [rows, cols] tensor (GGUF shape [cols, rows]), such as one bias row per expert.
+const float* rows_f32(const GGUFFile& f, const std::string& name, int64_t rows, int64_t cols) {
+  const GGUFTensorInfo& t = f.require_tensor(name);
+  if (t.type != GGMLType::F32 || t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != rows)
+    throw FileFormatError(strformat("%s: tensor '%s' should be F32 of shape [%lld, %lld]", f.path().c_str(),
+                                    name.c_str(), static_cast<long long>(cols), static_cast<long long>(rows)));
+  return reinterpret_cast<const float*>(t.data);
+}
+
+MoeWeights experts(const GGUFFile& f, const std::string& p, const ModelConfig& c) {
+  MoeWeights m;
+  const int64_t ffn = c.expert_ffn_dim;
+  m.router = matrix(f, p + "ffn_gate_inp.weight", c.n_experts, c.dim);
+  const auto gate = matrices(f, p + "ffn_gate_exps.weight", c.n_experts, ffn, c.dim);
+  const auto up = matrices(f, p + "ffn_up_exps.weight", c.n_experts, ffn, c.dim);
+  const auto down = matrices(f, p + "ffn_down_exps.weight", c.n_experts, c.dim, ffn);
+  for (int32_t e = 0; e < c.n_experts; ++e) m.experts.push_back({gate[e], up[e], down[e]});
+  if (c.expert_biases) {
+    m.router_bias = vector_f32(f, p + "ffn_gate_inp.bias", c.n_experts);
+    const float* gate_bias = rows_f32(f, p + "ffn_gate_exps.bias", c.n_experts, ffn);
+    const float* up_bias = rows_f32(f, p + "ffn_up_exps.bias", c.n_experts, ffn);
+    const float* down_bias = rows_f32(f, p + "ffn_down_exps.bias", c.n_experts, c.dim);
+    for (int32_t e = 0; e < c.n_experts; ++e) {
+      ExpertWeights& x = m.experts[static_cast<size_t>(e)];
+      x.gate_bias = gate_bias + e * ffn, x.up_bias = up_bias + e * ffn, x.down_bias = down_bias + e * c.dim;
+    }
+  }
+  return m;
 }
 
 template <class Vector>
@@ -83,11 +103,22 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     L.wk = matrix(f, p + "attn_k.weight", kv_dim, c.dim);
     L.wv = matrix(f, p + "attn_v.weight", kv_dim, c.dim);
     L.wo = matrix(f, p + "attn_output.weight", c.dim, q_dim);
+    if (c.attention_bias) {
+      L.q_bias = vector_f32(f, p + "attn_q.bias", q_dim);
+      L.k_bias = vector_f32(f, p + "attn_k.bias", kv_dim);
+      L.v_bias = vector_f32(f, p + "attn_v.bias", kv_dim);
+      // gpt-oss's files always have o's bias; elsewhere the file says.
+      if (c.architecture == "gpt-oss" || f.find_tensor(p + "attn_output.bias"))
+        L.o_bias = vector_f32(f, p + "attn_output.bias", c.dim);
+    }
+    if (c.attention_sinks) L.sinks = vector_f32(f, p + "attn_sinks.weight", c.n_heads);
     if (c.qk_norm) {
       L.q_norm = vector_f32(f, p + "attn_q_norm.weight", c.head_dim);
       L.k_norm = vector_f32(f, p + "attn_k_norm.weight", c.head_dim);
     }
-    L.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.dim);
+    // gpt-oss's files name the norm before the MLP post_attention_norm.
+    L.ffn_norm = vector_f32(f, p + (c.architecture == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                            c.dim);
     if (c.sandwich_norms) {
       L.post_attn_norm = vector_f32(f, p + "post_attention_norm.weight", c.dim);
       L.post_ffn_norm = vector_f32(f, p + "post_ffw_norm.weight", c.dim);
@@ -186,11 +217,15 @@ LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
     L.q_norm = norm(h.q_norm);
     L.k_norm = norm(h.k_norm);
     L.wo = hf_matrix(*h.wo);
+    L.o_bias = f32(h.o_bias);
+    L.sinks = f32(h.sinks);
     L.ffn_norm = norm(h.ffn_norm);
     L.post_attn_norm = norm(h.post_attn_norm);
     L.post_ffn_norm = norm(h.post_ffn_norm);
     if (config_.n_experts > 0) {
       L.moe.router = hf_matrix(*h.router);
+      L.moe.router_bias = f32(h.router_bias);
+      if (config_.architecture == "gpt-oss") L.moe.experts = convert_fused_experts(h.fused, config_, hf_experts_);
       for (const auto& [gate, up, down] : h.experts)
         L.moe.experts.push_back({hf_matrix(*gate), hf_matrix(*up), hf_matrix(*down)});
     } else {

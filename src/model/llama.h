@@ -12,6 +12,7 @@
 #include "kernels/ops.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
+#include "model/hf_experts.h"
 #include "model/hf_weights.h"
 #include "model/kv_storage.h"
 #include "model/llama_layer.h"
@@ -72,6 +73,7 @@ class LlamaModel final : public Model {
   ModelConfig config_;
   std::unique_ptr<HfWeights> hf_;              // a Hugging Face checkpoint's mapping, null for GGUF
   std::vector<std::vector<float>> hf_vectors_;  // its norms and biases as f32
+  HfExpertStore hf_experts_;                    // gpt-oss's experts converted from the checkpoint's layout
   LlamaWeights weights_;
   // Activations, grown on demand and reused across passes.
   AlignedVector<float> x_;       // [n_tokens, dim] residual stream

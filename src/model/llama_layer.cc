@@ -15,6 +15,15 @@ void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n
 
 }  // namespace
 
+void gate_activation(const ModelConfig& c, float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  switch (c.activation) {
+    case MlpActivation::kSilu: return kernels::silu_mul(gate, up, n, gate, pool);
+    case MlpActivation::kGeluTanh: return kernels::gelu_tanh_mul(gate, up, n, gate, pool);
+    case MlpActivation::kClampedSwiglu:
+      return kernels::clamped_swiglu_mul(gate, up, n, c.swiglu_alpha, c.swiglu_limit, gate, pool);
+  }
+}
+
 void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& b,
                      const LayerKV& kv, ThreadPool& pool) {
   const float scale = c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -35,8 +44,9 @@ void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n
   rope(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
   kernels::kv_store(kv.cache, b.k, b.v, kv.slots, n);
   kernels::attention(kv.cache, kv.batch, b.q, c.n_heads, scale, b.attn, pool, kernels::AttentionMask::causal,
-                     kv.window);
+                     kv.window, L.sinks);
   kernels::matmul(L.wo, b.attn, n, b.proj, pool);
+  if (L.o_bias != nullptr) add_bias(b.proj, L.o_bias, n, c.dim);
 }
 
 void mlp_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& b, ThreadPool& pool) {
@@ -46,10 +56,7 @@ void mlp_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, cons
   }
   kernels::matmul(L.w_gate, b.h, n, b.gate, pool);
   kernels::matmul(L.w_up, b.h, n, b.up, pool);
-  if (c.activation == MlpActivation::kGeluTanh)
-    kernels::gelu_tanh_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);
-  else
-    kernels::silu_mul(b.gate, b.up, n * c.ffn_dim, b.gate, pool);
+  gate_activation(c, b.gate, b.up, n * c.ffn_dim, pool);
   kernels::matmul(L.w_down, b.gate, n, b.proj, pool);
 }
 

@@ -24,6 +24,8 @@ struct LlamaLayerWeights {
   const float* q_bias = nullptr;  // [n_heads * head_dim], with config.attention_bias (Qwen2)
   const float* k_bias = nullptr;  // [n_kv_heads * head_dim]
   const float* v_bias = nullptr;  // [n_kv_heads * head_dim]
+  const float* o_bias = nullptr;  // [dim], where the checkpoint has one (gpt-oss)
+  const float* sinks = nullptr;   // [n_heads], with config.attention_sinks
   const float* q_norm = nullptr;  // [head_dim], with config.qk_norm: each q head's RMSNorm before RoPE
   const float* k_norm = nullptr;  // [head_dim], the same for k
   const float* post_attn_norm = nullptr;  // [dim], with config.sandwich_norms: on the attention block's output
@@ -64,6 +66,9 @@ struct LayerKV {
 // has them); the K/V of every token go to the cache.
 void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& buf,
                      const LayerKV& kv, ThreadPool& pool);
+// gate[i] = act(gate[i]) * up[i] for i < n, act the config's MLP gate.
+void gate_activation(const ModelConfig& c, float* gate, const float* up, int64_t n, ThreadPool& pool);
+
 // buf.proj = w_down · (act(w_gate · h) * (w_up · h)) of the normed rows
 // buf.h, act the config's gate, or the same over each token's experts.
 void mlp_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& buf, ThreadPool& pool);

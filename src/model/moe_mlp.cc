@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/llama_layer.h"
+
 namespace exactly {
 
 namespace {
@@ -11,6 +13,12 @@ namespace {
 template <class Vector>
 void grow(Vector& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n, width]; no bias: nothing
+  if (bias == nullptr) return;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < width; ++i) x[t * width + i] += bias[i];
 }
 
 // Gathers the rows routed to each expert (in token order, experts in
@@ -63,6 +71,7 @@ void moe_mlp(const MoeWeights& w, const ModelConfig& c, const float* h, int64_t 
   grow(s.weight, n * k);
   grow(s.row, n * k);
   kernels::matmul(w.router, h, n, s.logits.data(), pool);
+  add_bias(s.logits.data(), w.router_bias, n, n_experts);
   for (int64_t t = 0; t < n; ++t)
     route_token(s.logits.data() + t * n_experts, n_experts, k, s.chosen.data() + t * k, s.weight.data() + t * k);
   std::vector<int64_t> first_row;
@@ -71,10 +80,14 @@ void moe_mlp(const MoeWeights& w, const ModelConfig& c, const float* h, int64_t 
     const int64_t r0 = first_row[static_cast<size_t>(e)], m = first_row[static_cast<size_t>(e) + 1] - r0;
     if (m == 0) continue;
     const ExpertWeights& x = w.experts[static_cast<size_t>(e)];
-    kernels::matmul(x.gate, s.in.data() + r0 * dim, m, s.gate.data() + r0 * ffn, pool);
-    kernels::matmul(x.up, s.in.data() + r0 * dim, m, s.up.data() + r0 * ffn, pool);
-    kernels::silu_mul(s.gate.data() + r0 * ffn, s.up.data() + r0 * ffn, m * ffn, s.gate.data() + r0 * ffn, pool);
-    kernels::matmul(x.down, s.gate.data() + r0 * ffn, m, s.out.data() + r0 * dim, pool);
+    float *gate = s.gate.data() + r0 * ffn, *up = s.up.data() + r0 * ffn, *y = s.out.data() + r0 * dim;
+    kernels::matmul(x.gate, s.in.data() + r0 * dim, m, gate, pool);
+    kernels::matmul(x.up, s.in.data() + r0 * dim, m, up, pool);
+    add_bias(gate, x.gate_bias, m, ffn);
+    add_bias(up, x.up_bias, m, ffn);
+    gate_activation(c, gate, up, m * ffn, pool);
+    kernels::matmul(x.down, gate, m, y, pool);
+    add_bias(y, x.down_bias, m, dim);
   }
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * dim;

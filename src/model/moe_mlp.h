@@ -1,6 +1,7 @@
-// A mixture-of-experts MLP (Mixtral, Qwen3-MoE): each token's router logits
-// pick its k best experts, whose SwiGLU outputs are summed with weights
-// softmax(logits of the chosen k).
+// A mixture-of-experts MLP (Mixtral, Qwen3-MoE, gpt-oss): each token's
+// router logits (plus a bias, gpt-oss) pick its k best experts, whose gated
+// MLP outputs (the config's activation, biases where the model has them) are
+// summed with weights softmax(logits of the chosen k).
 #pragma once
 
 #include <cstdint>
@@ -17,10 +18,15 @@ struct ExpertWeights {
   kernels::WeightMatrix gate;  // [expert_ffn_dim, dim]
   kernels::WeightMatrix up;    // [expert_ffn_dim, dim]
   kernels::WeightMatrix down;  // [dim, expert_ffn_dim]
+  // With config.expert_biases: [expert_ffn_dim], [expert_ffn_dim], [dim].
+  const float* gate_bias = nullptr;
+  const float* up_bias = nullptr;
+  const float* down_bias = nullptr;
 };
 
 struct MoeWeights {
   kernels::WeightMatrix router;  // [n_experts, dim]
+  const float* router_bias = nullptr;  // [n_experts], with config.expert_biases
   std::vector<ExpertWeights> experts;
 };
 
@@ -38,7 +44,7 @@ struct MoeScratch {
 // token's outputs are summed, so that a token's bits depend on it alone.
 void route_token(const float* logits, int n_experts, int k, int32_t* chosen, float* weight);
 
-// out[t, :] = sum over t's experts e of weight * w_down_e · (silu(w_gate_e · h[t]) * w_up_e · h[t]).
+// out[t, :] = sum over t's experts e of weight * w_down_e · (act(w_gate_e · h[t]) * w_up_e · h[t]).
 // h, out: [n, dim]. Each expert runs once over the rows routed to it.
 void moe_mlp(const MoeWeights& w, const ModelConfig& c, const float* h, int64_t n, float* out, MoeScratch& s,
              ThreadPool& pool);

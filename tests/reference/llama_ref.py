@@ -139,8 +139,10 @@ def yarn_inv_freq(d: int, base: float, y: dict) -> tuple[np.ndarray, float]:
     interpolation = extrapolation / s
     def correction_dim(turns):
         return d * math.log(length / (turns * 2 * math.pi)) / (2 * math.log(base))
-    low = max(math.floor(correction_dim(y["beta_fast"])), 0)
-    high = min(math.ceil(correction_dim(y["beta_slow"])), d - 1)
+    low, high = correction_dim(y["beta_fast"]), correction_dim(y["beta_slow"])
+    if y.get("truncate", True):  # llama.cpp always, transformers unless the config says "truncate": false
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
     if low == high:
         high += 0.001
     ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
