@@ -51,7 +51,10 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 
 struct Stmt {
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue };
+  // kBlock: a body rendered as it stands (transformers' {% generation %});
+  // kFilterBlock: a body rendered, then passed through `expr`, a filter chain
+  // over the name kFilterBodyName.
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kBlock, kFilterBlock };
 
   Kind kind;
   Location where;
@@ -68,6 +71,9 @@ struct Stmt {
   std::vector<std::string> params;    // kMacro
   std::vector<ExprPtr> defaults;      // kMacro: one per param, null when none
 };
+
+// The name a filter block's chain reads its rendered body from; no template can spell it.
+inline constexpr const char* kFilterBodyName = "(filter body)";
 
 // Throws exactly::Error naming the line and column of a syntax error, an
 // unknown tag or an unclosed block.

@@ -35,6 +35,16 @@ bool apply_test(const std::string& name, const Value& subject, const CallArgs& a
 bool is_known_test(const std::string& name);
 bool is_known_filter(const std::string& name);
 
+// ---- jinja_list_filters.cc: sort, dictsort, sum, min, max, unique, batch, slice ----
+bool is_list_filter(const std::string& name);
+Value apply_list_filter(const std::string& name, const Value& subject, const CallArgs& args);
+
+// ---- jinja_format.cc ----
+// Python `fmt % args` (args a tuple of values, a mapping for %(key)s, or one value).
+std::string py_percent_format(const std::string& fmt, const Value& args);
+// Python fmt.format(*args, **kwargs) with plain fields: {}, {0}, {name}.
+std::string py_str_format(const std::string& fmt, const CallArgs& args);
+
 // ---- jinja_strings.cc: str methods, bound to `self` ----
 bool is_string_method(const std::string& name);
 Value call_string_method(const std::string& self, const std::string& name, const CallArgs& args);
@@ -43,5 +53,9 @@ std::string py_upper(const std::string& s);
 std::string py_lower(const std::string& s);
 std::string py_capitalize(const std::string& s);
 std::string py_replace(const std::string& s, const std::string& old, const std::string& replacement, int64_t count);
+// str.splitlines(): lines split at Python's line boundaries, the ends kept or not.
+ValueList py_splitlines(const std::string& s, bool keep_ends);
+// str.center / ljust / rjust to `width` code points with `fill`.
+std::string py_pad(const std::string& s, int64_t width, const std::string& fill, char align);
 
 }  // namespace exactly::jinja

@@ -107,6 +107,15 @@ class Evaluator {
       case Stmt::Kind::kMacro: scopes_.back()[s.name] = make_macro(s); return Flow::kNormal;
       case Stmt::Kind::kBreak: return Flow::kBreak;
       case Stmt::Kind::kContinue: return Flow::kContinue;
+      case Stmt::Kind::kBlock: return exec_body(s.body);
+      case Stmt::Kind::kFilterBlock: {
+        Value body = Value::from_string(capture(s.body));
+        scopes_.back()[kFilterBodyName] = body;
+        Value filtered = eval(*s.expr);
+        scopes_.back().erase(kFilterBodyName);
+        out_ += to_str(filtered);
+        return Flow::kNormal;
+      }
     }
     return Flow::kNormal;
   }
@@ -249,7 +258,7 @@ class Evaluator {
       case K::kTuple: {
         ValueList items;
         for (const ExprPtr& c : e.children) items.push_back(eval(*c));
-        return Value::from_list(std::move(items));
+        return e.kind == K::kTuple ? Value::from_tuple(std::move(items)) : Value::from_list(std::move(items));
       }
       case K::kDict: {
         ValueDict d;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <stdexcept>
 
@@ -132,14 +134,94 @@ Value tojson(const Value& subject, const CallArgs& args) {
   return Value::from_string(to_json(subject, static_cast<int>(std::max<int64_t>(0, indent.as_int())), true));
 }
 
+// Markup escaping, as jinja2's `e` gives it on a plain string.
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  check_string_size(out.size());
+  return out;
+}
+
+// indent(width=4, first=False, blank=False): every line after the first (and
+// the first with `first`) prefixed by width spaces, or by width itself when it
+// is a string; blank lines only with `blank`.
+std::string indent(const std::string& text, const CallArgs& args) {
+  const Value width = args.get(0, "width", Value::from_int(4));
+  if (!width.is_string() && (!width.is_integral() || width.as_int() > 256)) throw EvalError("indent width must be a string or an int up to 256");
+  const std::string pad = width.is_string() ? width.text : std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
+  const bool first = args.get(1, "first", Value::from_bool(false)).truthy();
+  const bool blank = args.get(2, "blank", Value::from_bool(false)).truthy();
+  const ValueList lines = py_splitlines(text + "\n", false);
+  std::string out;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i) out += "\n";
+    if (i > 0 && (blank || !lines[i].text.empty())) append_bounded(out, pad);
+    append_bounded(out, lines[i].text);
+  }
+  return first ? pad + out : out;
+}
+
+// truncate(length=255, killwords=False, end='...', leeway=5), in code points.
+std::string truncate(const std::string& text, const CallArgs& args) {
+  const int64_t length = args.get(0, "length", Value::from_int(255)).as_int();
+  const bool killwords = args.get(1, "killwords", Value::from_bool(false)).truthy();
+  const std::string end = to_str(args.get(2, "end", Value::from_string("...")));
+  const Value leeway_arg = args.get(3, "leeway", Value::none());
+  const int64_t leeway = leeway_arg.is_none() ? 5 : leeway_arg.as_int();
+  const int64_t end_length = static_cast<int64_t>(decode_utf8(end).size());
+  if (length < end_length) throw EvalError("expected length >= " + std::to_string(end_length) + ", got " + std::to_string(length));
+  if (leeway < 0) throw EvalError("expected leeway >= 0, got " + std::to_string(leeway));
+  const auto cps = decode_utf8(text);
+  if (static_cast<int64_t>(cps.size()) <= length + leeway) return text;
+  std::string kept = encode_utf8({cps.begin(), cps.begin() + (length - end_length)});
+  if (!killwords) {
+    const size_t space = kept.rfind(' ');
+    if (space != std::string::npos) kept.resize(space);
+  }
+  return kept + end;
+}
+
+// round(precision=0, method='common'): Python's round (half to even on the
+// binary value), or floor / ceil at the precision; ints stay ints.
+Value round_number(const Value& subject, const CallArgs& args) {
+  const std::string method = to_str(args.get(1, "method", Value::from_string("common")));
+  if (method != "common" && method != "floor" && method != "ceil")
+    throw EvalError("method must be common, ceil or floor");
+  const Value precision_arg = args.get(0, "precision", Value::from_int(0));
+  if (!precision_arg.is_integral() || precision_arg.as_int() < 0 || precision_arg.as_int() > 30)
+    throw EvalError("round's precision must be an integer from 0 to 30");
+  if (!subject.is_number()) throw EvalError("round needs a number, got " + subject.type_name());
+  const int precision = static_cast<int>(precision_arg.as_int());
+  if (subject.is_integral() && method == "common") return Value::from_int(subject.as_int());
+  const double x = subject.as_double(), scale = std::pow(10.0, precision);
+  if (method == "floor") return Value::from_float(std::floor(x * scale) / scale);
+  if (method == "ceil") return Value::from_float(std::ceil(x * scale) / scale);
+  if (!std::isfinite(x)) return Value::from_float(x);
+  char buffer[512];  // printf rounds the exact binary value, ties to even: Python's round
+  std::snprintf(buffer, sizeof buffer, "%.*f", precision, x);
+  return Value::from_float(std::strtod(buffer, nullptr));
+}
+
 }  // namespace
 
 bool is_known_filter(const std::string& name) {
-  static const char* kFilters[] = {"trim", "length", "count", "tojson", "default", "d", "upper", "lower", "title",
-                                   "capitalize", "replace", "join", "first", "last", "list", "string", "int",
-                                   "float", "items", "selectattr", "rejectattr", "select", "reject", "map",
-                                   "safe", "abs", "reverse", "unique", "e", "escape"};
-  return std::any_of(std::begin(kFilters), std::end(kFilters), [&](const char* f) { return name == f; });
+  static const char* kFilters[] = {"trim",   "length", "count",  "tojson",     "default",    "d",      "upper",
+                                   "lower",  "title",  "capitalize", "replace", "join",    "first",  "last",
+                                   "list",   "string", "int",    "float",      "items",      "selectattr",
+                                   "rejectattr", "select", "reject", "map",   "safe",       "abs",    "reverse",
+                                   "e",      "escape", "indent", "center",     "truncate",   "round",  "format",
+                                   "attr"};
+  return is_list_filter(name) ||
+         std::any_of(std::begin(kFilters), std::end(kFilters), [&](const char* f) { return name == f; });
 }
 
 Value apply_filter(const std::string& name, const Value& subject, const CallArgs& args) {
@@ -148,7 +230,20 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
     bool use_default = subject.is_undefined() || (boolean && !subject.truthy());
     return use_default ? args.get(0, "default_value", Value::from_string("")) : subject;
   }
-  if (name == "safe") return subject;
+  if (name == "safe" || ((name == "e" || name == "escape") && subject.markup)) {
+    Value marked = subject;
+    marked.markup = subject.is_string();
+    return marked;
+  }
+  if (is_list_filter(name)) return apply_list_filter(name, subject, args);
+  if (name == "round") return round_number(subject, args);
+  if (name == "attr") {  // an attribute, never a key: jinja2's sandbox reads only what getattr would
+    const std::string attribute = to_str(args.get(0, "name"));
+    return subject.is_dict() && attribute != "items" && attribute != "keys" && attribute != "values" &&
+                   attribute != "get"
+               ? Value::undefined("'dict object' has no attribute '" + attribute + "'")
+               : get_attribute(subject, attribute);
+  }
   if (name == "tojson") return tojson(subject, args);
   if (name == "length" || name == "count") return Value::from_int(length(subject));
   if (name == "list") return Value::from_list(iterate(subject));
@@ -167,20 +262,11 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
     std::reverse(items.begin(), items.end());
     return Value::from_list(std::move(items));
   }
-  if (name == "unique") {
-    ValueList out;
-    const ValueList items = iterate(subject);
-    // Each item is compared with the kept ones: quadratic work.
-    WorkMeter::charge(static_cast<uint64_t>(items.size()) * items.size());
-    for (const Value& v : items)
-      if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return equals(o, v); })) out.push_back(v);
-    return Value::from_list(std::move(out));
-  }
   if (name == "items") {
     if (subject.is_undefined()) return Value::from_list({});
     if (!subject.is_dict()) throw EvalError("items filter needs a mapping, got " + subject.type_name());
     ValueList out;
-    for (const auto& [k, v] : subject.dict->items) out.push_back(Value::from_list({Value::from_string(k), v}));
+    for (const auto& [k, v] : subject.dict->items) out.push_back(Value::from_tuple({Value::from_string(k), v}));
     return Value::from_list(std::move(out));
   }
   if (name == "selectattr" || name == "rejectattr") return filter_items(subject, args, true, name == "selectattr");
@@ -199,7 +285,24 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
   }
   // The rest work on str(subject).
   std::string text = to_str(subject);
-  if (name == "string" || name == "e" || name == "escape") return Value::from_string(text);
+  if (name == "string") return Value::from_string(text);
+  if (name == "e" || name == "escape") {
+    Value escaped = Value::from_string(html_escape(text));
+    escaped.markup = true;
+    return escaped;
+  }
+  if (name == "indent") return Value::from_string(indent(text, args));
+  if (name == "center") return Value::from_string(py_pad(text, args.get(0, "width", Value::from_int(80)).as_int(), " ", '^'));
+  if (name == "truncate") return Value::from_string(truncate(text, args));
+  if (name == "format") {
+    Value values = Value::from_tuple(args.positional);
+    if (!args.keyword.empty()) {
+      ValueDict d;
+      for (const auto& [k, v] : args.keyword) d.set(k, v);
+      values = Value::from_dict(std::move(d));
+    }
+    return Value::from_string(py_percent_format(text, values));
+  }
   if (name == "trim") return Value::from_string(py_strip(text, args.get(0, "chars"), true, true));
   if (name == "upper") return Value::from_string(py_upper(text));
   if (name == "lower") return Value::from_string(py_lower(text));

@@ -105,7 +105,45 @@ class Lexer {
     }
     emit_text(std::move(text), pos);
     if (type == '#') return lex_comment(tag, body);
-    return lex_tag(tag, body, type == '%');
+    const size_t next = lex_tag(tag, body, type == '%');
+    return opened_raw() ? lex_raw(tag, next) : next;
+  }
+
+  // Whether the tag just lexed is `{% raw %}`.
+  bool opened_raw() const {
+    const size_t n = tokens_.size();
+    return n >= 3 && tokens_[n - 3].kind == TokenKind::kBlockBegin && tokens_[n - 2].kind == TokenKind::kName &&
+           tokens_[n - 2].value == "raw" && tokens_[n - 1].kind == TokenKind::kBlockEnd;
+  }
+
+  // The text up to `{% endraw %}` as it stands (its own whitespace control and
+  // lstrip_blocks apply at the end tag); returns where to continue.
+  size_t lex_raw(size_t tag, size_t pos) {
+    tokens_.resize(tokens_.size() - 3);
+    // trim_blocks does not apply to `{% raw %}`: the text starts right after it (but for `-%}`).
+    const size_t tag_end = src_.rfind("%}", pos - 1);
+    if (tag_end > 0 && src_[tag_end - 1] != '-') pos = tag_end + 2;
+    for (size_t at = src_.find("{%", pos); at != std::string::npos; at = src_.find("{%", at + 2)) {
+      size_t p = at + 2;
+      const char open = p < src_.size() && (src_[p] == '-' || src_[p] == '+') ? src_[p++] : '\0';
+      p = skip_spaces(p);
+      if (src_.compare(p, 6, "endraw") != 0) continue;
+      p = skip_spaces(p + 6);
+      const char close = p < src_.size() && (src_[p] == '-' || src_[p] == '+') ? src_[p++] : '\0';
+      if (src_.compare(p, 2, "%}") != 0) continue;
+      std::string text = src_.substr(pos, at - pos);
+      if (open == '-') {
+        while (!text.empty() && is_space(text.back())) text.pop_back();
+      } else if (open != '+') {  // lstrip_blocks
+        const size_t line_begin = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+        const bool line_starting = line_begin > 0 || pos == 0 || src_[pos - 1] == '\n';
+        if (line_starting && std::all_of(text.begin() + static_cast<long>(line_begin), text.end(), is_space))
+          text.resize(line_begin);
+      }
+      emit_text(std::move(text), pos);
+      return after_block_end(p + 2, close);
+    }
+    fail(tag, "unclosed '{% raw %}' (no '{% endraw %}')");
   }
 
   void emit_text(std::string text, size_t offset) {

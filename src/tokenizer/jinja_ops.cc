@@ -26,9 +26,26 @@ Value dict_method(const Value& self, const std::string& name) {
     for (const auto& [k, v] : dict->items) {
       if (name == "keys") out.push_back(Value::from_string(k));
       else if (name == "values") out.push_back(v);
-      else out.push_back(Value::from_list({Value::from_string(k), v}));
+      else out.push_back(Value::from_tuple({Value::from_string(k), v}));
     }
     return Value::from_list(std::move(out));
+  });
+}
+
+// list.index(x) (ValueError when absent) and list.count(x).
+Value list_method(const Value& self, const std::string& name) {
+  auto list = self.list;
+  return Value::from_function([list, name](CallArgs& args) -> Value {
+    const Value x = args.get(0, "value");
+    WorkMeter::charge(list->size());
+    int64_t count = 0;
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (!equals((*list)[i], x)) continue;
+      if (name == "index") return Value::from_int(static_cast<int64_t>(i));
+      ++count;
+    }
+    if (name == "index") throw EvalError("ValueError: " + to_repr(x) + " is not in list");
+    return Value::from_int(count);
   });
 }
 
@@ -123,6 +140,9 @@ Value get_attribute(const Value& obj, const std::string& name) {
       [[fallthrough]];
     case Value::Kind::kNamespace:
       if (const Value* v = obj.dict->find(name)) return *v;
+      break;
+    case Value::Kind::kList:
+      if (name == "index" || name == "count") return list_method(obj, name);
       break;
     default: break;
   }
@@ -226,6 +246,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (op == "+" && a.is_string() && b.is_string()) return Value::from_string(a.text + b.text);
+  if (op == "%" && a.is_string()) return Value::from_string(py_percent_format(a.text, b));
   if (op == "+" && a.is_list() && b.is_list()) {
     ValueList out(*a.list);
     out.insert(out.end(), b.list->begin(), b.list->end());

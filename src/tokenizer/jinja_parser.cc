@@ -142,11 +142,15 @@ class Parser {
     if (name == "for") return parse_for(tag.where);
     if (name == "set") return parse_set(tag.where);
     if (name == "macro") return parse_macro(tag.where);
+    if (name == "generation") return parse_block(tag.where, "endgeneration");
+    if (name == "filter") return parse_filter_block(tag.where);
     if (name == "break" || name == "continue") {
       expect(TokenKind::kBlockEnd, "'%}'");
       return make_stmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue, tag.where);
     }
-    static const std::set<std::string> kEndTags = {"endif", "elif", "else", "endfor", "endset", "endmacro"};
+    static const std::set<std::string> kEndTags = {"endif",    "elif",          "else",     "endfor",
+                                                   "endset",   "endmacro",      "endfilter", "endgeneration",
+                                                   "endraw"};
     if (kEndTags.count(name)) fail(tag.where, "unexpected '" + name + "' (no open block takes it)");
     fail(tag.where, "unknown tag '" + name + "'");
   }
@@ -205,6 +209,36 @@ class Parser {
     s->kind = Stmt::Kind::kSetBlock;
     std::string end_tag;
     s->body = parse_body({"endset"}, end_tag, "set", where);
+    expect(TokenKind::kBlockEnd, "'%}'");
+    return s;
+  }
+
+  // `{% generation %}`: transformers marks the assistant's tokens with it; the text is the body's.
+  StmtPtr parse_block(Location where, const std::string& end) {
+    auto s = make_stmt(Stmt::Kind::kBlock, where);
+    expect(TokenKind::kBlockEnd, "'%}'");
+    std::string end_tag;
+    s->body = parse_body({end}, end_tag, where_name(end), where);
+    expect(TokenKind::kBlockEnd, "'%}'");
+    return s;
+  }
+
+  static std::string where_name(const std::string& end_tag) { return end_tag.substr(3); }
+
+  // `{% filter f(args) | g %}body{% endfilter %}`: the chain over the rendered body.
+  StmtPtr parse_filter_block(Location where) {
+    auto s = make_stmt(Stmt::Kind::kFilterBlock, where);
+    ExprPtr chain = make(Expr::Kind::kName, where);
+    chain->name = kFilterBodyName;
+    do {
+      Location at = peek().where;
+      chain = parse_call(std::move(chain), Expr::Kind::kFilter, expect_name("a filter name"));
+      chain->where = at;
+    } while (skip_operator("|"));
+    s->expr = std::move(chain);
+    expect(TokenKind::kBlockEnd, "'%}'");
+    std::string end_tag;
+    s->body = parse_body({"endfilter"}, end_tag, "filter", where);
     expect(TokenKind::kBlockEnd, "'%}'");
     return s;
   }
@@ -577,6 +611,7 @@ class Parser {
           const Token& t = peek();
           bool takes_argument = t.kind == TokenKind::kString || t.kind == TokenKind::kInt ||
                                 t.kind == TokenKind::kFloat ||
+                                (t.kind == TokenKind::kOperator && (t.value == "[" || t.value == "{")) ||
                                 (t.kind == TokenKind::kName && t.value != "else" && t.value != "or" &&
                                  t.value != "and" && t.value != "if" && t.value != "is" && t.value != "in" &&
                                  t.value != "not");

@@ -1,6 +1,8 @@
 // Python str methods that chat templates call: strip, split, startswith,
 // replace, upper, title, ... Case mapping covers ASCII, Latin-1, Greek and
 // Cyrillic letters; other scripts are left unchanged.
+#include <re2/re2.h>
+
 #include <algorithm>
 
 #include "tokenizer/jinja_builtins.h"
@@ -92,6 +94,72 @@ bool affix_matches(const std::string& s, const Value& affix, bool prefix) {
   return one(affix);
 }
 
+// Python's str.isalpha, isdecimal, isdigit and isalnum over the whole string
+// (false when empty), from the Unicode categories RE2 knows: digits are the
+// decimal digits and the digit-valued superscripts, subscripts and circled forms.
+bool all_of_class(const std::string& s, const std::string& name) {
+  static const RE2 alpha(R"(\p{L}+)"), decimal(R"(\p{Nd}+)"), alnum(R"([\p{L}\p{N}]+)");
+  static const RE2 digit(
+      R"([\p{Nd}\x{B2}\x{B3}\x{B9}\x{2070}\x{2074}-\x{2079}\x{2080}-\x{2089}\x{2460}-\x{2468}\x{2474}-\x{247C})"
+      R"(\x{2488}-\x{2490}\x{24EA}\x{24F5}-\x{24FD}\x{24FF}\x{2776}-\x{277E}\x{2780}-\x{2788}\x{278A}-\x{2792})"
+      R"(\x{1369}-\x{1371}\x{19DA}\x{1F100}-\x{1F10A}]+)");
+  const RE2& re = name == "isalpha" ? alpha : name == "isdecimal" ? decimal : name == "isdigit" ? digit : alnum;
+  return !s.empty() && RE2::FullMatch(s, re);
+}
+
+// isupper / islower: a cased character, and none of the other case.
+bool cased_as(const std::string& s, bool upper) {
+  bool any = false;
+  for (char32_t c : decode_utf8(s)) {
+    if (!is_cased(c)) continue;
+    if ((upper ? to_upper(c) : to_lower(c)) != c) return false;
+    any = true;
+  }
+  return any;
+}
+
+char32_t swap_case(char32_t c) { return to_upper(c) != c ? to_upper(c) : to_lower(c); }
+
+// rsplit: split() from the right.
+ValueList py_rsplit(const std::string& s, const Value& sep, int64_t maxsplit) {
+  if (maxsplit < 0) return py_split(s, sep, maxsplit);
+  ValueList out;
+  if (sep.is_undefined() || sep.is_none()) {
+    auto cps = decode_utf8(s);
+    size_t j = cps.size();
+    while (true) {
+      while (j > 0 && is_py_space(cps[j - 1])) --j;
+      if (j == 0) break;
+      size_t i = j;
+      if (static_cast<int64_t>(out.size()) >= maxsplit) {
+        i = 0;  // the rest, its leading whitespace kept
+      } else {
+        while (i > 0 && !is_py_space(cps[i - 1])) --i;
+      }
+      out.insert(out.begin(), Value::from_string(encode_utf8({cps.begin() + static_cast<long>(i), cps.begin() + static_cast<long>(j)})));
+      j = i;
+    }
+    return out;
+  }
+  if (!sep.is_string() || sep.text.empty()) throw EvalError(sep.is_string() ? "empty separator" : "rsplit() separator must be a string");
+  size_t end = s.size();
+  while (static_cast<int64_t>(out.size()) < maxsplit) {
+    if (end < sep.text.size()) break;
+    const size_t found = s.rfind(sep.text, end - sep.text.size());
+    if (found == std::string::npos) break;
+    out.insert(out.begin(), Value::from_string(s.substr(found + sep.text.size(), end - found - sep.text.size())));
+    end = found;
+  }
+  out.insert(out.begin(), Value::from_string(s.substr(0, end)));
+  return out;
+}
+
+// The code point index of the first (or last) occurrence of `needle`, or -1.
+int64_t find_index(const std::string& self, const std::string& needle, bool last) {
+  const size_t at = last ? self.rfind(needle) : self.find(needle);
+  return at == std::string::npos ? -1 : static_cast<int64_t>(decode_utf8(self.substr(0, at)).size());
+}
+
 int64_t count_int(const Value& v, int64_t fallback) {
   if (v.is_undefined() || v.is_none()) return fallback;
   if (!v.is_integral()) throw EvalError("expected an integer argument");
@@ -150,9 +218,50 @@ std::string py_replace(const std::string& s, const std::string& old, const std::
   return out;
 }
 
+ValueList py_splitlines(const std::string& s, bool keep_ends) {
+  ValueList out;
+  auto cps = decode_utf8(s);
+  size_t start = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const char32_t c = cps[i];
+    const bool boundary = c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || (c >= 0x1C && c <= 0x1E) || c == 0x85 ||
+                          c == 0x2028 || c == 0x2029;
+    if (!boundary) continue;
+    const size_t end = i;
+    if (c == '\r' && i + 1 < cps.size() && cps[i + 1] == '\n') ++i;
+    out.push_back(Value::from_string(encode_utf8({cps.begin() + static_cast<long>(start),
+                                                  cps.begin() + static_cast<long>(keep_ends ? i + 1 : end)})));
+    start = i + 1;
+  }
+  if (start < cps.size()) out.push_back(Value::from_string(encode_utf8({cps.begin() + static_cast<long>(start), cps.end()})));
+  return out;
+}
+
+std::string py_pad(const std::string& s, int64_t width, const std::string& fill, char align) {
+  const auto fill_cps = decode_utf8(fill);
+  if (fill_cps.size() != 1) throw EvalError("The fill character must be exactly one character long");
+  const int64_t length = static_cast<int64_t>(decode_utf8(s).size());
+  if (width > static_cast<int64_t>(kMaxStringBytes)) throw EvalError("padding width above the string bound");
+  const int64_t margin = width - length;
+  if (margin <= 0) return s;
+  // CPython's center puts the odd space on the left when the width is odd.
+  const int64_t left = align == '<' ? 0 : align == '>' ? margin : margin / 2 + (margin & width & 1);
+  std::string out;
+  for (int64_t i = 0; i < left; ++i) out += fill;
+  out += s;
+  for (int64_t i = 0; i < margin - left; ++i) out += fill;
+  check_string_size(out.size());
+  return out;
+}
+
 bool is_string_method(const std::string& name) {
-  static const char* kMethods[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
-                                   "lower", "title", "capitalize", "replace", "find", "count", "join"};
+  static const char* kMethods[] = {"strip",      "lstrip",     "rstrip",     "split",      "rsplit",   "splitlines",
+                                   "startswith", "endswith",   "upper",      "lower",      "title",    "capitalize",
+                                   "swapcase",   "replace",    "find",       "rfind",      "index",    "rindex",
+                                   "count",      "join",       "removeprefix", "removesuffix", "partition",
+                                   "rpartition", "isalpha",    "isdecimal",  "isdigit",    "isalnum",  "isspace",
+                                   "isupper",    "islower",    "zfill",      "ljust",      "rjust",    "center",
+                                   "format"};
   return std::any_of(std::begin(kMethods), std::end(kMethods), [&](const char* m) { return name == m; });
 }
 
@@ -162,6 +271,28 @@ Value call_string_method(const std::string& self, const std::string& name, const
   if (name == "split") return Value::from_list(py_split(self, args.get(0, "sep"), count_int(args.get(1, "maxsplit"), -1)));
   if (name == "startswith" || name == "endswith")
     return Value::from_bool(affix_matches(self, args.get(0, "prefix"), name == "startswith"));
+  if (name == "rsplit")
+    return Value::from_list(py_rsplit(self, args.get(0, "sep"), count_int(args.get(1, "maxsplit"), -1)));
+  if (name == "splitlines") return Value::from_list(py_splitlines(self, args.get(0, "keepends").truthy()));
+  if (name == "format") return Value::from_string(py_str_format(self, args));
+  if (name == "isalpha" || name == "isdecimal" || name == "isdigit" || name == "isalnum")
+    return Value::from_bool(all_of_class(self, name));
+  if (name == "isspace") {
+    const auto cps = decode_utf8(self);
+    return Value::from_bool(!cps.empty() && std::all_of(cps.begin(), cps.end(), is_py_space));
+  }
+  if (name == "isupper" || name == "islower") return Value::from_bool(cased_as(self, name == "isupper"));
+  if (name == "swapcase") return Value::from_string(map_chars(self, swap_case));
+  if (name == "zfill" || name == "ljust" || name == "rjust" || name == "center") {
+    const int64_t width = count_int(args.get(0, "width"), 0);
+    if (name != "zfill") {
+      return Value::from_string(py_pad(self, width, to_str(args.get(1, "fillchar", Value::from_string(" "))),
+                                       name == "ljust" ? '<' : name == "rjust" ? '>' : '^'));
+    }
+    const bool sign = !self.empty() && (self[0] == '+' || self[0] == '-');
+    std::string padded = py_pad(self.substr(sign ? 1 : 0), width - (sign ? 1 : 0), "0", '>');
+    return Value::from_string(sign ? self.substr(0, 1) + padded : padded);
+  }
   if (name == "upper") return Value::from_string(py_upper(self));
   if (name == "lower") return Value::from_string(py_lower(self));
   if (name == "title") return Value::from_string(py_title(self));
@@ -183,10 +314,25 @@ Value call_string_method(const std::string& self, const std::string& name, const
     return Value::from_string(std::move(out));
   }
   if (!needle.is_string()) throw EvalError(name + "() argument must be str");
-  if (name == "find") {
-    size_t at = self.find(needle.text);
-    if (at == std::string::npos) return Value::from_int(-1);
-    return Value::from_int(static_cast<int64_t>(decode_utf8(self.substr(0, at)).size()));
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
+    const int64_t at = find_index(self, needle.text, name[0] == 'r');
+    if (at < 0 && name.ends_with("index")) throw EvalError("ValueError: substring not found");
+    return Value::from_int(at);
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    const bool prefix = name == "removeprefix";
+    return Value::from_string(affix_matches(self, needle, prefix)
+                                  ? (prefix ? self.substr(needle.text.size()) : self.substr(0, self.size() - needle.text.size()))
+                                  : self);
+  }
+  if (name == "partition" || name == "rpartition") {
+    if (needle.text.empty()) throw EvalError("empty separator");
+    const size_t at = name == "partition" ? self.find(needle.text) : self.rfind(needle.text);
+    auto str = [](std::string t) { return Value::from_string(std::move(t)); };
+    if (at == std::string::npos)
+      return name == "partition" ? Value::from_tuple({str(self), str(""), str("")})
+                                 : Value::from_tuple({str(""), str(""), str(self)});
+    return Value::from_tuple({str(self.substr(0, at)), needle, str(self.substr(at + needle.text.size()))});
   }
   // count: non-overlapping occurrences
   if (needle.text.empty()) return Value::from_int(static_cast<int64_t>(decode_utf8(self).size()) + 1);

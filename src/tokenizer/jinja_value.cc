@@ -84,6 +84,11 @@ Value Value::from_list(ValueList items) {
   v.list = std::make_shared<const ValueList>(std::move(items));
   return v;
 }
+Value Value::from_tuple(ValueList items) {
+  Value v = from_list(std::move(items));
+  v.tuple = true;
+  return v;
+}
 Value Value::from_dict(ValueDict d) {
   check_list_size(d.items.size());
   Value v;
@@ -329,11 +334,12 @@ std::string to_str(const Value& v) {
     case Value::Kind::kFloat: return float_repr(v.real);
     case Value::Kind::kString: return v.text;
     case Value::Kind::kList: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (size_t i = 0; i < v.list->size(); ++i) {
         if (i) out += ", ";
         append_bounded(out, to_repr((*v.list)[i]));
       }
+      if (v.tuple) return out + (v.list->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Value::Kind::kDict: {
@@ -363,7 +369,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Kind::kNone: return true;
     case Value::Kind::kString: return a.text == b.text;
     case Value::Kind::kList:
-      if (a.list->size() != b.list->size()) return false;
+      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
         if (!equals((*a.list)[i], (*b.list)[i])) return false;
       return true;

@@ -43,7 +43,9 @@ struct Value {
   int64_t integer = 0;
   double real = 0.0;
   std::string text;
+  bool markup = false;                     // kString marked safe (jinja2's Markup): `escape` leaves it as it is
   std::shared_ptr<const ValueList> list;   // kList (also used for tuples)
+  bool tuple = false;                      // kList built as a tuple: prints (a, b), never equals a list
   std::shared_ptr<ValueDict> dict;         // kDict (treated as immutable) and kNamespace (mutable)
   std::shared_ptr<const Function> function;
   std::string undefined_name;              // why it is undefined, worded as jinja2 does
@@ -64,6 +66,7 @@ struct Value {
   // new_namespace also when an attribute holds a namespace (a cycle of
   // namespaces could never be freed).
   static Value from_list(ValueList items);
+  static Value from_tuple(ValueList items);
   static Value from_dict(ValueDict d);
   static Value new_namespace(ValueDict d);
   static Value from_function(Function f);

@@ -2,7 +2,7 @@
 
 jinja2 is configured as Hugging Face's apply_chat_template configures it
 (transformers/utils/chat_template_utils.py): ImmutableSandboxedEnvironment with
-trim_blocks, lstrip_blocks and the loopcontrols extension, a `tojson` filter that
+trim_blocks, lstrip_blocks, the loopcontrols extension and the {% generation %} tag, a `tojson` filter that
 is json.dumps(ensure_ascii=False, ...), and the raise_exception / strftime_now
 globals. strftime_now formats a fixed time on both sides.
 
@@ -30,6 +30,19 @@ TEMPLATE_DIR = REPO_ROOT / "tests" / "data" / "chat_templates"
 FIXED_NOW = datetime(2024, 9, 3, 14, 5, 9)
 
 
+class GenerationTag(jinja2.ext.Extension):
+    """transformers' {% generation %} tag (AssistantTracker): marks the assistant's text, renders it unchanged."""
+    tags = {"generation"}
+
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+    def _render(self, caller):
+        return caller()
+
+
 def hf_environment() -> ImmutableSandboxedEnvironment:
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -37,7 +50,8 @@ def hf_environment() -> ImmutableSandboxedEnvironment:
     def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[GenerationTag, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: FIXED_NOW.strftime(fmt)
