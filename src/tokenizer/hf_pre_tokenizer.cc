@@ -7,6 +7,7 @@
 
 #include "core/format.h"
 #include "loader/json_file.h"
+#include "tokenizer/pre_tokenizer_regexes.h"
 
 namespace exactly {
 namespace {
@@ -31,13 +32,16 @@ struct Family {
   std::vector<std::string_view> splits;  // isolated regex splits, in order
 };
 
-const std::array<Family, 5>& families() {
-  static const std::array<Family, 5> f = {{
+const std::array<Family, 8>& families() {
+  static const std::array<Family, 8> f = {{
       {"gpt2", {kGpt2}},
       {"smollm", {kEachDigit, kGpt2}},
       {"llama-bpe", {kLlama3}},
       {"qwen2", {kQwen2}},
       {"gpt-4o", {kGpt4o}},
+      {"deepseek-llm", {kLineBreak, kDeepseekLetters, kDeepseekPunctuation, kTrailingSpaces, kDeepseekCjk, kEachDigit}},
+      {"deepseek-coder", {kLineBreak, R"(\s?\p{L}+)", R"(\s?\p{P}+)", kDeepseekCjk, kEachDigit}},
+      {"deepseek-v3", {R"(\p{N}{1,3})", kDeepseekV3Kana, kDeepseekV3WordsWithTail}},
   }};
   return f;
 }
@@ -108,7 +112,7 @@ std::string hf_pre_tokenizer_name(const JsonObject& root) {
   std::string seen;
   for (const std::string& s : splits) seen += (seen.empty() ? "" : " then ") + s;
   root.fail("pre_tokenizer", strformat("splits by %s, which matches none of the known pre-tokenizers (GPT-2, "
-                                       "SmolLM2, Llama 3, Qwen2, GPT-4o)",
+                                       "SmolLM2, Llama 3, Qwen2, GPT-4o, DeepSeek LLM, Coder and V3)",
                                        seen.empty() ? "nothing" : seen.c_str()));
 }
 

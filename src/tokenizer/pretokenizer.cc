@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "tokenizer/pre_tokenizer_regexes.h"
 #include "tokenizer/utf8.h"
 
 namespace exactly {
@@ -20,9 +21,15 @@ namespace {
 // position, a run of N whitespace characters is one piece when it reaches the
 // end of the text or N == 1, otherwise its first N-1 characters are (the last
 // one is given back to the piece that follows, e.g. " word").
+//
+// `byte_digits` (Falcon's Digits step, which runs after its ByteLevel step)
+// isolates runs of bytes whose byte-level characters are numeric: the ASCII
+// digits and the bytes that map to superscripts and vulgar fractions, also
+// inside multi-byte characters, as the reference does.
 struct StageSpec {
   std::string_view pattern;
   bool whitespace_tail;
+  bool byte_digits = false;
 };
 
 struct PreSpec {
@@ -67,6 +74,20 @@ const std::vector<PreSpec>& pre_specs() {
       {{"llama-bpe", "llama3", "smaug-bpe", "dbrx"}, {{kLlama3, true}}, true},
       {{"qwen2"}, {{kQwen2, true}}, false},
       {{"gpt-4o"}, {{kGpt4o, true}}, false},
+      {{"deepseek-llm"},
+       {{kLineBreak, false}, {kDeepseekLetters, false}, {kDeepseekPunctuation, false}, {kTrailingSpaces, false},
+        {kDeepseekCjk, false}, {R"(\p{N})", false}},
+       false},
+      {{"deepseek-coder"},
+       {{kLineBreak, false}, {R"(\s?\p{L}+)", false}, {R"(\s?\p{P}+)", false}, {kDeepseekCjk, false},
+        {R"(\p{N})", false}},
+       false},
+      {{"deepseek-v3"}, {{R"(\p{N}{1,3})", false}, {kDeepseekV3Kana, false}, {kDeepseekV3Words, true}}, false},
+      // Falcon: runs of punctuation (Unicode's and ASCII's), GPT-2's regex, then
+      // digit runs among the byte-level characters, then groups of three ASCII digits.
+      {{"falcon"},
+       {{R"([\p{P}\$\+<=>\^`\|~]+)", false}, {kGpt2, true}, {"", false, true}, {R"([0-9][0-9][0-9])", false}},
+       false},
       // SmolLM2 / StarCoder tokenizer.json: Digits(individual_digits=True),
       // i.e. every \p{N} character isolated, then ByteLevel's GPT-2 regex.
       {{"smollm", "starcoder", "refact"}, {{R"(\p{N})", false}, {kGpt2, true}}, false},
@@ -129,7 +150,7 @@ std::string classification_copy(std::string_view text) {
 }  // namespace
 
 struct PreTokenizer::Stage {
-  std::unique_ptr<re2::RE2> regex;
+  std::unique_ptr<re2::RE2> regex;  // null for a byte_digits stage
   bool whitespace_tail;
 };
 
@@ -138,6 +159,10 @@ PreTokenizer::PreTokenizer(std::string_view pre_name) {
     for (std::string_view name : spec.names) {
       if (name != pre_name) continue;
       for (const StageSpec& s : spec.stages) {
+        if (s.byte_digits) {
+          stages_.push_back({nullptr, false});
+          continue;
+        }
         re2::RE2::Options options;
         options.set_log_errors(false);
         const std::string pattern = with_unicode_whitespace(s.pattern);
@@ -178,8 +203,30 @@ std::vector<PieceRange> PreTokenizer::split(std::string_view text) const {
   return pieces;
 }
 
+namespace {
+
+// Whether byte b's byte-level character (GPT-2's byte alphabet) is numeric.
+bool numeric_byte(unsigned char b) {
+  return (b >= '0' && b <= '9') || b == 0xB2 || b == 0xB3 || b == 0xB9 || (b >= 0xBC && b <= 0xBE);
+}
+
+// Runs of numeric bytes are pieces, and so are the gaps between them.
+void split_byte_digits(std::string_view text, size_t base, std::vector<PieceRange>& out) {
+  size_t start = 0;
+  while (start < text.size()) {
+    const bool digit = numeric_byte(static_cast<unsigned char>(text[start]));
+    size_t end = start + 1;
+    while (end < text.size() && numeric_byte(static_cast<unsigned char>(text[end])) == digit) ++end;
+    out.push_back({base + start, base + end});
+    start = end;
+  }
+}
+
+}  // namespace
+
 void PreTokenizer::split_stage(const Stage& stage, std::string_view text, size_t base,
                                std::vector<PieceRange>& out) const {
+  if (stage.regex == nullptr) return split_byte_digits(text, base, out);
   const re2::StringPiece whole(text.data(), text.size());
   const size_t n = text.size();
   size_t gap_begin = n;  // start of the pending unmatched run; n when none

@@ -118,6 +118,9 @@ CASES = [
     ("llama3", "llama-bpe", False, None),
     ("qwen2", "qwen2", True, None),
     ("gpt-4o", "gpt-4o", False, None),
+    ("deepseek-llm", "deepseek-llm", False, None),
+    ("deepseek-coder", "deepseek-coder", True, None),
+    ("deepseek-v3", "deepseek-v3", False, None),
 ]
 
 

@@ -42,6 +42,14 @@ _UPPER, _LOWER, _CONTRACTION = r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{L
 GPT4O_REGEX = (rf"""[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+{_CONTRACTION}|"""
                rf"""[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*{_CONTRACTION}|"""
                r"""\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# DeepSeek's tokenizer.json Split regexes (LLM and Coder before their Digits step; V3 alone).
+DEEPSEEK_LETTERS = (r"\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄ"
+                    r"ῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+")
+DEEPSEEK_LLM_REGEXES = [r"[\r\n]", DEEPSEEK_LETTERS, r"\s?[!-/:-~！-／：-～‘-‟　-。]+", r"\s+$", r"[一-龥ࠀ-一가-퟿]+"]
+DEEPSEEK_CODER_REGEXES = [r"[\r\n]", r"\s?\p{L}+", r"\s?\p{P}+", r"[一-龥ࠀ-一가-퟿]+"]
+DEEPSEEK_V3_REGEXES = [r"\p{N}{1,3}", r"[一-龥぀-ゟ゠-ヿ]+",
+                       r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|"""
+                       r""" ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""]
 # llama.cpp's "default": four isolated splits in sequence.
 DEFAULT_REGEXES = [r"[\p{P}\$\+<=>\^~\|]+",
                    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)""",
@@ -124,6 +132,16 @@ def hf_pre_tokenizer(pre: str):
         return pre_tokenizers.Sequence([isolated(QWEN2_REGEX), byte_level])
     if pre == "gpt-4o":
         return pre_tokenizers.Sequence([isolated(GPT4O_REGEX), byte_level])
+    if pre in ("deepseek-llm", "deepseek-coder"):
+        regexes = DEEPSEEK_LLM_REGEXES if pre == "deepseek-llm" else DEEPSEEK_CODER_REGEXES
+        return pre_tokenizers.Sequence([isolated(rx) for rx in regexes] +
+                                       [pre_tokenizers.Digits(individual_digits=True), byte_level])
+    if pre == "deepseek-v3":
+        return pre_tokenizers.Sequence([isolated(rx) for rx in DEEPSEEK_V3_REGEXES] + [byte_level])
+    if pre == "falcon":  # Falcon's tokenizer.json: its Digits and three-digit Split run on byte-level text
+        return pre_tokenizers.Sequence([pre_tokenizers.Punctuation("contiguous"),
+                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+                                        pre_tokenizers.Digits(individual_digits=False), isolated("[0-9][0-9][0-9]")])
     if pre == "default":
         return pre_tokenizers.Sequence([isolated(rx) for rx in DEFAULT_REGEXES] + [byte_level])
     raise ValueError(pre)
@@ -338,14 +356,16 @@ def with_digit_merges(vocab: GGUFVocab) -> GGUFVocab:
     return out
 
 
-@pytest.mark.parametrize("pre", ["gpt2", "gpt-2", "llama-bpe", "qwen2", "gpt-4o", "default"])
+@pytest.mark.parametrize("pre", ["gpt2", "gpt-2", "llama-bpe", "qwen2", "gpt-4o", "deepseek-llm", "deepseek-coder",
+                                 "deepseek-v3", "falcon", "default"])
 def test_pre_tokenizers_match_hugging_face(smol_vocab, corpus, tmp_path, pre):
     vocab = with_digit_merges(smol_vocab)
     path = write_vocab_gguf(tmp_path / f"{pre}.gguf", "gpt2", vocab.tokens, vocab.types, pre=pre,
                             merges=vocab.merges, bos=1, eos=2)
     extra_texts = ["DON'T We'Re", "1234567 89", "x  \n\n  y", "a\r\n\r\nb", "  \n\t x", "$1,234.56", "end.\n\n",
                    "you've it'S", ",hello ...hello", "abc\n  \ndef", "HelloWorld iPhone XMLHttpRequest DON'Ts",
-                   "ÉCOLE naïve Ǆemal ǅemal e\u0301te \u0301x", "a/\n/b ./\r\n// x", "12345678901 x1y22"]
+                   "ÉCOLE naïve Ǆemal ǅemal e\u0301te \u0301x", "a/\n/b ./\r\n// x", "12345678901 x1y22",
+                   "β² ½ ٣٤ 1234 x`y`z $+<=>^~| 中文字 かなカナ 한국어 ‘q’ ！？", "tail  ", "a\u3000b　 "]
     texts = corpus + extra_texts
     for parse_special in (True, False):
         ref = hf_tokenizer(vocab, pre, parse_special)
