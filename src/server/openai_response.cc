@@ -153,12 +153,24 @@ std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
     c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
     if (d.finish_reason) c.finish_reason = to_string(*d.finish_reason);
     if (shape_.endpoint == Endpoint::kChat && shape_.tool_choice != ToolChoice::kNone) {
-      // Calls are known once the answer is whole: its message goes out then.
-      if (!d.finish_reason) continue;
+      // Calls are known once the answer is whole; under `auto` the text that
+      // is certainly content goes out as it comes, the rest with the calls.
+      if (!d.finish_reason) {
+        const size_t ready = shape_.tool_choice == ToolChoice::kAuto ? streamable_content(c.text) : 0;
+        if (ready > c.streamed) {
+          json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr},
+                         {"delta", {{"content", c.text.substr(c.streamed, ready - c.streamed)}}}};
+          chunks.push_back(chunk(json::array({choice})));
+          c.streamed = ready;
+        }
+        continue;
+      }
       json choice = {{"index", index}, {"logprobs", shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr)},
                      {"finish_reason", nullptr}};
       const FoundCalls found = find_tool_calls(c.text, shape_.tool_choice, shape_.tool_names, shape_.parallel_tool_calls);
-      choice["delta"] = found.content ? json{{"content", *found.content}} : json::object();
+      // What was streamed begins the content by construction (streamable_content).
+      const bool more = found.content && found.content->size() > c.streamed;
+      choice["delta"] = more ? json{{"content", found.content->substr(c.streamed)}} : json::object();
       if (!found.calls.empty()) {
         json calls = found.calls;
         for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;

@@ -56,6 +56,7 @@ class OpenAIResponse {
  private:
   struct Choice {
     std::string text;
+    size_t streamed = 0;  // bytes of text already sent as content while tools are active
     std::vector<int32_t> token_ids;
     std::vector<TokenLogprobs> logprobs;
     std::string finish_reason;

@@ -186,6 +186,21 @@ FoundCalls find_tool_calls(const std::string& text, ToolChoice choice, const std
   return out;
 }
 
+size_t streamable_content(const std::string& text) {
+  static const std::string kOpen = "<tool_call>";
+  if (text.empty() || std::string(" \t\r\n").find(text[0]) != std::string::npos || text[0] == '{' || text[0] == '[')
+    return 0;
+  size_t end = std::min(text.find(kOpen), text.size());
+  // A trailing start of the marker may still become one.
+  for (size_t n = std::min(kOpen.size() - 1, end); n > 0; --n)
+    if (text.compare(end - n, n, kOpen, 0, n) == 0) {
+      end -= n;
+      break;
+    }
+  while (end > 0 && std::string(" \t\r\n").find(text[end - 1]) != std::string::npos) --end;
+  return end;
+}
+
 std::string tools_system_text(const ordered_json& tools) {
   std::string text =
       "You may call functions. These are the functions you can call, as JSON schemas:\n<tools>\n";

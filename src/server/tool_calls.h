@@ -49,6 +49,14 @@ struct FoundCalls {
 FoundCalls find_tool_calls(const std::string& text, ToolChoice choice, const std::vector<std::string>& names,
                            bool parallel);
 
+// How many leading bytes of an unfinished answer under `auto` are certain to
+// begin the content that find_tool_calls will give the whole answer: the text
+// before any <tool_call>, without its trailing whitespace or a trailing start
+// of "<tool_call>"; none while the answer could still be a call as a whole
+// (it starts with '{' or '[') or starts with whitespace. A stream sends that
+// much as it comes, so its deltas add up to the whole answer's content.
+size_t streamable_content(const std::string& text);
+
 // Tools described in a system message, for chat templates that render none.
 std::string tools_system_text(const nlohmann::ordered_json& tools);
 

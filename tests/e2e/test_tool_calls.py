@@ -120,6 +120,28 @@ def test_streamed_calls_come_as_deltas_equal_to_the_whole_answer(client):
         [(t.function.name, json.loads(t.function.arguments)) for t in w]
 
 
+@pytest.mark.parametrize("regex, incremental", [
+    ("Let me check the weather for you now. " + HERMES, True),
+    (r"It is sunny in Paris today, and warm\. Enjoy <your day\.", True),
+    (LLAMA, False),
+])
+def test_content_streams_as_it_comes_while_tools_are_offered(client, regex, incremental):
+    """Under auto, text that is certainly content is sent before the answer ends (never a piece of a call), and the
+    deltas add up to the whole answer's content."""
+    whole = client.chat.completions.create(**regex_body(regex)).choices[0].message
+    deltas, calls_seen_at = [], None
+    for chunk in client.chat.completions.create(**regex_body(regex), stream=True):
+        for ch in chunk.choices:
+            if ch.delta.tool_calls and calls_seen_at is None:
+                calls_seen_at = len(deltas)
+            if ch.delta.content:
+                deltas.append(ch.delta.content)
+    assert "".join(deltas) == (whole.content or "")
+    assert not any("<tool" in d or "{" in d for d in deltas)
+    before_end = len(deltas) - 1 if calls_seen_at is None else calls_seen_at
+    assert (before_end >= 3) == incremental, deltas
+
+
 def test_round_trip_call_tool_message_answer(server, client):
     first = client.chat.completions.create(model=MODEL, messages=ASK, tools=TOOLS,
                                            tool_choice={"type": "function", "function": {"name": "get_weather"}},
