@@ -221,6 +221,96 @@ GEMMA3_PARTS = [
 ]
 
 
+# gpt-oss (harmony): tools whose JSON schemas exercise the TypeScript rendering
+# (nested objects, arrays of enums, unions, nullable types, defaults, a tool
+# given without the "function" wrapper), reasoning as "thinking" or
+# "reasoning_content" (kept only after the last user message), calls answered
+# by tool_call_id or in order, and malformed conversations (raise_exception).
+GPT_OSS_TOOLS = TOOLS + [
+    {
+        "type": "function",
+        "function": {
+            "name": "search_docs",
+            "description": "Search the documentation.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for"},
+                    "filters": {
+                        "type": "object",
+                        "description": "Narrow the search",
+                        "properties": {
+                            "year": {"type": ["integer", "null"]},
+                            "tags": {"type": "array", "items": {"type": "string"}},
+                            "kinds": {"type": "array", "items": {"type": "string", "enum": ["guide", "api"]}},
+                            "deep": {"type": "object", "properties": {"ok": {"type": "boolean", "default": True}}},
+                        },
+                        "required": ["tags"],
+                    },
+                    "limit": {"type": "integer", "default": 10},
+                    "score": {"type": "number", "default": 0.5, "description": "Minimum score"},
+                    "mode": {"enum": ["fast", "slow", 3], "default": "fast"},
+                    "target": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "number"}}]},
+                    "extra": {"type": "object"},
+                    "anything": {},
+                    "grid": {"type": "array", "items": {"type": "array", "items": {"type": "boolean"}}},
+                    "bag": {"type": "array"},
+                },
+                "required": ["query", "mode"],
+            },
+        },
+    },
+    {"name": "bare_tool", "description": "A tool without the function wrapper.",
+     "parameters": {"type": "object", "properties": {"x": {"type": "string"}}}},
+    {"type": "function", "function": {"name": "no_params"}},
+]
+
+CALL_A = {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": {"location": "Paris"}}}
+CALL_B = {"id": "call_b", "type": "function", "function": {"name": "search_docs", "arguments": '{"query": "x"}'}}
+
+GPT_OSS = [
+    ("effort_high", [msg("user", "2+2?")], {"reasoning_effort": "high"}),
+    ("identity", [msg("system", "Be brief."), msg("user", "Hi")], {"model_identity": "You are a test model."}),
+    ("rich_tools", [msg("system", "Use tools."), msg("user", "Find docs.")], {"tools": GPT_OSS_TOOLS}),
+    ("tools_no_system", [msg("user", "Find docs.")], {"tools": GPT_OSS_TOOLS, "reasoning_effort": "low"}),
+    ("developer_first", [msg("developer", "Answer in French."), msg("user", "Hello")], {"tools": TOOLS}),
+    ("parts", [{"role": "system", "content": [{"type": "text", "text": "Be "}, {"type": "text", "text": "brief."}]},
+               {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is this?"}]}], {}),
+    ("reasoning_dropped", [msg("user", "2+2?"), msg("assistant", "4", reasoning_content="add them"),
+                           msg("user", "3+3?"), msg("assistant", "6", thinking="add again")], {}),
+    ("reasoning_kept_none", [msg("user", "2+2?"), msg("assistant", "4", thinking=None, reasoning_content="add")], {}),
+    (
+        "tool_chain",
+        [
+            msg("system", "Use tools."),
+            msg("user", "Weather in Paris, and the docs?"),
+            msg("assistant", "Let me check.", thinking="I need two calls.", tool_calls=[CALL_A, CALL_B]),
+            msg("tool", "docs: none", tool_call_id="call_b"),
+            msg("tool", {"temp": 21, "unit": "C"}, tool_call_id="call_a"),
+            msg("assistant", None, reasoning_content="Now the second round.", tool_calls=[CALL_B]),
+            msg("tool", "still none"),
+            msg("assistant", "21 °C in Paris; no docs.", thinking="Done."),
+        ],
+        {"tools": GPT_OSS_TOOLS},
+    ),
+    (
+        "tool_chain_then_user",
+        [
+            msg("user", "Weather?"),
+            msg("assistant", "", thinking="call it", tool_calls=[CALL_A]),
+            msg("tool", "21"),
+            msg("assistant", "21 degrees.", thinking="answer"),
+            msg("user", "Thanks!"),
+        ],
+        {"tools": TOOLS, "reasoning_effort": "low"},
+    ),
+    ("tool_without_call", [msg("user", "x"), msg("tool", "orphan")], {"tools": TOOLS}),
+    ("too_many_results", [msg("user", "x"), msg("assistant", None, tool_calls=[CALL_A]), msg("tool", "1"),
+                          msg("tool", "2")], {"tools": TOOLS}),
+    ("late_system", [msg("user", "x"), msg("system", "late")], {}),
+]
+
+
 def contexts_for(name: str) -> list[tuple[str, dict]]:
     """(case name, context) pairs: every conversation with and without the generation prompt."""
     cases = []
@@ -237,6 +327,8 @@ def contexts_for(name: str) -> list[tuple[str, dict]]:
         convs += DEEPSEEK_TOOLS
     if name.startswith("gemma-3"):
         convs += GEMMA3_PARTS
+    if name.startswith("gpt-oss"):
+        convs += [(k, m, {"tools": t} if t else {}) for k, m, t in QWEN_TOOLS] + GPT_OSS
     for case, messages, extra in convs:
         for gen in (True, False):
             context = {**extra, "messages": messages, "add_generation_prompt": gen,
