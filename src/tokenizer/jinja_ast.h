@@ -54,7 +54,8 @@ struct Stmt {
   // kBlock: a body rendered as it stands (transformers' {% generation %});
   // kFilterBlock: a body rendered, then passed through `expr`, a filter chain
   // over the name kFilterBodyName.
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kBlock, kFilterBlock };
+  // kWith: `targets` bound to `values` (evaluated outside) in a scope of the body's own.
+  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kBlock, kFilterBlock, kWith };
 
   Kind kind;
   Location where;
@@ -70,6 +71,9 @@ struct Stmt {
   std::string name;                   // kMacro
   std::vector<std::string> params;    // kMacro
   std::vector<ExprPtr> defaults;      // kMacro: one per param, null when none
+  std::vector<ExprPtr> values;        // kWith: one per target
+  bool takes_varargs = false;         // kMacro: its body reads `varargs` (extra positional arguments)
+  bool takes_kwargs = false;          // kMacro: its body reads `kwargs` (extra keyword arguments)
 };
 
 // The name a filter block's chain reads its rendered body from; no template can spell it.

@@ -1,5 +1,6 @@
 #include "tokenizer/jinja_eval.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -108,6 +109,14 @@ class Evaluator {
       case Stmt::Kind::kBreak: return Flow::kBreak;
       case Stmt::Kind::kContinue: return Flow::kContinue;
       case Stmt::Kind::kBlock: return exec_body(s.body);
+      case Stmt::Kind::kWith: {
+        Scope scope;
+        for (size_t i = 0; i < s.targets.size(); ++i) scope[s.targets[i]] = eval(*s.values[i]);
+        scopes_.push_back(std::move(scope));
+        const Flow flow = exec_body(s.body);
+        scopes_.pop_back();
+        return flow;
+      }
       case Stmt::Kind::kFilterBlock: {
         Value body = Value::from_string(capture(s.body));
         scopes_.back()[kFilterBodyName] = body;
@@ -193,10 +202,23 @@ class Evaluator {
   Value make_macro(const Stmt& s) {
     const Stmt* macro = &s;
     return Value::from_function([this, macro](CallArgs& args) {
-      if (args.positional.size() > macro->params.size())
-        throw EvalError("macro '" + macro->name + "' takes not more than " + std::to_string(macro->params.size()) +
-                        " arguments");
+      const size_t n_params = macro->params.size();
+      if (args.positional.size() > n_params && !macro->takes_varargs)
+        throw EvalError("macro '" + macro->name + "' takes not more than " + std::to_string(n_params) +
+                        " argument(s)");
+      ValueDict extra_keywords;
+      for (const auto& [key, value] : args.keyword) {
+        if (std::find(macro->params.begin(), macro->params.end(), key) != macro->params.end()) continue;
+        if (!macro->takes_kwargs) throw EvalError("macro '" + macro->name + "' takes no keyword argument '" + key + "'");
+        extra_keywords.set(key, value);
+      }
       Scope scope;
+      if (macro->takes_varargs)
+        scope["varargs"] = Value::from_tuple(
+            args.positional.size() > n_params
+                ? ValueList(args.positional.begin() + static_cast<long>(n_params), args.positional.end())
+                : ValueList{});
+      if (macro->takes_kwargs) scope["kwargs"] = Value::from_dict(std::move(extra_keywords));
       for (size_t i = 0; i < macro->params.size(); ++i) {
         Value v = args.get(i, macro->params[i]);
         if (v.is_undefined() && macro->defaults[i]) v = eval(*macro->defaults[i]);

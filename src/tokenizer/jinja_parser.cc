@@ -144,13 +144,14 @@ class Parser {
     if (name == "macro") return parse_macro(tag.where);
     if (name == "generation") return parse_block(tag.where, "endgeneration");
     if (name == "filter") return parse_filter_block(tag.where);
+    if (name == "with") return parse_with(tag.where);
     if (name == "break" || name == "continue") {
       expect(TokenKind::kBlockEnd, "'%}'");
       return make_stmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue, tag.where);
     }
     static const std::set<std::string> kEndTags = {"endif",    "elif",          "else",     "endfor",
                                                    "endset",   "endmacro",      "endfilter", "endgeneration",
-                                                   "endraw"};
+                                                   "endraw",   "endwith"};
     if (kEndTags.count(name)) fail(tag.where, "unexpected '" + name + "' (no open block takes it)");
     fail(tag.where, "unknown tag '" + name + "'");
   }
@@ -243,6 +244,24 @@ class Parser {
     return s;
   }
 
+  // `{% with a = x, b = y %}body{% endwith %}`.
+  StmtPtr parse_with(Location where) {
+    auto s = make_stmt(Stmt::Kind::kWith, where);
+    while (!at_block_end()) {
+      s->targets.push_back(expect_name("a variable name"));
+      expect_operator("=");
+      s->values.push_back(parse_expression());
+      if (!skip_operator(",")) break;
+    }
+    expect(TokenKind::kBlockEnd, "'%}'");
+    std::string end_tag;
+    s->body = parse_body({"endwith"}, end_tag, "with", where);
+    expect(TokenKind::kBlockEnd, "'%}'");
+    return s;
+  }
+
+  bool at_block_end() const { return peek().kind == TokenKind::kBlockEnd; }
+
   StmtPtr parse_macro(Location where) {
     auto s = make_stmt(Stmt::Kind::kMacro, where);
     s->name = expect_name("a macro name");
@@ -257,7 +276,27 @@ class Parser {
     std::string end_tag;
     s->body = parse_body({"endmacro"}, end_tag, "macro", where);
     expect(TokenKind::kBlockEnd, "'%}'");
+    // As jinja2 decides: a macro takes extra arguments only where its body reads them.
+    s->takes_varargs = mentions(s->body, "varargs");
+    s->takes_kwargs = mentions(s->body, "kwargs");
     return s;
+  }
+
+  // Whether any expression in the body (nested macros' bodies aside) reads `name`.
+  static bool mentions(const Body& body, const std::string& name) {
+    return std::any_of(body.begin(), body.end(), [&](const StmtPtr& s) { return mentions(*s, name); });
+  }
+  static bool mentions(const Stmt& s, const std::string& name) {
+    if (s.kind == Stmt::Kind::kMacro) return false;
+    auto in = [&](const ExprPtr& e) { return e && mentions(*e, name); };
+    return in(s.expr) || in(s.loop_filter) || std::any_of(s.conditions.begin(), s.conditions.end(), in) ||
+           std::any_of(s.values.begin(), s.values.end(), in) ||
+           std::any_of(s.branches.begin(), s.branches.end(), [&](const Body& b) { return mentions(b, name); }) ||
+           mentions(s.body, name) || mentions(s.else_body, name);
+  }
+  static bool mentions(const Expr& e, const std::string& name) {
+    if (e.kind == Expr::Kind::kName && e.name == name) return true;
+    return std::any_of(e.children.begin(), e.children.end(), [&](const ExprPtr& c) { return c && mentions(*c, name); });
   }
 
   // ---- expressions ----
