@@ -71,7 +71,7 @@ _CONFIG_ARGS = {
     "confident_draft_runs": (_bool, "confident_draft_runs"),
     "draft_kv_cache_memory": (_size, "draft_kv_cache_memory"),
 }
-_LOAD_ARGS = {"deterministic": _bool, "enforce_eager": _bool}
+_LOAD_ARGS = {"deterministic": _bool, "enforce_eager": _bool, "tensor_parallel_size": _int(1, 64)}
 NAMES = sorted([*_CONFIG_ARGS, *_LOAD_ARGS])
 
 
@@ -81,6 +81,7 @@ class LoadArgs:
     # depend on the batch (False: the fastest kernels at each batch size).
     deterministic: bool = True
     enforce_eager: bool = False
+    tensor_parallel_size: int = 1  # CPU: ranks the model is split over
 
 
 def engine_config(args: dict[str, Any]) -> tuple[Any, LoadArgs]:

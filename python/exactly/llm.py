@@ -38,7 +38,8 @@ class LLM:
         if device not in ("cpu", "cuda"):
             raise ValueError(f"LLM: argument 'device' must be 'cpu' or 'cuda', got {device!r}")
         config, load = engine_config(engine_args)
-        self._engine = _exactly.Engine(os.fspath(model), device, config, load.deterministic, load.enforce_eager)
+        self._engine = _exactly.Engine(os.fspath(model), device, config, load.deterministic, load.enforce_eager,
+                                       load.tensor_parallel_size)
         self.tokenizer = Tokenizer(self._engine)
         self._step_lock = threading.Lock()   # one caller steps the engine at a time
         self._inbox: dict[int, list[Any]] = {}  # step outputs waiting for the caller that owns the request

@@ -22,6 +22,7 @@
 
 #include "bindings.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "server/chat_prompt.h"
@@ -38,11 +39,13 @@ namespace {
 class PyEngine {
  public:
   PyEngine(const std::string& model, const std::string& device, const EngineConfig& config, bool deterministic,
-           bool enforce_eager) {
+           bool enforce_eager, int tensor_parallel_size) {
     LoadOptions options;
     options.device = parse_device(device);
     options.deterministic = deterministic;
     options.cuda_graphs = !enforce_eager;
+    options.tensor_parallel_size = tensor_parallel_size;
+    options.threads = config.threads > 0 ? config.threads : ThreadPool::default_threads();
     model_ = load_model(model, false, options);
     engine_ = std::make_unique<Engine>(model_, config);
   }
@@ -284,8 +287,9 @@ void bind_engine(nb::module_& m) {
   bind_config(m);
   using Unlocked = nb::call_guard<nb::gil_scoped_release>;
   nb::class_<PyEngine>(m, "Engine")
-      .def(nb::init<const std::string&, const std::string&, const EngineConfig&, bool, bool>(), nb::arg("model"),
-           nb::arg("device"), nb::arg("config"), nb::arg("deterministic"), nb::arg("enforce_eager"), Unlocked())
+      .def(nb::init<const std::string&, const std::string&, const EngineConfig&, bool, bool, int>(), nb::arg("model"),
+           nb::arg("device"), nb::arg("config"), nb::arg("deterministic"), nb::arg("enforce_eager"),
+           nb::arg("tensor_parallel_size") = 1, Unlocked())
       .def("add_request", &PyEngine::add_request, nb::arg("body"), Unlocked())
       .def("step", &PyEngine::step, Unlocked())
       .def("step_folding", &PyEngine::step_folding, nb::arg("mine"), Unlocked())

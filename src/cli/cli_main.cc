@@ -2,11 +2,28 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
 
 namespace exactly::cli {
+
+namespace {
+
+// vLLM's two-letter short option, which CLI11 cannot declare: -tp N (or
+// -tp=N) is read as --tensor-parallel-size.
+std::vector<std::string> with_long_names(int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    else if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
+  }
+  return args;
+}
+
+}  // namespace
 
 int run_cli(int argc, const char* const* argv) {
   CLI::App app{"exactly: LLM inference whose optimisations never change what the model computes"};
@@ -24,7 +41,10 @@ int run_cli(int argc, const char* const* argv) {
   register_export(app);
   register_verify(app);
   try {
-    app.parse(argc, argv);
+    const std::vector<std::string> args = with_long_names(argc, argv);
+    std::vector<const char*> arg_pointers;
+    for (const std::string& a : args) arg_pointers.push_back(a.c_str());
+    app.parse(argc, arg_pointers.data());
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : static_cast<int>(ExitCode::kUsage);

@@ -52,6 +52,8 @@ LoadOptions ModelOptions::load_options() const {
   o.deterministic = deterministic;
   o.cuda_graphs = !enforce_eager;
   o.chat_template = chat_template_text(chat_template);
+  o.tensor_parallel_size = tensor_parallel_size;
+  o.threads = resolved_threads();
   return o;
 }
 
@@ -65,6 +67,10 @@ void add_model_options(CLI::App& cmd, ModelOptions& opts) {
                  "auto (a GGUF file) or dummy (random weights of the shape of the config.json given as --model)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "gguf", "dummy"}));
   cmd.add_flag("--enforce-eager", opts.enforce_eager, "cuda: launch every kernel from the host (no CUDA graphs)");
+  cmd.add_option("--tensor-parallel-size", opts.tensor_parallel_size,
+                 "cpu: split the model over this many ranks, -tp for short (heads and MLP columns divided; their "
+                 "partial outputs summed in rank order)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
   cmd.add_flag("--deterministic,!--no-deterministic", opts.deterministic,
                "cuda: the canonical order, on by default: a request's bits never depend on the batch; "
                "--no-deterministic trades that for the fastest kernels at each batch size");

@@ -19,6 +19,7 @@ struct ModelOptions {
   bool deterministic = true;
   bool enforce_eager = false;
   std::string chat_template;  // --chat-template as given: a file, or the template itself
+  int tensor_parallel_size = 1;
   int resolved_threads() const;
   LoadOptions load_options() const;
 };

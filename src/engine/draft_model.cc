@@ -54,6 +54,7 @@ std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const Loa
     // The draft runs where and as the target runs (device, --deterministic,
     // --enforce-eager); it is always a file, never random weights.
     LoadOptions options = target.options;
+    options.tensor_parallel_size = 1;  // a draft model is small: it runs whole
     options.format = LoadFormat::kAuto;
     draft = std::make_unique<LoadedModel>(load_model(path, false, options));
   } catch (const FileFormatError& e) {

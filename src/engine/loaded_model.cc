@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "model/hf_config.h"
+#include "model/tensor_parallel.h"
 #include "tokenizer/chat_template.h"
 #ifdef EXACTLY_WITH_CUDA
 #include "model/cuda/llama_cuda.h"
@@ -92,6 +93,19 @@ void check_gpu_supports(const std::string& path, const ModelConfig& c) {
     throw Error(strformat("%s: %s run on --device cpu only so far", path.c_str(), what.c_str()), ExitCode::kUsage);
 }
 
+// The CPU model, split over ranks when asked.
+std::unique_ptr<Model> cpu_model(std::unique_ptr<LlamaModel> model, const LoadOptions& options) {
+  if (options.tensor_parallel_size <= 1) return model;
+  return std::make_unique<TensorParallelModel>(std::move(model), options.tensor_parallel_size, options.threads);
+}
+
+// What the GPU does not split yet.
+void check_gpu_tensor_parallel(const LoadOptions& options) {
+  if (options.tensor_parallel_size > 1)
+    throw Error("--tensor-parallel-size above 1 runs on --device cpu only so far (the GPUs' NCCL path is not built)",
+                ExitCode::kUsage);
+}
+
 LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
   LoadedModel m;
   ModelConfig config = read_hf_config(path);
@@ -100,6 +114,7 @@ LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
   if (options.device != Device::kCuda)
     throw Error("--load-format dummy needs --device cuda (random weights are made on the GPU)", ExitCode::kUsage);
   check_gpu_supports(path, config);
+  check_gpu_tensor_parallel(options);
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;
   cuda.cuda_graphs = options.cuda_graphs;
@@ -118,11 +133,13 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
   LoadedModel m;
   m.tokenizer = hf_tokenizer(dir, config);
   if (options.device == Device::kCpu) {
+    if (options.tensor_parallel_size > 1) check_tensor_parallel(config, options.tensor_parallel_size);
     auto weights = std::make_unique<HfWeights>(HfWeights::open(dir.string(), config));
-    m.model = std::make_unique<LlamaModel>(std::move(weights), std::move(config));
+    m.model = cpu_model(std::make_unique<LlamaModel>(std::move(weights), std::move(config)), options);
     return m;
   }
   check_gpu_supports(path, config);
+  check_gpu_tensor_parallel(options);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;
@@ -136,8 +153,12 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
 }
 
 std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, const LoadOptions& options) {
-  if (options.device == Device::kCpu) return std::make_unique<LlamaModel>(file, std::move(config));
+  if (options.device == Device::kCpu) {
+    if (options.tensor_parallel_size > 1) check_tensor_parallel(config, options.tensor_parallel_size);
+    return cpu_model(std::make_unique<LlamaModel>(file, std::move(config)), options);
+  }
   check_gpu_supports(file.path(), config);
+  check_gpu_tensor_parallel(options);
 #ifdef EXACTLY_WITH_CUDA
   CudaModelOptions cuda;
   cuda.deterministic = options.deterministic;

@@ -26,6 +26,8 @@ struct LoadOptions {
   bool cuda_graphs = true;     // GPU: replay decode steps as CUDA graphs
   uint64_t seed = 0;           // of dummy weights
   std::string chat_template;   // when not empty, replaces the model's (checked to parse)
+  int tensor_parallel_size = 1;  // CPU: ranks the model is split over (model/tensor_parallel.h)
+  int threads = 1;               // CPU kernel threads a tensor-parallel model shares out between its ranks
 };
 
 struct LoadedModel {

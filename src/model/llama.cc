@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "core/check.h"
@@ -300,8 +301,9 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
   if (c.rope_local_freq_base > 0)  // the sliding layers' own angles, unscaled
     kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_local_freq_base, local_cos_.data(),
                          local_sin_.data());
-  const LayerBuffers global{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
-                            proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data(), &moe_};
+  LayerBuffers global{h_.data(),    q_.data(),    k_.data(),  v_.data(),        attn_.data(),
+                      proj_.data(), gate_.data(), up_.data(), rope_cos_.data(), rope_sin_.data(), &moe_};
+  if (shard_.size > 1) global.shard = &shard_;
   LayerBuffers local = global;
   if (c.rope_local_freq_base > 0) local.rope_cos = local_cos_.data(), local.rope_sin = local_sin_.data();
   const auto layer_fn = c.sandwich_norms ? gemma3_layer : llama_layer;
@@ -329,8 +331,69 @@ void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, 
     kernels::rmsnorm(x + int64_t{row} * c.dim, weights_.output_norm, 1, c.dim, c.rms_eps,
                      last_.data() + i * c.dim);
   }
+  if (shard_.size > 1) {  // this rank's rows of the head into its columns of every logits row
+    const int64_t rows = vocab_end_ - vocab_begin_;
+    grow(head_, n_out * rows);
+    kernels::matmul(weights_.output, last_.data(), n_out, head_.data(), pool);
+    for (int64_t i = 0; i < n_out; ++i)
+      std::copy_n(head_.data() + i * rows, rows, logits + i * c.vocab_size + vocab_begin_);
+    return;
+  }
   output_logits(weights_.output, c.output_token_ids, c.vocab_size, last_.data(), n_out, logits, argmax, head_, pool,
                 c.final_logit_softcap);
+}
+
+namespace {
+
+// Rows [first, first + count) of a matrix, viewed where they are stored.
+kernels::WeightMatrix row_slice(const kernels::WeightMatrix& w, int64_t first, int64_t count) {
+  return {w.type, static_cast<const uint8_t*>(w.data) + first * ggml_row_bytes(w.type, w.cols), count, w.cols};
+}
+
+// Columns [first, first + count) of every row, copied into `owned` (first and
+// count are whole blocks of the matrix's type).
+kernels::WeightMatrix column_slice(const kernels::WeightMatrix& w, int64_t first, int64_t count,
+                                   std::vector<std::vector<uint8_t>>& owned) {
+  const int64_t row_bytes = ggml_row_bytes(w.type, w.cols), skip = ggml_row_bytes(w.type, first);
+  const int64_t slice_bytes = ggml_row_bytes(w.type, count);
+  std::vector<uint8_t>& out = owned.emplace_back(static_cast<size_t>(w.rows * slice_bytes));
+  for (int64_t r = 0; r < w.rows; ++r)
+    std::memcpy(out.data() + r * slice_bytes, static_cast<const uint8_t*>(w.data) + r * row_bytes + skip,
+                static_cast<size_t>(slice_bytes));
+  return {w.type, out.data(), w.rows, count};
+}
+
+}  // namespace
+
+std::unique_ptr<LlamaModel> LlamaModel::shard(int rank, int size, Collective& collective) const {
+  return std::unique_ptr<LlamaModel>(new LlamaModel(*this, rank, size, collective));
+}
+
+LlamaModel::LlamaModel(const LlamaModel& full, int rank, int size, Collective& collective) : config_(full.config_) {
+  const ModelConfig& f = full.config_;
+  config_.n_heads = f.n_heads / size;
+  config_.n_kv_heads = f.n_kv_heads / size;
+  config_.ffn_dim = f.ffn_dim / size;
+  shard_ = {rank, size, &collective};
+  vocab_begin_ = f.vocab_size * rank / size;
+  vocab_end_ = f.vocab_size * (rank + 1) / size;
+  const int64_t q_rows = int64_t{config_.n_heads} * f.head_dim, kv_rows = int64_t{config_.n_kv_heads} * f.head_dim;
+  const int64_t ffn = config_.ffn_dim;
+  weights_ = full.weights_;
+  weights_.output = row_slice(full.weights_.output, vocab_begin_, vocab_end_ - vocab_begin_);
+  for (LlamaLayerWeights& L : weights_.layers) {
+    L.wq = row_slice(L.wq, rank * q_rows, q_rows);
+    L.wk = row_slice(L.wk, rank * kv_rows, kv_rows);
+    L.wv = row_slice(L.wv, rank * kv_rows, kv_rows);
+    L.wo = column_slice(L.wo, rank * q_rows, q_rows, shard_columns_);
+    if (L.q_bias != nullptr) L.q_bias += rank * q_rows, L.k_bias += rank * kv_rows, L.v_bias += rank * kv_rows;
+    if (rank != 0) L.o_bias = nullptr;  // added once, to rank 0's partial sum
+    if (L.sinks != nullptr) L.sinks += rank * config_.n_heads;
+    L.w_gate = row_slice(L.w_gate, rank * ffn, ffn);
+    L.w_up = row_slice(L.w_up, rank * ffn, ffn);
+    L.w_down = column_slice(L.w_down, rank * ffn, ffn, shard_columns_);
+  }
+  init_rope_factors();
 }
 
 }  // namespace exactly

@@ -66,7 +66,18 @@ class LlamaModel final : public Model {
   bool returns_hidden() const override { return true; }
   std::span<const float> hidden() const override { return {hidden_out_.data(), hidden_size_}; }
 
+  // Rank `rank` of a `size`-way tensor-parallel split of this model
+  // (model/tensor_parallel.h): its share of the heads, KV heads, MLP columns
+  // and output-head rows. wq, wk, wv, w_gate, w_up and the head are viewed
+  // by rows; wo and w_down are copied by columns; o's bias goes to rank 0
+  // only. The shard's forward() sums its partial block outputs with the other
+  // ranks' through `collective` and writes only its vocabulary columns of each
+  // logits row (no argmax). This model must outlive the shard; the split
+  // must divide (check_tensor_parallel).
+  std::unique_ptr<LlamaModel> shard(int rank, int size, Collective& collective) const;
+
  private:
+  LlamaModel(const LlamaModel& full, int rank, int size, Collective& collective);
   void ensure_scratch(int64_t n_tokens);
   void init_rope_factors();
 
@@ -74,6 +85,9 @@ class LlamaModel final : public Model {
   std::unique_ptr<HfWeights> hf_;              // a Hugging Face checkpoint's mapping, null for GGUF
   std::vector<std::vector<float>> hf_vectors_;  // its norms and biases as f32
   HfExpertStore hf_experts_;                    // gpt-oss's experts converted from the checkpoint's layout
+  TensorShard shard_;                           // size 1: the whole model
+  int64_t vocab_begin_ = 0, vocab_end_ = 0;     // a shard's rows of the output head
+  std::vector<std::vector<uint8_t>> shard_columns_;  // a shard's copies of wo's and w_down's columns
   LlamaWeights weights_;
   // Activations, grown on demand and reused across passes.
   AlignedVector<float> x_;       // [n_tokens, dim] residual stream

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "model/collective.h"
+
 namespace exactly {
 
 namespace {
@@ -11,6 +13,11 @@ namespace {
 void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n, width]
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < width; ++i) x[t * width + i] += bias[i];
+}
+
+// A tensor-parallel rank's partial block output becomes the whole: the sum over the ranks.
+void sum_over_ranks(const LayerBuffers& b, int64_t n, const ModelConfig& c) {
+  if (b.shard != nullptr) b.shard->collective->all_reduce_sum(b.proj, n * c.dim, b.shard->rank);
 }
 
 }  // namespace
@@ -64,9 +71,11 @@ void llama_layer(const LlamaLayerWeights& L, const ModelConfig& c, float* x, int
                  const LayerKV& kv, ThreadPool& pool) {
   kernels::rmsnorm(x, L.attn_norm, n, c.dim, c.rms_eps, b.h);
   attention_block(L, c, n, b, kv, pool);
+  sum_over_ranks(b, n, c);
   kernels::add_inplace(x, b.proj, n * c.dim);
   kernels::rmsnorm(x, L.ffn_norm, n, c.dim, c.rms_eps, b.h);
   mlp_block(L, c, n, b, pool);
+  sum_over_ranks(b, n, c);
   kernels::add_inplace(x, b.proj, n * c.dim);
 }
 

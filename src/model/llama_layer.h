@@ -37,6 +37,17 @@ struct LlamaLayerWeights {
   const float* post_ffn_norm = nullptr;  // [dim], with config.sandwich_norms: on the MLP block's output
 };
 
+class Collective;
+
+// One rank of a tensor-parallel model (model/tensor_parallel.h): it holds its
+// share of the heads and MLP columns, so the outputs of wo and w_down are
+// partial sums that the ranks add up (in rank order) before the residual.
+struct TensorShard {
+  int rank = 0;
+  int size = 1;
+  Collective* collective = nullptr;
+};
+
 // Activations of one pass, each at least as large as its shape for n tokens.
 struct LayerBuffers {
   float* h;        // [n, dim] normed input of a sub-layer
@@ -50,6 +61,7 @@ struct LayerBuffers {
   const float* rope_cos;  // [n, rope_dims / 2] each token's angles
   const float* rope_sin;  // [n, rope_dims / 2]
   MoeScratch* moe = nullptr;  // with config.n_experts
+  const TensorShard* shard = nullptr;  // a rank of a tensor-parallel model: proj is a partial sum
 };
 
 // Where a layer's attention reads and writes: its KV cache, each token's

@@ -33,12 +33,13 @@ PROMPTS = {
 }
 
 
-def engine_logits(run_exactly, model_path, ids: list[int], tmp_path) -> np.ndarray:
-    """fp32 logits [n_tokens, vocab] of every position, from the engine."""
+def engine_logits(run_exactly, model_path, ids: list[int], tmp_path, *options) -> np.ndarray:
+    """fp32 logits [n_tokens, vocab] of every position, from the engine (run with `options`)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     tokens_file = tmp_path / "tokens.txt"
     tokens_file.write_text(",".join(map(str, ids)))
     out = tmp_path / "logits.f32"
-    run_exactly(["logits", "-m", model_path, "--tokens-file", tokens_file, "--out", out])
+    run_exactly(["logits", "-m", model_path, "--tokens-file", tokens_file, "--out", out, *options])
     flat = np.fromfile(out, dtype="<f4")
     if flat.size % len(ids) != 0:
         pytest.fail(f"{out} holds {flat.size} floats, not a multiple of {len(ids)} tokens")

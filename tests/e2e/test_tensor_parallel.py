@@ -1,0 +1,195 @@
+"""Tensor parallelism on the CPU (`--tensor-parallel-size N`, `-tp N`): the
+model split over N ranks (threads), each with its share of the heads, KV
+heads and MLP columns; their partial attention and MLP outputs summed in rank
+order; each rank computing its slice of the vocabulary's logits.
+
+The bound against one rank: a split changes only where the sums of wo and
+w_down are cut (N partial fp32 sums over K / N terms, then added), so the
+logits stay within the fp32 error of the same products that
+tests/e2e/test_logits.py allows against float64 (REL_L2_BOUND relative L2 per
+position), and they are checked against the float64 reference directly too.
+They are not bit-equal to one rank's (the split really changes the sums).
+
+Tiny random models written here (llama and qwen3, F32 and Q8_0, heads and MLP
+columns that divide into 2 and 3 ranks), and the default model (9 heads over
+3 KV heads: 3 ranks). A request's bits are the same alone, among others and
+through chunked prefill at a fixed rank count; shapes that do not divide are
+refused with exit 2 naming them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.quants import quantize
+
+import llama_ref
+from test_architectures import PROMPT, tokenizer_fields
+from test_logits import ARGMAX_GAP, REL_L2_BOUND, engine_logits
+
+LAYERS, DIM, HEADS, KV_HEADS, HEAD_DIM, FFN = 2, 192, 6, 6, 32, 384
+
+
+def write_model(path, tok: dict, arch: str, qtype: GGMLQuantizationType, seed: int = 21, heads: int = HEADS,
+                kv_heads: int = KV_HEADS) -> None:
+    rng = np.random.default_rng(seed)
+    vocab = len(tok["tokenizer.ggml.tokens"])
+    w = GGUFWriter(str(path), arch=arch)
+    w.add_block_count(LAYERS)
+    w.add_context_length(256)
+    w.add_embedding_length(DIM)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_key_length(HEAD_DIM)
+    w.add_value_length(HEAD_DIM)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
+    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
+    w.add_token_list(tok["tokenizer.ggml.tokens"])
+    w.add_token_types(tok["tokenizer.ggml.token_type"])
+    w.add_token_merges(tok["tokenizer.ggml.merges"])
+    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
+    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+
+    def matrix(name, rows, cols):
+        a = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+        if qtype == GGMLQuantizationType.F32:
+            w.add_tensor(name, a)
+        else:
+            w.add_tensor(name, quantize(a, qtype), raw_dtype=qtype)
+
+    def norm(name, n):
+        w.add_tensor(name, (1.0 + 0.2 * rng.standard_normal(n)).astype(np.float32))
+
+    w.add_tensor("token_embd.weight", rng.standard_normal((vocab, DIM)).astype(np.float32))
+    for layer in range(LAYERS):
+        p = f"blk.{layer}."
+        norm(p + "attn_norm.weight", DIM)
+        matrix(p + "attn_q.weight", heads * HEAD_DIM, DIM)
+        matrix(p + "attn_k.weight", kv_heads * HEAD_DIM, DIM)
+        matrix(p + "attn_v.weight", kv_heads * HEAD_DIM, DIM)
+        matrix(p + "attn_output.weight", DIM, heads * HEAD_DIM)
+        if arch == "qwen3":
+            norm(p + "attn_q_norm.weight", HEAD_DIM)
+            norm(p + "attn_k_norm.weight", HEAD_DIM)
+        norm(p + "ffn_norm.weight", DIM)
+        matrix(p + "ffn_gate.weight", FFN, DIM)
+        matrix(p + "ffn_up.weight", FFN, DIM)
+        matrix(p + "ffn_down.weight", DIM, FFN)
+    norm("output_norm.weight", DIM)
+    matrix("output.weight", vocab, DIM)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(model_path):
+    return tokenizer_fields(model_path)
+
+
+MODELS = [("llama", GGMLQuantizationType.F32), ("llama", GGMLQuantizationType.Q8_0), ("qwen3", GGMLQuantizationType.F32)]
+
+
+@pytest.fixture(scope="module", params=MODELS, ids=[f"{a}-{q.name.lower()}" for a, q in MODELS])
+def model(request, tmp_path_factory, tokenizer):
+    arch, qtype = request.param
+    path = tmp_path_factory.mktemp("tp") / f"{arch}-{qtype.name}.gguf"
+    write_model(path, tokenizer, arch, qtype)
+    return path, llama_ref.load(str(path))
+
+
+def relative_errors(got, ref):
+    return np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
+
+
+def test_every_split_matches_the_reference_and_one_rank(model, run_exactly, tmp_path):
+    path, ref = model
+    want = ref.logits(PROMPT)
+    decided = llama_ref.top2_gap(want) > ARGMAX_GAP
+    by_ranks = {}
+    for ranks in (1, 2, 3):
+        got = engine_logits(run_exactly, path, PROMPT, tmp_path / str(ranks), "-tp", ranks)
+        assert got.shape == want.shape and np.isfinite(got).all()
+        assert relative_errors(got, want).max() < REL_L2_BOUND, f"{ranks} ranks"
+        assert (np.argmax(got, axis=1) == np.argmax(want, axis=1))[decided].all(), f"{ranks} ranks"
+        by_ranks[ranks] = got
+    for ranks in (2, 3):
+        assert relative_errors(by_ranks[ranks], by_ranks[1]).max() < REL_L2_BOUND
+        assert not np.array_equal(by_ranks[ranks], by_ranks[1]), "the split should change where the sums are cut"
+
+
+def run_batch(run_exactly, model_path, bodies, tmp_path, tag, *options):
+    requests_file, results_file = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}-out.jsonl"
+    requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", results_file, *options])
+    return [json.loads(line)["choices"][0] for line in results_file.read_text().splitlines()]
+
+
+def test_a_request_keeps_its_bits_at_a_fixed_rank_count(model_path, run_exactly, tmp_path):
+    """The default model over 3 ranks: alone, among others, through chunked prefill, with a prefix-cache hit."""
+    mine = {"prompt": "Write two sentences about the sea.", "max_tokens": 16, "temperature": 0.8, "seed": 7,
+            "logprobs": 2}
+    others = [{"prompt": f"Count to {i} and stop.", "max_tokens": 8 + i, "temperature": 0.7, "seed": i}
+              for i in range(1, 6)]
+    alone = run_batch(run_exactly, model_path, [mine], tmp_path, "alone", "-tp", 3)[0]
+    among = run_batch(run_exactly, model_path, others[:2] + [mine] + others[2:], tmp_path, "among", "-tp", 3)[2]
+    chunked = run_batch(run_exactly, model_path, [mine], tmp_path, "chunked", "-tp", 3,
+                        "--max-num-batched-tokens", 5)[0]
+    cached = run_batch(run_exactly, model_path, [{**mine, "max_tokens": 1}, mine], tmp_path, "cached", "-tp", 3,
+                       "--max-num-seqs", 1)[1]
+    for other in (among, chunked, cached):
+        assert other["text"] == alone["text"] and other["logprobs"] == alone["logprobs"]
+    one_rank = run_batch(run_exactly, model_path, [mine], tmp_path, "one", "-tp", 1)[0]
+    assert one_rank["logprobs"] != alone["logprobs"]  # the split's sums differ (within the bound above)
+
+
+def test_greedy_over_three_ranks_matches_one(model_path, run_exactly, tmp_path):
+    body = {"prompt": "The capital of France is", "max_tokens": 24, "temperature": 0}
+    one = run_batch(run_exactly, model_path, [body], tmp_path, "one")[0]["text"]
+    three = run_batch(run_exactly, model_path, [body], tmp_path, "three", "--tensor-parallel-size", 3)[0]["text"]
+    assert three == one
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["-tp", "2"], 2, "9 attention heads and 3 KV heads do not divide into 2 ranks"),
+    (["-tp", "0"], 64, "tensor-parallel-size"),
+    (["-tp", "3", "--device", "cuda"], 64, "--device cpu only"),
+], ids=["heads", "zero", "gpu"])
+def test_what_cannot_be_split_is_refused(exactly_bin, model_path, args, code, needle):
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(model_path), "-p", "x", "-n", "1", *args],
+                       capture_output=True, text=True, timeout=120)
+    if "cuda" in args and "no CUDA backend" in p.stderr:
+        pytest.skip("a build without CUDA refuses --device cuda first")
+    assert p.returncode == code and needle in p.stderr, p.stderr
+
+
+def test_indivisible_mlp_columns_are_named(tmp_path, exactly_bin, tokenizer):
+    path = tmp_path / "odd.gguf"
+    write_model(path, tokenizer, "llama", GGMLQuantizationType.F32, heads=4, kv_heads=4)  # 4 heads of 32: 2 ranks x 64
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "-tp", "4"],
+                       capture_output=True, text=True, timeout=60)
+    # 4 ranks: 32 columns of wo each (fine), 96 MLP columns each (fine) -- and 3 ranks cannot split 4 heads.
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "-tp", "3"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "4 attention heads and 4 KV heads do not divide into 3 ranks" in p.stderr, p.stderr
+
+
+def test_the_python_package_splits_as_the_command_line_does(model_path, run_exactly, tmp_path):
+    from test_python_package import exactly  # the package as its tests import it
+    bodies = [{"prompt": f"Name {i} colours.", "max_tokens": 12, "temperature": 0.9, "seed": 40 + i} for i in range(3)]
+    cli = run_batch(run_exactly, model_path, bodies, tmp_path, "cli", "-tp", 3)
+    llm = exactly.LLM(model=str(model_path), tensor_parallel_size=3, threads=2)
+    outs = llm.generate([b["prompt"] for b in bodies],
+                        [exactly.SamplingParams(max_tokens=12, temperature=0.9, seed=b["seed"]) for b in bodies])
+    assert [o.outputs[0].text for o in outs] == [c["text"] for c in cli]
+    with pytest.raises(ValueError, match="tensor_parallel_size"):
+        exactly.LLM(model=str(model_path), tensor_parallel_size=0)
