@@ -55,6 +55,17 @@ def tokenizer_fields(model_path) -> dict:
              "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id")}
 
 
+def add_tokenizer(w: GGUFWriter, tok: dict) -> None:
+    """The default model's tokenizer (tokenizer_fields) into a GGUF being written."""
+    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
+    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
+    w.add_token_list(tok["tokenizer.ggml.tokens"])
+    w.add_token_types(tok["tokenizer.ggml.token_type"])
+    w.add_token_merges(tok["tokenizer.ggml.merges"])
+    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
+    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+
+
 def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: int = 3, extra=None,
                 expert_ffn: int = EXPERT_FFN, head_dim: int = HEAD_DIM) -> None:
     arch, moe, key_length = ARCHS[name]
@@ -85,13 +96,7 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
         (w.add_string if isinstance(value, str) else w.add_uint32 if isinstance(value, int) else w.add_float32)(
             key, value)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
-    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
-    w.add_token_list(tok["tokenizer.ggml.tokens"])
-    w.add_token_types(tok["tokenizer.ggml.token_type"])
-    w.add_token_merges(tok["tokenizer.ggml.merges"])
-    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
-    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+    add_tokenizer(w, tok)
 
     def matrix(name, rows, cols, n=None):
         shape = (rows, cols) if n is None else (n, rows, cols)
@@ -217,20 +222,34 @@ def assert_greedy_matches(run_exactly, path, ref, tmp_path):
     assert compared >= 16, f"only {compared} tokens decided"
 
 
+def run_batch(run_exactly, model_path, bodies: list[dict], tmp_path, tag: str, *options) -> list[dict]:
+    """`exactly batch` over the bodies (with `options`): each result's first choice."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    requests_file, results_file = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}-out.jsonl"
+    requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
+    run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", results_file, *options])
+    return [json.loads(line)["choices"][0] for line in results_file.read_text().splitlines()]
+
+
+def assert_request_keeps_its_bits(run_exactly, model_path, tmp_path, *options) -> dict:
+    """A sampled request's text and logprobs are the same alone, among five others, through chunked
+    prefill and after a prefix-cache hit (under `options`); returns its choice."""
+    mine = {"prompt": PROMPT * 2, "max_tokens": 12, "temperature": 0.9, "seed": 5, "logprobs": 2, "ignore_eos": True}
+    others = [{"prompt": PROMPT[i:] + PROMPT[:i], "max_tokens": 9, "temperature": 0.7, "seed": i} for i in range(1, 6)]
+    run = lambda bodies, tag, *extra: run_batch(run_exactly, model_path, bodies, tmp_path, tag, *options, *extra)  # noqa: E731
+    alone = run([mine], "alone")[0]
+    among = run(others[:3] + [mine] + others[3:], "among")[3]
+    chunked = run([mine], "chunked", "--max-num-batched-tokens", 3)[0]
+    cached = run([{**mine, "max_tokens": 1}, mine], "cached", "--max-num-seqs", 1)[1]  # the second hits the prefix cache
+    assert len(alone["logprobs"]["tokens"]) == 12
+    for other in (among, chunked, cached):
+        assert other["text"] == alone["text"] and other["logprobs"] == alone["logprobs"]
+    return alone
+
+
 def test_a_request_is_the_same_alone_and_among_others(model, run_exactly, tmp_path):
     _, path, _ = model
-    mine = {"prompt": PROMPT, "max_tokens": 12, "temperature": 0.9, "seed": 5, "logprobs": 2}
-    others = [{"prompt": PROMPT[i:] + PROMPT[:i], "max_tokens": 9, "temperature": 0.7, "seed": i} for i in range(1, 6)]
-
-    def run(bodies, tag):
-        requests_file, results_file = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}-out.jsonl"
-        requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
-        run_exactly(["batch", "-m", path, "-i", requests_file, "-o", results_file])
-        return [json.loads(line) for line in results_file.read_text().splitlines()]
-
-    alone = run([mine], "alone")[0]["choices"][0]
-    among = run(others[:3] + [mine] + others[3:], "among")[3]["choices"][0]
-    assert among["text"] == alone["text"] and among["logprobs"] == alone["logprobs"]
+    assert_request_keeps_its_bits(run_exactly, path, tmp_path)
 
 
 def test_the_gpu_refuses_it_by_name(model, exactly_bin):

@@ -17,7 +17,6 @@ name.
 from __future__ import annotations
 
 import dataclasses
-import json
 import subprocess
 
 import numpy as np
@@ -26,7 +25,8 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
 
 import gemma3_ref
-from test_architectures import PROMPT, assert_greedy_matches, tokenizer_fields
+from test_architectures import (PROMPT, add_tokenizer, assert_greedy_matches, assert_request_keeps_its_bits,
+                                tokenizer_fields)
 from test_hf_checkpoint import bf16_round, write_random_checkpoint
 from test_logits import ARGMAX_GAP, REL_L2_BOUND, engine_logits
 
@@ -55,13 +55,7 @@ def write_gguf(path, tok: dict, qtype, extra: dict, seed: int = 5) -> None:
     w.add_layer_norm_rms_eps(1e-6)
     for key, value in extra.items():
         (w.add_string if isinstance(value, str) else w.add_float32)(key, value)
-    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
-    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
-    w.add_token_list(tok["tokenizer.ggml.tokens"])
-    w.add_token_types(tok["tokenizer.ggml.token_type"])
-    w.add_token_merges(tok["tokenizer.ggml.merges"])
-    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
-    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+    add_tokenizer(w, tok)
 
     def matrix(name, rows, cols):
         a = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
@@ -147,21 +141,7 @@ def test_greedy_matches_the_reference(model, run_exactly, tmp_path):
 
 def test_a_request_keeps_its_bits_alone_among_others_chunked_and_cached(model, run_exactly, tmp_path):
     _, path, _ = model
-    mine = {"prompt": PROMPT * 2, "max_tokens": 12, "temperature": 0.9, "seed": 5, "logprobs": 2}
-    others = [{"prompt": PROMPT[i:] + PROMPT[:i], "max_tokens": 9, "temperature": 0.7, "seed": i} for i in range(1, 6)]
-
-    def run(bodies, tag, *options):
-        requests_file, results_file = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}-out.jsonl"
-        requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
-        run_exactly(["batch", "-m", path, "-i", requests_file, "-o", results_file, *options])
-        return [json.loads(line)["choices"][0] for line in results_file.read_text().splitlines()]
-
-    alone = run([mine], "alone")[0]
-    among = run(others[:3] + [mine] + others[3:], "among")[3]
-    chunked = run([mine], "chunked", "--max-num-batched-tokens", 3)[0]
-    cached = run([{**mine, "max_tokens": 1}, mine], "cached", "--max-num-seqs", 1)[1]  # the second hits the prefix cache
-    for other in (among, chunked, cached):
-        assert other["text"] == alone["text"] and other["logprobs"] == alone["logprobs"]
+    assert_request_keeps_its_bits(run_exactly, path, tmp_path)
 
 
 def test_the_gpu_refuses_it_by_name(model, exactly_bin):

@@ -19,7 +19,6 @@ refused with exit 2 naming them.
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import numpy as np
@@ -28,7 +27,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
 
 import llama_ref
-from test_architectures import PROMPT, tokenizer_fields
+from test_architectures import PROMPT, add_tokenizer, assert_request_keeps_its_bits, run_batch, tokenizer_fields
 from test_logits import ARGMAX_GAP, REL_L2_BOUND, engine_logits
 
 LAYERS, DIM, HEADS, KV_HEADS, HEAD_DIM, FFN = 2, 192, 6, 6, 32, 384
@@ -49,13 +48,7 @@ def write_model(path, tok: dict, arch: str, qtype: GGMLQuantizationType, seed: i
     w.add_value_length(HEAD_DIM)
     w.add_rope_freq_base(10000.0)
     w.add_layer_norm_rms_eps(1e-5)
-    w.add_tokenizer_model(tok["tokenizer.ggml.model"])
-    w.add_tokenizer_pre(tok["tokenizer.ggml.pre"])
-    w.add_token_list(tok["tokenizer.ggml.tokens"])
-    w.add_token_types(tok["tokenizer.ggml.token_type"])
-    w.add_token_merges(tok["tokenizer.ggml.merges"])
-    w.add_bos_token_id(int(tok["tokenizer.ggml.bos_token_id"]))
-    w.add_eos_token_id(int(tok["tokenizer.ggml.eos_token_id"]))
+    add_tokenizer(w, tok)
 
     def matrix(name, rows, cols):
         a = (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
@@ -126,29 +119,12 @@ def test_every_split_matches_the_reference_and_one_rank(model, run_exactly, tmp_
         assert not np.array_equal(by_ranks[ranks], by_ranks[1]), "the split should change where the sums are cut"
 
 
-def run_batch(run_exactly, model_path, bodies, tmp_path, tag, *options):
-    requests_file, results_file = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}-out.jsonl"
-    requests_file.write_text("".join(json.dumps(b) + "\n" for b in bodies))
-    run_exactly(["batch", "-m", model_path, "-i", requests_file, "-o", results_file, *options])
-    return [json.loads(line)["choices"][0] for line in results_file.read_text().splitlines()]
-
-
 def test_a_request_keeps_its_bits_at_a_fixed_rank_count(model_path, run_exactly, tmp_path):
-    """The default model over 3 ranks: alone, among others, through chunked prefill, with a prefix-cache hit."""
-    mine = {"prompt": "Write two sentences about the sea.", "max_tokens": 16, "temperature": 0.8, "seed": 7,
-            "logprobs": 2}
-    others = [{"prompt": f"Count to {i} and stop.", "max_tokens": 8 + i, "temperature": 0.7, "seed": i}
-              for i in range(1, 6)]
-    alone = run_batch(run_exactly, model_path, [mine], tmp_path, "alone", "-tp", 3)[0]
-    among = run_batch(run_exactly, model_path, others[:2] + [mine] + others[2:], tmp_path, "among", "-tp", 3)[2]
-    chunked = run_batch(run_exactly, model_path, [mine], tmp_path, "chunked", "-tp", 3,
-                        "--max-num-batched-tokens", 5)[0]
-    cached = run_batch(run_exactly, model_path, [{**mine, "max_tokens": 1}, mine], tmp_path, "cached", "-tp", 3,
-                       "--max-num-seqs", 1)[1]
-    for other in (among, chunked, cached):
-        assert other["text"] == alone["text"] and other["logprobs"] == alone["logprobs"]
-    one_rank = run_batch(run_exactly, model_path, [mine], tmp_path, "one", "-tp", 1)[0]
-    assert one_rank["logprobs"] != alone["logprobs"]  # the split's sums differ (within the bound above)
+    """The default model over 3 ranks: alone, among others, through chunked prefill, with a prefix-cache hit;
+    one rank's logprobs differ (the split's sums are cut elsewhere, within the bound above)."""
+    three = assert_request_keeps_its_bits(run_exactly, model_path, tmp_path / "three", "-tp", 3)
+    one = assert_request_keeps_its_bits(run_exactly, model_path, tmp_path / "one")
+    assert one["logprobs"] != three["logprobs"]
 
 
 def test_greedy_over_three_ranks_matches_one(model_path, run_exactly, tmp_path):
