@@ -31,6 +31,7 @@ class SamplingParams:
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
+    skip_special_tokens: bool = True    # False: special tokens' text stays in the output
     max_tokens: int | None = 16         # None: as many as the context leaves
     logprobs: int | None = None         # top-N alternatives per generated token
     prompt_logprobs: int | None = None  # top-N alternatives per prompt token

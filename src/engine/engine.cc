@@ -84,7 +84,8 @@ SpeculationConfig speculation_config(const EngineConfig& c) {
 // One completion: its sampler, detokenizer and stop-string state.
 struct Engine::Sequence {
   Sequence(RequestId id_, Group* group_, int32_t index_, const SamplingParams& sp, const Tokenizer& tok)
-      : id(id_), group(group_), index(index_), sampler(sp), drafter(drafting_params(sp)), detok(tok),
+      : id(id_), group(group_), index(index_), sampler(sp), drafter(drafting_params(sp)),
+        detok(tok, !group_->params.skip_special_tokens),
         stops(group_->params.stop),
         constraint(group_->params.constraint ? group_->params.constraint->start() : nullptr) {}
   // The row is changed before sampling (logit_bias, a grammar): it is

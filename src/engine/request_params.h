@@ -23,6 +23,9 @@ struct RequestParams {
   std::vector<std::string> stop;        // stop strings, excluded from the output
   std::vector<int32_t> stop_token_ids;  // extra stop tokens
   bool ignore_eos = false;
+  // The text of special tokens (<|im_start|>, a chat format's markers) is
+  // left out of the output, as vLLM's default; false writes it.
+  bool skip_special_tokens = true;
   int32_t logprobs = -1;                // <0: none; else top-N alternatives per token
   // <0: none; else the logprob of every prompt token after the first (from
   // the logits of the position before it) with top-N alternatives. The

@@ -112,6 +112,10 @@ RequestParams parse_generation_fields(const json& body, const std::string& where
     if (!e->is_boolean()) bad(where, "ignore_eos", "must be a boolean");
     p.ignore_eos = e->get<bool>();
   }
+  if (auto k = body.find("skip_special_tokens"); k != body.end() && !k->is_null()) {
+    if (!k->is_boolean()) bad(where, "skip_special_tokens", "must be a boolean");
+    p.skip_special_tokens = k->get<bool>();
+  }
   if (auto u = body.find("user"); u != body.end() && !u->is_null() && !u->is_string())
     bad(where, "user", "must be a string");
   if (auto st = body.find("stop"); st != body.end() && !st->is_null()) {

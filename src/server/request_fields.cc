@@ -12,12 +12,14 @@ namespace {
 
 // Read by both endpoints: sampling, stopping, n, seeds, priorities (vLLM's
 // extensions included: top_k, min_p, repetition_penalty, stop_token_ids,
-// ignore_eos, priority, prompt_logprobs, return_token_ids), logit_bias and
+// ignore_eos, skip_special_tokens, priority, prompt_logprobs,
+// return_token_ids), logit_bias and
 // structured output (OpenAI's response_format, vLLM's structured_outputs and
 // guided_* names).
 #define EXACTLY_COMMON_FIELDS                                                                              \
   "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", \
-      "repetition_penalty", "n", "best_of", "seed", "stop", "stop_token_ids", "ignore_eos", "stream",       \
+      "repetition_penalty", "n", "best_of", "seed", "stop", "stop_token_ids", "ignore_eos",                 \
+      "skip_special_tokens", "stream",                                                                        \
       "stream_options", "user", "priority", "prompt_logprobs", "return_token_ids", "logit_bias",            \
       "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"
 

@@ -99,3 +99,22 @@ def test_bad_requests_are_refused_with_their_line(run_exactly, model_path, tmp_p
     assert out.returncode == 2, out.stderr
     assert needle in out.stderr
     assert "in.jsonl:2" in out.stderr or "request 1" in out.stderr
+
+
+def test_special_tokens_are_left_out_of_the_text_unless_asked(run_exactly, model_path, tmp_path):
+    """skip_special_tokens (vLLM's, true by default): a special token's text (here <|im_start|>, forced by
+    logit_bias) is not written; false writes it. The token ids are the same either way."""
+    from test_architectures import run_batch
+    body = {"prompt": "Hello", "max_tokens": 3, "temperature": 0, "logit_bias": {"1": 100}, "return_token_ids": True}
+    skipped, kept = run_batch(run_exactly, model_path, [body, {**body, "skip_special_tokens": False}], tmp_path, "sp")
+    assert skipped["token_ids"] == kept["token_ids"] == [1, 1, 1]
+    assert skipped["text"] == "" and kept["text"] == "<|im_start|>" * 3
+
+
+def test_the_python_package_takes_skip_special_tokens(model_path):
+    from test_python_package import LLM, SamplingParams
+    llm = LLM(model=str(model_path), threads=2)
+    params = dict(max_tokens=3, temperature=0, logit_bias={1: 100})
+    skipped, kept = llm.generate(["Hello", "Hello"], [SamplingParams(**params),
+                                                      SamplingParams(**params, skip_special_tokens=False)])
+    assert skipped.outputs[0].text == "" and kept.outputs[0].text == "<|im_start|>" * 3
