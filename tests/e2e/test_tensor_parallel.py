@@ -169,3 +169,29 @@ def test_the_python_package_splits_as_the_command_line_does(model_path, run_exac
     assert [o.outputs[0].text for o in outs] == [c["text"] for c in cli]
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         exactly.LLM(model=str(model_path), tensor_parallel_size=0)
+
+
+def test_a_hugging_face_checkpoint_splits_as_the_reference_computes_it(run_exactly, tmp_path):
+    """A Llama checkpoint (bf16 and f16 matrices as stored, 2 heads over 2 KV heads) over 2 ranks."""
+    from test_hf_checkpoint import CONFIG, reference, tensors, write_random_checkpoint
+    config = {**CONFIG, "num_key_value_heads": 2}
+    t = tensors()
+    for i in range(config["num_hidden_layers"]):
+        for proj in ("k", "v"):
+            t[f"model.layers.{i}.self_attn.{proj}_proj.weight"] = ("BF16", (128, 128))
+    ref = reference(write_random_checkpoint(tmp_path / "hf", t, config, seed=5), config)
+    ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8]
+    want = ref.logits(ids)
+    one = engine_logits(run_exactly, tmp_path / "hf", ids, tmp_path / "one")
+    two = engine_logits(run_exactly, tmp_path / "hf", ids, tmp_path / "two", "-tp", 2)
+    assert relative_errors(one, want).max() < REL_L2_BOUND and relative_errors(two, want).max() < REL_L2_BOUND
+    assert relative_errors(two, one).max() < REL_L2_BOUND and not np.array_equal(two, one)
+
+
+def test_experts_are_not_split_yet(tmp_path, exactly_bin, tokenizer):
+    from test_architectures import write_model as write_architecture
+    path = tmp_path / "moe.gguf"
+    write_architecture(path, "qwen3moe", tokenizer, GGMLQuantizationType.F32)
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "-tp", "2"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "experts" in p.stderr, p.stderr
