@@ -33,6 +33,10 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--port", s.port, "TCP port")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", s.api_key, "require 'Authorization: Bearer KEY' on /v1 routes");
   cmd->add_option("--served-model-name", s.served_model_name, "model name in the API (default: the file's name)");
+  cmd->add_option("--reasoning-parser", s.reasoning_parser,
+                  "chat answers' <think>...</think> as reasoning_content: deepseek_r1 (the template opens <think>) or "
+                  "qwen3 (reasoning only where the answer opens it)")
+      ->check(CLI::IsMember({"deepseek_r1", "qwen3"}));
   cmd->add_option("--max-body-bytes", s.max_body_bytes, "largest request body; larger ones get 413")
       ->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--max-queued-requests", s.max_queued_requests, "waiting requests beyond which new ones get 503")

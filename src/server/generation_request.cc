@@ -113,6 +113,7 @@ GenerationRequest parse_fields(Endpoint endpoint, const json& body, std::string_
       ordered_needed ? std::optional(nlohmann::ordered_json::parse(text)) : std::nullopt;
   const std::optional<ToolRequest> tools = ordered && endpoint == Endpoint::kChat ? parse_tools(*ordered) : std::nullopt;
   base.constraint = constraint_of(ordered ? &*ordered : nullptr, model, base, tools);
+  if (endpoint == Endpoint::kChat) out.shape.reasoning = model.reasoning;
   if (tools) {
     out.shape.tool_choice = tools->choice;
     out.shape.tool_names = tools->names;

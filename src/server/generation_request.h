@@ -22,6 +22,7 @@ struct ServedModel {
   int32_t max_model_len = 0;
   std::vector<std::string> names;  // names a request's "model" may use; the first is reported
   GrammarCache* grammars = nullptr;  // compiles structured-output grammars; none: they are refused
+  ReasoningParser reasoning = ReasoningParser::kNone;  // how chat answers' reasoning is returned
 };
 
 // Compiled grammars kept for later requests, at most this many bytes.

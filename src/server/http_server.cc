@@ -130,7 +130,7 @@ void serve(LoadedModel& model, const EngineConfig& engine_config, const ServerOp
   const std::string name = o.served_model_name.empty() ? default_model_name(o.model_path) : o.served_model_name;
   GrammarCache grammars(*model.tokenizer, model.config().vocab_size, kGrammarCacheBytes);
   const ServedModel served{*model.tokenizer, model.config().vocab_size, engine.max_model_len(), {name, o.model_path},
-                           &grammars};
+                           &grammars, parse_reasoning_parser(o.reasoning_parser)};
   const GenerationExchange::Context exchange{inbox, o.max_queued_requests, *model.tokenizer, stopping};
   HttpCounters counters;
   ConnectionRegistry registry;

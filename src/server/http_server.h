@@ -19,6 +19,7 @@ struct ServerOptions {
   std::string api_key;             // empty: no authentication
   std::string served_model_name;   // empty: the model file's name without .gguf
   std::string model_path;          // also accepted as the request's "model"
+  std::string reasoning_parser;    // vLLM's --reasoning-parser: deepseek_r1, qwen3, or empty (server/reasoning.h)
   size_t max_body_bytes = 8u << 20;
   size_t max_queued_requests = 256;
   int http_threads = 1;            // event-loop threads; connections are not tied to them

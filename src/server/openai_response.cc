@@ -130,6 +130,52 @@ std::vector<json> OpenAIResponse::opening_chunks() const {
   return out;
 }
 
+// A chat answer whose text is parsed (tool calls, reasoning): the reasoning
+// and the text that is certainly content go out as they come (each delta
+// begins where the last ended, by split_reasoning's and streamable_content's
+// construction); the rest, the calls and the logprobs when the answer ends.
+void OpenAIResponse::parsed_chat_chunks(Choice& c, size_t index, bool finished, std::vector<json>& chunks) {
+  auto delta = [&](json d) {
+    chunks.push_back(chunk(json::array({{{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr},
+                                         {"delta", std::move(d)}}})));
+  };
+  const ReasoningSplit r = split_reasoning(c.text, shape_.reasoning, finished);
+  if (r.has_reasoning && r.reasoning_end - r.reasoning_begin > c.streamed_reasoning) {
+    const size_t ready = r.reasoning_end - r.reasoning_begin;
+    delta({{"reasoning_content", c.text.substr(r.reasoning_begin + c.streamed_reasoning, ready - c.streamed_reasoning)}});
+    c.streamed_reasoning = ready;
+  }
+  const std::string content = r.content_settled ? c.text.substr(std::min(r.content_begin, c.text.size())) : "";
+  if (!finished) {
+    const size_t ready = shape_.tool_choice == ToolChoice::kNone   ? content.size()
+                         : shape_.tool_choice == ToolChoice::kAuto ? streamable_content(content)
+                                                                   : 0;
+    if (ready > c.streamed) delta({{"content", content.substr(c.streamed, ready - c.streamed)}});
+    c.streamed = std::max(c.streamed, ready);
+    return;
+  }
+  json choice = {{"index", index}, {"logprobs", shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr)},
+                 {"finish_reason", nullptr}};
+  const FoundCalls found = shape_.tool_choice == ToolChoice::kNone
+                               ? FoundCalls{content.empty() && r.has_reasoning ? std::nullopt
+                                                                               : std::optional(content),
+                                            json::array()}
+                               : find_tool_calls(content, shape_.tool_choice, shape_.tool_names,
+                                                 shape_.parallel_tool_calls);
+  const bool more = found.content && found.content->size() > c.streamed;
+  choice["delta"] = more ? json{{"content", found.content->substr(c.streamed)}} : json::object();
+  if (!found.calls.empty()) {
+    json calls = found.calls;
+    for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+    choice["delta"]["tool_calls"] = calls;
+    if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
+  }
+  if (shape_.return_token_ids) choice["token_ids"] = c.token_ids;
+  chunks.push_back(chunk(json::array({choice})));
+  json last = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}, {"delta", json::object()}};
+  chunks.push_back(chunk(json::array({last})));
+}
+
 std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
   std::vector<json> chunks;
   if (event.kind != ChannelEvent::Kind::kOutput) return chunks;
@@ -152,35 +198,9 @@ std::vector<json> OpenAIResponse::absorb(const ChannelEvent& event) {
     c.token_ids.insert(c.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
     c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
     if (d.finish_reason) c.finish_reason = to_string(*d.finish_reason);
-    if (shape_.endpoint == Endpoint::kChat && shape_.tool_choice != ToolChoice::kNone) {
-      // Calls are known once the answer is whole; under `auto` the text that
-      // is certainly content goes out as it comes, the rest with the calls.
-      if (!d.finish_reason) {
-        const size_t ready = shape_.tool_choice == ToolChoice::kAuto ? streamable_content(c.text) : 0;
-        if (ready > c.streamed) {
-          json choice = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr},
-                         {"delta", {{"content", c.text.substr(c.streamed, ready - c.streamed)}}}};
-          chunks.push_back(chunk(json::array({choice})));
-          c.streamed = ready;
-        }
-        continue;
-      }
-      json choice = {{"index", index}, {"logprobs", shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr)},
-                     {"finish_reason", nullptr}};
-      const FoundCalls found = find_tool_calls(c.text, shape_.tool_choice, shape_.tool_names, shape_.parallel_tool_calls);
-      // What was streamed begins the content by construction (streamable_content).
-      const bool more = found.content && found.content->size() > c.streamed;
-      choice["delta"] = more ? json{{"content", found.content->substr(c.streamed)}} : json::object();
-      if (!found.calls.empty()) {
-        json calls = found.calls;
-        for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
-        choice["delta"]["tool_calls"] = calls;
-        if (c.finish_reason == "stop") c.finish_reason = "tool_calls";
-      }
-      if (shape_.return_token_ids) choice["token_ids"] = c.token_ids;
-      chunks.push_back(chunk(json::array({choice})));
-      json last = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", c.finish_reason}, {"delta", json::object()}};
-      chunks.push_back(chunk(json::array({last})));
+    if (shape_.endpoint == Endpoint::kChat && (shape_.tool_choice != ToolChoice::kNone ||
+                                              shape_.reasoning != ReasoningParser::kNone)) {
+      parsed_chat_chunks(c, index, d.finish_reason.has_value(), chunks);
       continue;
     }
     if (d.text.empty() && d.logprobs.empty() && !d.finish_reason) continue;
@@ -246,16 +266,22 @@ json OpenAIResponse::whole() const {
     const Choice& c = choices_[i];
     const size_t prompt = i / static_cast<size_t>(shape_.n);
     json choice = {{"index", i}, {"finish_reason", c.finish_reason}};
-    if (chat && shape_.tool_choice != ToolChoice::kNone) {
-      const FoundCalls found = find_tool_calls(c.text, shape_.tool_choice, shape_.tool_names, shape_.parallel_tool_calls);
-      choice["message"] = {{"role", "assistant"}, {"content", found.content ? json(*found.content) : json(nullptr)}};
-      if (!found.calls.empty()) {
-        choice["message"]["tool_calls"] = found.calls;
-        if (c.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+    if (chat) {
+      const ReasoningSplit r = split_reasoning(c.text, shape_.reasoning, true);
+      const std::string content = c.text.substr(std::min(r.content_begin, c.text.size()));
+      choice["message"] = {{"role", "assistant"}};
+      if (r.has_reasoning)
+        choice["message"]["reasoning_content"] = c.text.substr(r.reasoning_begin, r.reasoning_end - r.reasoning_begin);
+      if (shape_.tool_choice != ToolChoice::kNone) {
+        const FoundCalls found = find_tool_calls(content, shape_.tool_choice, shape_.tool_names, shape_.parallel_tool_calls);
+        choice["message"]["content"] = found.content ? json(*found.content) : json(nullptr);
+        if (!found.calls.empty()) {
+          choice["message"]["tool_calls"] = found.calls;
+          if (c.finish_reason == "stop") choice["finish_reason"] = "tool_calls";
+        }
+      } else {
+        choice["message"]["content"] = content.empty() && r.has_reasoning ? json(nullptr) : json(content);
       }
-      choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr);
-    } else if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       choice["logprobs"] = shape_.logprobs ? logprobs_json(c.logprobs, 0) : json(nullptr);
     } else {
       const std::string echo = shape_.echo.empty() ? std::string() : shape_.echo[prompt];

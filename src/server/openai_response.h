@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/request_queue.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,6 +36,8 @@ struct ResponseShape {
   ToolChoice tool_choice = ToolChoice::kNone;
   std::vector<std::string> tool_names;
   bool parallel_tool_calls = true;
+  // Chat: the answer's reasoning goes to `reasoning_content` (server/reasoning.h).
+  ReasoningParser reasoning = ReasoningParser::kNone;
 };
 
 class OpenAIResponse {
@@ -56,7 +59,8 @@ class OpenAIResponse {
  private:
   struct Choice {
     std::string text;
-    size_t streamed = 0;  // bytes of text already sent as content while tools are active
+    size_t streamed = 0;            // bytes of the content already sent while its text is parsed
+    size_t streamed_reasoning = 0;  // bytes of the reasoning already sent
     std::vector<int32_t> token_ids;
     std::vector<TokenLogprobs> logprobs;
     std::string finish_reason;
@@ -68,6 +72,7 @@ class OpenAIResponse {
   };
 
   nlohmann::json chunk(nlohmann::json choices) const;
+  void parsed_chat_chunks(Choice& c, size_t index, bool finished, std::vector<nlohmann::json>& chunks);
   nlohmann::json logprobs_json(const std::vector<TokenLogprobs>& lps, size_t text_offset) const;
   // A prompt's opening in a stream: its echo (with the prompt's logprobs when
   // asked), its prompt_logprobs and prompt_token_ids, for each of its choices.
