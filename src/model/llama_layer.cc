@@ -15,12 +15,11 @@ void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n
     for (int64_t i = 0; i < width; ++i) x[t * width + i] += bias[i];
 }
 
-// A tensor-parallel rank's partial block output becomes the whole: the sum over the ranks.
+}  // namespace
+
 void sum_over_ranks(const LayerBuffers& b, int64_t n, const ModelConfig& c) {
   if (b.shard != nullptr) b.shard->collective->all_reduce_sum(b.proj, n * c.dim, b.shard->rank);
 }
-
-}  // namespace
 
 void gate_activation(const ModelConfig& c, float* gate, const float* up, int64_t n, ThreadPool& pool) {
   switch (c.activation) {

@@ -78,6 +78,10 @@ struct LayerKV {
 // has them); the K/V of every token go to the cache.
 void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& buf,
                      const LayerKV& kv, ThreadPool& pool);
+// A tensor-parallel rank's partial block output (buf.proj, [n, dim]) becomes
+// the whole: the sum over the ranks in rank order; nothing without a shard.
+void sum_over_ranks(const LayerBuffers& buf, int64_t n, const ModelConfig& c);
+
 // gate[i] = act(gate[i]) * up[i] for i < n, act the config's MLP gate.
 void gate_activation(const ModelConfig& c, float* gate, const float* up, int64_t n, ThreadPool& pool);
 

@@ -1,6 +1,7 @@
 #include "model/tensor_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -34,8 +35,7 @@ void check_tensor_parallel(const ModelConfig& c, int size) {
     throw Error(strformat("--tensor-parallel-size %d: %s", size, why.c_str()), ExitCode::kBadInput);
   };
   if (size < 1 || size > 64) throw Error("--tensor-parallel-size must be from 1 to 64", ExitCode::kUsage);
-  if (c.n_experts > 0 || c.sandwich_norms || c.attention_sinks)
-    refuse(c.architecture + "'s layers (experts, sandwich norms or sinks) are not split across ranks yet");
+  if (c.n_experts > 0) refuse(c.architecture + "'s experts are not split across ranks yet");
   if (!c.output_token_ids.empty()) refuse("a partial output head (exactly.output_token_ids) is not split");
   if (c.n_heads % size != 0 || c.n_kv_heads % size != 0)
     refuse(strformat("%d attention heads and %d KV heads do not divide into %d ranks", c.n_heads, c.n_kv_heads, size));
@@ -116,8 +116,11 @@ void TensorParallelModel::forward(const ForwardBatch& batch, KVPool& kv, float* 
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return running_ == 0; });
   }
-  if (argmax == nullptr) return;
   const int64_t vocab = config().vocab_size;
+  if (const float cap = config().final_logit_softcap; cap > 0)  // on the gathered rows, as the whole model caps them
+    for (float* v = logits; v < logits + static_cast<int64_t>(batch.logits_rows.size()) * vocab; ++v)
+      if (std::isfinite(*v)) *v = cap * std::tanh(*v / cap);
+  if (argmax == nullptr) return;
   for (size_t i = 0; i < batch.logits_rows.size(); ++i) {
     const float* row = logits + static_cast<int64_t>(i) * vocab;
     argmax[i] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);  // the lowest index among equals
