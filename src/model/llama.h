@@ -67,10 +67,10 @@ class LlamaModel final : public Model {
   std::span<const float> hidden() const override { return {hidden_out_.data(), hidden_size_}; }
 
   // Rank `rank` of a `size`-way tensor-parallel split of this model
-  // (model/tensor_parallel.h): its share of the heads, KV heads, MLP columns
-  // and output-head rows. wq, wk, wv, w_gate, w_up and the head are viewed
-  // by rows; wo and w_down are copied by columns; o's bias goes to rank 0
-  // only. The shard's forward() sums its partial block outputs with the other
+  // (model/tensor_parallel.h): its share of the heads, KV heads, MLP (or
+  // every expert's) columns and output-head rows. wq, wk, wv, gate, up and
+  // the head are viewed by rows; wo and down are copied by columns; o's and
+  // down's biases go to rank 0 only. The shard's forward() sums its partial block outputs with the other
   // ranks' through `collective` and writes only its vocabulary columns of each
   // logits row (no argmax). This model must outlive the shard; the split
   // must divide (check_tensor_parallel).

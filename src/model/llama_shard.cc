@@ -38,11 +38,12 @@ LlamaModel::LlamaModel(const LlamaModel& full, int rank, int size, Collective& c
   config_.n_heads = f.n_heads / size;
   config_.n_kv_heads = f.n_kv_heads / size;
   config_.ffn_dim = f.ffn_dim / size;
+  config_.expert_ffn_dim = f.expert_ffn_dim / size;
   shard_ = {rank, size, &collective};
   vocab_begin_ = f.vocab_size * rank / size;
   vocab_end_ = f.vocab_size * (rank + 1) / size;
   const int64_t q_rows = int64_t{config_.n_heads} * f.head_dim, kv_rows = int64_t{config_.n_kv_heads} * f.head_dim;
-  const int64_t ffn = config_.ffn_dim;
+  const int64_t ffn = config_.ffn_dim, expert_ffn = config_.expert_ffn_dim;
   weights_ = full.weights_;
   weights_.output = row_slice(full.weights_.output, vocab_begin_, vocab_end_ - vocab_begin_);
   for (LlamaLayerWeights& L : weights_.layers) {
@@ -53,9 +54,19 @@ LlamaModel::LlamaModel(const LlamaModel& full, int rank, int size, Collective& c
     if (L.q_bias != nullptr) L.q_bias += rank * q_rows, L.k_bias += rank * kv_rows, L.v_bias += rank * kv_rows;
     if (rank != 0) L.o_bias = nullptr;  // added once, to rank 0's partial sum
     if (L.sinks != nullptr) L.sinks += rank * config_.n_heads;
-    L.w_gate = row_slice(L.w_gate, rank * ffn, ffn);
-    L.w_up = row_slice(L.w_up, rank * ffn, ffn);
-    L.w_down = column_slice(L.w_down, rank * ffn, ffn, shard_columns_);
+    if (L.moe.experts.empty()) {
+      L.w_gate = row_slice(L.w_gate, rank * ffn, ffn);
+      L.w_up = row_slice(L.w_up, rank * ffn, ffn);
+      L.w_down = column_slice(L.w_down, rank * ffn, ffn, shard_columns_);
+      continue;
+    }
+    for (ExpertWeights& x : L.moe.experts) {  // every expert's width split alike; the router whole
+      x.gate = row_slice(x.gate, rank * expert_ffn, expert_ffn);
+      x.up = row_slice(x.up, rank * expert_ffn, expert_ffn);
+      x.down = column_slice(x.down, rank * expert_ffn, expert_ffn, shard_columns_);
+      if (x.gate_bias != nullptr) x.gate_bias += rank * expert_ffn, x.up_bias += rank * expert_ffn;
+      if (rank != 0) x.down_bias = nullptr;
+    }
   }
   init_rope_factors();
 }

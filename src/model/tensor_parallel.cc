@@ -35,14 +35,16 @@ void check_tensor_parallel(const ModelConfig& c, int size) {
     throw Error(strformat("--tensor-parallel-size %d: %s", size, why.c_str()), ExitCode::kBadInput);
   };
   if (size < 1 || size > 64) throw Error("--tensor-parallel-size must be from 1 to 64", ExitCode::kUsage);
-  if (c.n_experts > 0) refuse(c.architecture + "'s experts are not split across ranks yet");
+
   if (!c.output_token_ids.empty()) refuse("a partial output head (exactly.output_token_ids) is not split");
   if (c.n_heads % size != 0 || c.n_kv_heads % size != 0)
     refuse(strformat("%d attention heads and %d KV heads do not divide into %d ranks", c.n_heads, c.n_kv_heads, size));
-  if (c.ffn_dim % size != 0) refuse(strformat("the MLP's %d columns do not divide into %d ranks", c.ffn_dim, size));
-  if ((c.n_heads / size * c.head_dim) % 32 != 0 || (c.ffn_dim / size) % 32 != 0)
+  // Experts are split like the dense MLP: each expert's width over the ranks.
+  const int32_t ffn = c.n_experts > 0 ? c.expert_ffn_dim : c.ffn_dim;
+  if (ffn % size != 0) refuse(strformat("the MLP's %d columns do not divide into %d ranks", ffn, size));
+  if ((c.n_heads / size * c.head_dim) % 32 != 0 || (ffn / size) % 32 != 0)
     refuse(strformat("each rank's share of wo (%d columns) and w_down (%d) must be a multiple of 32",
-                     c.n_heads / size * c.head_dim, c.ffn_dim / size));
+                     c.n_heads / size * c.head_dim, ffn / size));
 }
 
 TensorParallelModel::TensorParallelModel(std::unique_ptr<LlamaModel> full, int size, int threads)

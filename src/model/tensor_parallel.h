@@ -9,8 +9,9 @@
 // The engine, scheduler and KV bookkeeping see one model and one pool. The
 // shapes must divide: heads, KV heads and MLP columns by the rank count, and
 // each rank's share of wo's and w_down's columns into whole blocks of 32.
-// Dense models only (experts are not split); Gemma 3's post-norms take the
-// summed block output, and a final soft cap applies to the gathered logits.
+// Experts are split as the dense MLP is (each expert's width; the router
+// whole, so every rank routes alike); Gemma 3's post-norms take the summed
+// block output, and a final soft cap applies to the gathered logits.
 #pragma once
 
 #include <condition_variable>

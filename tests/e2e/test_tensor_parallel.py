@@ -11,8 +11,9 @@ position), and they are checked against the float64 reference directly too.
 They are not bit-equal to one rank's (the split really changes the sums).
 
 Tiny random models written here (llama and qwen3, F32 and Q8_0, heads and MLP
-columns that divide into 2 and 3 ranks), and the default model (9 heads over
-3 KV heads: 3 ranks). A request's bits are the same alone, among others and
+columns that divide into 2 and 3 ranks; Gemma 3, Qwen3-MoE and gpt-oss over
+2 ranks, each expert's width split), a Hugging Face checkpoint, and the
+default model (9 heads over 3 KV heads: 3 ranks). A request's bits are the same alone, among others and
 through chunked prefill at a fixed rank count; shapes that do not divide are
 refused with exit 2 naming them.
 """
@@ -188,25 +189,30 @@ def test_a_hugging_face_checkpoint_splits_as_the_reference_computes_it(run_exact
     assert relative_errors(two, one).max() < REL_L2_BOUND and not np.array_equal(two, one)
 
 
-def test_experts_are_not_split_yet(tmp_path, exactly_bin, tokenizer):
-    from test_architectures import write_model as write_architecture
-    path = tmp_path / "moe.gguf"
-    write_architecture(path, "qwen3moe", tokenizer, GGMLQuantizationType.F32)
-    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "-tp", "2"],
-                       capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "experts" in p.stderr, p.stderr
-
-
-@pytest.mark.parametrize("variant", ["plain", "softcap"])
-def test_gemma3_splits_with_its_post_norms_and_soft_cap(tmp_path, run_exactly, tokenizer, variant):
-    """Gemma 3's post-norms take the whole block output (summed before them); the final soft cap applies to the
-    gathered logits. Tiny Gemma 3 (4 heads over 2 KV heads, 5 sliding layers and a global one) over 2 ranks."""
-    import gemma3_ref
-    from test_gemma3 import VARIANTS, write_gguf
-    path = tmp_path / "gemma3.gguf"
-    write_gguf(path, tokenizer, GGMLQuantizationType.F32, VARIANTS[variant])
-    want = gemma3_ref.load(str(path)).logits(PROMPT)
+@pytest.mark.parametrize("name", ["qwen3moe", "gpt-oss"])
+def test_experts_split_by_width(tmp_path, run_exactly, tokenizer, name):
+    """Each expert's width over 2 ranks, the router whole: Qwen3-MoE (2 of 4 experts) and gpt-oss (biases, sinks,
+    clamped SwiGLU, sliding layers) against float64 and one rank."""
+    path = tmp_path / f"{name}.gguf"
+    if name == "gpt-oss":
+        import gptoss_ref
+        from test_gptoss import write_gguf as write_gpt_oss
+        write_gpt_oss(path, tokenizer, GGMLQuantizationType.F32, GGMLQuantizationType.F32)
+        want = gptoss_ref.load(str(path)).logits(PROMPT)
+    else:
+        from test_architectures import write_model as write_architecture
+        write_architecture(path, name, tokenizer, GGMLQuantizationType.F32, expert_ffn=64)
+        want = llama_ref.load(str(path)).logits(PROMPT)
     one = engine_logits(run_exactly, path, PROMPT, tmp_path / "one")
     two = engine_logits(run_exactly, path, PROMPT, tmp_path / "two", "-tp", 2)
     assert relative_errors(two, want).max() < REL_L2_BOUND and relative_errors(two, one).max() < REL_L2_BOUND
     assert not np.array_equal(two, one)
+
+
+def test_experts_too_narrow_to_split_are_named(tmp_path, exactly_bin, tokenizer):
+    from test_architectures import write_model as write_architecture
+    path = tmp_path / "moe.gguf"
+    write_architecture(path, "qwen3moe", tokenizer, GGMLQuantizationType.F32)  # experts of 32: 16 a rank
+    p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "-tp", "2"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "w_down (16) must be a multiple of 32" in p.stderr, p.stderr
