@@ -216,3 +216,18 @@ def test_experts_too_narrow_to_split_are_named(tmp_path, exactly_bin, tokenizer)
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "-tp", "2"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "w_down (16) must be a multiple of 32" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("variant", ["plain", "softcap"])
+def test_gemma3_splits_with_its_post_norms_and_soft_cap(tmp_path, run_exactly, tokenizer, variant):
+    """Gemma 3's post-norms take the whole block output (summed before them); the final soft cap applies to the
+    gathered logits. Tiny Gemma 3 (4 heads over 2 KV heads, 5 sliding layers and a global one) over 2 ranks."""
+    import gemma3_ref
+    from test_gemma3 import VARIANTS, write_gguf
+    path = tmp_path / "gemma3.gguf"
+    write_gguf(path, tokenizer, GGMLQuantizationType.F32, VARIANTS[variant])
+    want = gemma3_ref.load(str(path)).logits(PROMPT)
+    one = engine_logits(run_exactly, path, PROMPT, tmp_path / "one")
+    two = engine_logits(run_exactly, path, PROMPT, tmp_path / "two", "-tp", 2)
+    assert relative_errors(two, want).max() < REL_L2_BOUND and relative_errors(two, one).max() < REL_L2_BOUND
+    assert not np.array_equal(two, one)
