@@ -90,6 +90,7 @@ class GptOssRef(llama_ref.LlamaRef):
         return out @ w[pre + "attn_output.weight"].T + w[pre + "attn_output.bias"]
 
     def expert(self, layer: int, e: int, h: np.ndarray) -> np.ndarray:
+        """One expert of one row: its biases and the clamped SwiGLU."""
         cfg, w, pre = self.cfg, self.w, f"blk.{layer}."
         gate = h @ w[pre + "ffn_gate_exps.weight"][e].T + w[pre + "ffn_gate_exps.bias"][e]
         up = h @ w[pre + "ffn_up_exps.weight"][e].T + w[pre + "ffn_up_exps.bias"][e]
@@ -100,17 +101,8 @@ class GptOssRef(llama_ref.LlamaRef):
             act = (up + 1.0) * gate / (1.0 + np.exp(-cfg.alpha * gate))
         return act @ w[pre + "ffn_down_exps.weight"][e].T + w[pre + "ffn_down_exps.bias"][e]
 
-    def mlp(self, layer: int, h: np.ndarray) -> np.ndarray:
-        w, pre, k = self.w, f"blk.{layer}.", self.cfg.n_experts_used
-        logits = h @ w[pre + "ffn_gate_inp.weight"].T + w[pre + "ffn_gate_inp.bias"]
-        out = np.zeros_like(h)
-        for t in range(h.shape[0]):
-            chosen = np.argsort(-logits[t], kind="stable")[:k]
-            weights = np.exp(logits[t, chosen] - logits[t, chosen].max())
-            weights /= weights.sum()
-            for e, wt in zip(chosen, weights):
-                out[t] += wt * self.expert(layer, int(e), h[t])
-        return out
+    def router_logits(self, layer: int, h: np.ndarray) -> np.ndarray:
+        return super().router_logits(layer, h) + self.w[f"blk.{layer}.ffn_gate_inp.bias"]
 
 
 def load(path: str) -> GptOssRef:

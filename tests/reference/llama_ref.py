@@ -242,18 +242,26 @@ class LlamaRef:
         out = (probs @ vals).transpose(1, 0, 2).reshape(n, cfg.n_heads * cfg.head_dim)
         return out @ w[pre + "attn_output.weight"].T
 
+    def router_logits(self, layer: int, h: np.ndarray) -> np.ndarray:
+        return h @ self.w[f"blk.{layer}.ffn_gate_inp.weight"].T  # [n, n_experts]
+
+    def expert(self, layer: int, e: int, h: np.ndarray) -> np.ndarray:
+        """One expert's SwiGLU MLP of one row."""
+        w, pre = self.w, f"blk.{layer}."
+        gate = h @ w[pre + "ffn_gate_exps.weight"][e].T
+        up = h @ w[pre + "ffn_up_exps.weight"][e].T
+        return (gate / (1.0 + np.exp(-gate)) * up) @ w[pre + "ffn_down_exps.weight"][e].T
+
     def moe(self, layer: int, h: np.ndarray) -> np.ndarray:
-        w, pre, k = self.w, f"blk.{layer}.", self.cfg.n_experts_used
-        logits = h @ w[pre + "ffn_gate_inp.weight"].T  # [n, n_experts]
+        k = self.cfg.n_experts_used
+        logits = self.router_logits(layer, h)
         out = np.zeros_like(h)
         for t in range(h.shape[0]):
             chosen = np.argsort(-logits[t], kind="stable")[:k]
             weights = np.exp(logits[t, chosen] - logits[t, chosen].max())
             weights /= weights.sum()
             for e, wt in zip(chosen, weights):
-                gate = h[t] @ w[pre + "ffn_gate_exps.weight"][e].T
-                up = h[t] @ w[pre + "ffn_up_exps.weight"][e].T
-                out[t] += wt * ((gate / (1.0 + np.exp(-gate)) * up) @ w[pre + "ffn_down_exps.weight"][e].T)
+                out[t] += wt * self.expert(layer, int(e), h[t])
         return out
 
     def mlp(self, layer: int, h: np.ndarray) -> np.ndarray:
