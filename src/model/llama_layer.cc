@@ -8,14 +8,11 @@
 
 namespace exactly {
 
-namespace {
-
-void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n, width]
+void add_bias(float* x, const float* bias, int64_t n, int64_t width) {
+  if (bias == nullptr) return;
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < width; ++i) x[t * width + i] += bias[i];
 }
-
-}  // namespace
 
 void sum_over_ranks(const LayerBuffers& b, int64_t n, const ModelConfig& c) {
   if (b.shard != nullptr) b.shard->collective->all_reduce_sum(b.proj, n * c.dim, b.shard->rank);
@@ -52,7 +49,7 @@ void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n
   kernels::attention(kv.cache, kv.batch, b.q, c.n_heads, scale, b.attn, pool, kernels::AttentionMask::causal,
                      kv.window, L.sinks);
   kernels::matmul(L.wo, b.attn, n, b.proj, pool);
-  if (L.o_bias != nullptr) add_bias(b.proj, L.o_bias, n, c.dim);
+  add_bias(b.proj, L.o_bias, n, c.dim);
 }
 
 void mlp_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& b, ThreadPool& pool) {

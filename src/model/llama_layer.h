@@ -78,6 +78,9 @@ struct LayerKV {
 // has them); the K/V of every token go to the cache.
 void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n, const LayerBuffers& buf,
                      const LayerKV& kv, ThreadPool& pool);
+// x[t, :] += bias for each of n rows of `width`; nothing without a bias.
+void add_bias(float* x, const float* bias, int64_t n, int64_t width);
+
 // A tensor-parallel rank's partial block output (buf.proj, [n, dim]) becomes
 // the whole: the sum over the ranks in rank order; nothing without a shard.
 void sum_over_ranks(const LayerBuffers& buf, int64_t n, const ModelConfig& c);

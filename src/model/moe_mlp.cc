@@ -15,12 +15,6 @@ void grow(Vector& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
-void add_bias(float* x, const float* bias, int64_t n, int64_t width) {  // x: [n, width]; no bias: nothing
-  if (bias == nullptr) return;
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t i = 0; i < width; ++i) x[t * width + i] += bias[i];
-}
-
 // Gathers the rows routed to each expert (in token order, experts in
 // increasing order) and records where each (token, choice) landed.
 int64_t gather_rows(const float* h, int64_t n, int k, int n_experts, int64_t dim, MoeScratch& s,
