@@ -139,7 +139,8 @@ void OpenAIResponse::parsed_chat_chunks(Choice& c, size_t index, bool finished, 
     chunks.push_back(chunk(json::array({{{"index", index}, {"logprobs", nullptr}, {"finish_reason", nullptr},
                                          {"delta", std::move(d)}}})));
   };
-  const ReasoningSplit r = split_reasoning(c.text, shape_.reasoning, finished);
+  // Each delta scans only the text after what was sent: a long answer costs linear, not quadratic, time.
+  const ReasoningSplit r = split_reasoning(c.text, shape_.reasoning, finished, c.streamed_reasoning);
   if (r.has_reasoning && r.reasoning_end - r.reasoning_begin > c.streamed_reasoning) {
     const size_t ready = r.reasoning_end - r.reasoning_begin;
     delta({{"reasoning_content", c.text.substr(r.reasoning_begin + c.streamed_reasoning, ready - c.streamed_reasoning)}});
@@ -148,7 +149,7 @@ void OpenAIResponse::parsed_chat_chunks(Choice& c, size_t index, bool finished, 
   const std::string content = r.content_settled ? c.text.substr(std::min(r.content_begin, c.text.size())) : "";
   if (!finished) {
     const size_t ready = shape_.tool_choice == ToolChoice::kNone   ? content.size()
-                         : shape_.tool_choice == ToolChoice::kAuto ? streamable_content(content)
+                         : shape_.tool_choice == ToolChoice::kAuto ? streamable_content(content, c.streamed)
                                                                    : 0;
     if (ready > c.streamed) delta({{"content", content.substr(c.streamed, ready - c.streamed)}});
     c.streamed = std::max(c.streamed, ready);

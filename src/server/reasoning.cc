@@ -26,7 +26,7 @@ ReasoningParser parse_reasoning_parser(const std::string& name) {
   throw Error("--reasoning-parser: '" + name + "' is not one of deepseek_r1, qwen3", ExitCode::kUsage);
 }
 
-ReasoningSplit split_reasoning(const std::string& text, ReasoningParser parser, bool finished) {
+ReasoningSplit split_reasoning(const std::string& text, ReasoningParser parser, bool finished, size_t settled) {
   ReasoningSplit s;
   if (parser == ReasoningParser::kNone) return s;
   size_t begin = 0;
@@ -48,7 +48,7 @@ ReasoningSplit split_reasoning(const std::string& text, ReasoningParser parser, 
   }
   s.has_reasoning = true;
   s.reasoning_begin = begin;
-  const size_t close = text.find(kClose, begin);
+  const size_t close = text.find(kClose, begin + settled);
   if (close != std::string::npos) {
     s.reasoning_end = close;
     s.content_begin = close + kClose.size();

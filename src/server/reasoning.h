@@ -31,6 +31,8 @@ struct ReasoningSplit {
   bool content_settled = true;  // false while the text may still be reasoning: no content yet
 };
 
-ReasoningSplit split_reasoning(const std::string& text, ReasoningParser parser, bool finished);
+// `settled` (reasoning bytes an earlier split of a prefix of this text gave)
+// spares scanning again the reasoning already known to hold no closing tag.
+ReasoningSplit split_reasoning(const std::string& text, ReasoningParser parser, bool finished, size_t settled = 0);
 
 }  // namespace exactly::server

@@ -186,11 +186,11 @@ FoundCalls find_tool_calls(const std::string& text, ToolChoice choice, const std
   return out;
 }
 
-size_t streamable_content(const std::string& text) {
+size_t streamable_content(const std::string& text, size_t sent) {
   static const std::string kOpen = "<tool_call>";
   if (text.empty() || std::string(" \t\r\n").find(text[0]) != std::string::npos || text[0] == '{' || text[0] == '[')
     return 0;
-  size_t end = std::min(text.find(kOpen), text.size());
+  size_t end = std::min(text.find(kOpen, sent), text.size());
   // A trailing start of the marker may still become one.
   for (size_t n = std::min(kOpen.size() - 1, end); n > 0; --n)
     if (text.compare(end - n, n, kOpen, 0, n) == 0) {

@@ -55,7 +55,9 @@ FoundCalls find_tool_calls(const std::string& text, ToolChoice choice, const std
 // of "<tool_call>"; none while the answer could still be a call as a whole
 // (it starts with '{' or '[') or starts with whitespace. A stream sends that
 // much as it comes, so its deltas add up to the whole answer's content.
-size_t streamable_content(const std::string& text);
+// `sent` (what an earlier call returned for a prefix of this text) spares
+// scanning again the text already known to hold no marker.
+size_t streamable_content(const std::string& text, size_t sent = 0);
 
 // Tools described in a system message, for chat templates that render none.
 std::string tools_system_text(const nlohmann::ordered_json& tools);
