@@ -21,10 +21,6 @@ constexpr std::string_view kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kGpt4o =
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|)"
-    R"(\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kEachDigit = R"(\p{N})";  // Digits with individual_digits
 
 struct Family {
@@ -38,7 +34,7 @@ const std::array<Family, 8>& families() {
       {"smollm", {kEachDigit, kGpt2}},
       {"llama-bpe", {kLlama3}},
       {"qwen2", {kQwen2}},
-      {"gpt-4o", {kGpt4o}},
+      {"gpt-4o", {kGpt4oWithTail}},
       {"deepseek-llm", {kLineBreak, kDeepseekLetters, kDeepseekPunctuation, kTrailingSpaces, kDeepseekCjk, kEachDigit}},
       {"deepseek-coder", {kLineBreak, R"(\s?\p{L}+)", R"(\s?\p{P}+)", kDeepseekCjk, kEachDigit}},
       {"deepseek-v3", {R"(\p{N}{1,3})", kDeepseekV3Kana, kDeepseekV3WordsWithTail}},
