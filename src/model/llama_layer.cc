@@ -93,6 +93,10 @@ void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> t
       }
     });
   }
+  cap_and_argmax(logits, n_out, vocab, softcap, argmax, pool);
+}
+
+void cap_and_argmax(float* logits, int64_t n_out, int32_t vocab, float softcap, int32_t* argmax, ThreadPool& pool) {
   if (softcap > 0)
     pool.parallel_for(n_out, 1, [&](int64_t i0, int64_t i1) {
       for (float* v = logits + i0 * vocab; v < logits + i1 * vocab; ++v)

@@ -108,4 +108,10 @@ void output_logits(const kernels::WeightMatrix& head, std::span<const int32_t> t
                    const float* normed, int64_t n_out, float* logits, int32_t* argmax, AlignedVector<float>& scratch,
                    ThreadPool& pool, float softcap = 0.0f);
 
+// Rows of whole logits ([n_out, vocab]): each finite logit soft-capped when
+// softcap > 0, then with `argmax` each row's argmax (the lowest index among
+// equal maxima). output_logits ends with it; a tensor-parallel model runs it
+// on the rows its ranks gathered.
+void cap_and_argmax(float* logits, int64_t n_out, int32_t vocab, float softcap, int32_t* argmax, ThreadPool& pool);
+
 }  // namespace exactly

@@ -1,7 +1,6 @@
 #include "model/tensor_parallel.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -118,15 +117,9 @@ void TensorParallelModel::forward(const ForwardBatch& batch, KVPool& kv, float* 
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return running_ == 0; });
   }
-  const int64_t vocab = config().vocab_size;
-  if (const float cap = config().final_logit_softcap; cap > 0)  // on the gathered rows, as the whole model caps them
-    for (float* v = logits; v < logits + static_cast<int64_t>(batch.logits_rows.size()) * vocab; ++v)
-      if (std::isfinite(*v)) *v = cap * std::tanh(*v / cap);
-  if (argmax == nullptr) return;
-  for (size_t i = 0; i < batch.logits_rows.size(); ++i) {
-    const float* row = logits + static_cast<int64_t>(i) * vocab;
-    argmax[i] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);  // the lowest index among equals
-  }
+  // The soft cap and argmax on the gathered rows, as the whole model takes them.
+  cap_and_argmax(logits, static_cast<int64_t>(batch.logits_rows.size()), config().vocab_size,
+                 config().final_logit_softcap, argmax, *pools_[0]);
 }
 
 }  // namespace exactly
