@@ -1,5 +1,5 @@
-// Lab for exact_rows_attention (src/kernels/cuda/exact_rows.cu and
-// exact_rows_window.cu): the rows of both its paths against the Hopper prefill
+// Lab for exact_rows_attention (src/kernels/cuda/exact_rows*.cu): the rows
+// of each of its paths against the Hopper prefill
 // kernel's, bit for bit, and their time against the split-KV decode kernel and
 // the prefill kernel on the same decode rows.
 //
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/layer_ops.h"
 #include "lab_common.h"
 
@@ -33,6 +34,7 @@ namespace kc = exactly::kernels::cuda;
 namespace {
 
 constexpr int kBlock = 16;
+int64_t g_split_differ = 0;  // elements in which the split path alone differs, over all cases
 
 struct Batch {
   std::vector<int32_t> query_start, seq_lens, tables;
@@ -93,7 +95,7 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   const Batch b = make_batch(lens, q_lens, blocks, rng);
   DeviceBatch db(b);
   const int64_t pool = blocks * kBlock * n_kv * head_dim, q_elems = b.tokens() * n_heads * head_dim;
-  void *k, *v, *q, *out_prefill, *out_exact, *out_windows, *out_cluster;
+  void *k, *v, *q, *out_prefill, *out_exact, *out_windows, *out_cluster, *out_split, *split_ws;
   CK(cudaMalloc(&k, pool * 2));
   CK(cudaMalloc(&v, pool * 2));
   CK(cudaMalloc(&q, q_elems * 2));
@@ -101,6 +103,11 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   CK(cudaMalloc(&out_exact, q_elems * 2));
   CK(cudaMalloc(&out_windows, q_elems * 2));
   CK(cudaMalloc(&out_cluster, q_elems * 2));
+  CK(cudaMalloc(&out_split, q_elems * 2));
+  const int64_t split_bytes = kc::exact_rows_split_bytes(static_cast<int>(lens.size()), n_kv, n_heads / n_kv, b.max_q,
+                                                         b.max_len);
+  CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
+  CK(cudaMemset(split_ws, 0xff, static_cast<size_t>(split_bytes)));
   kc::fill_uniform_bf16(k, pool, 1.0f, seed * 3 + 1, nullptr);
   kc::fill_uniform_bf16(v, pool, 1.0f, seed * 3 + 2, nullptr);
   kc::fill_uniform_bf16(q, q_elems, 1.0f, seed * 3 + 3, nullptr);
@@ -108,27 +115,31 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   CK(cudaMemset(out_exact, 0xff, q_elems * 2));
   CK(cudaMemset(out_windows, 0xff, q_elems * 2));
   CK(cudaMemset(out_cluster, 0xff, q_elems * 2));
+  CK(cudaMemset(out_split, 0xff, q_elems * 2));
   const kc::PagedKVDevice cache{k, v, blocks, kBlock, n_kv, head_dim, kc::DType::bf16};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   kc::flash_attention_prefill(cache, db.view, q, n_heads, scale, true, out_prefill, nullptr);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, kc::ExactRowsPath::kOneKernel);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_windows, nullptr, kc::ExactRowsPath::kWindows);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_cluster, nullptr, kc::ExactRowsPath::kCluster);
+  kc::exact_rows_split(cache, db.view, q, n_heads, scale, out_split, split_ws, split_bytes, nullptr);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)),
-      y(static_cast<size_t>(q_elems)), z(static_cast<size_t>(q_elems));
+      y(static_cast<size_t>(q_elems)), z(static_cast<size_t>(q_elems)), u(static_cast<size_t>(q_elems));
   CK(cudaMemcpy(a.data(), out_prefill, a.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(x.data(), out_exact, x.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(y.data(), out_windows, y.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(z.data(), out_cluster, z.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(u.data(), out_split, u.size() * 2, cudaMemcpyDeviceToHost));
   auto is_nan = [](uint16_t e) { return (e & 0x7f80) == 0x7f80 && (e & 0x7f) != 0; };
   int64_t diff = 0, nan = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] != x[i]) + (a[i] != y[i]) + (a[i] != z[i]);
-    nan += is_nan(x[i]) + is_nan(y[i]) + is_nan(z[i]);
+    diff += (a[i] != x[i]) + (a[i] != y[i]) + (a[i] != z[i]) + (a[i] != u[i]);
+    nan += is_nan(x[i]) + is_nan(y[i]) + is_nan(z[i]) + is_nan(u[i]);
+    g_split_differ += a[i] != u[i];
   }
-  for (void* p : {k, v, q, out_prefill, out_exact, out_windows, out_cluster}) cudaFree(p);
+  for (void* p : {k, v, q, out_prefill, out_exact, out_windows, out_cluster, out_split, split_ws}) cudaFree(p);
   return diff + nan;
 }
 
@@ -176,15 +187,22 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const float cluster = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kCluster);
   });
+  const int64_t split_bytes = kc::exact_rows_split_bytes(batch, kKv, kHeads / kKv, 1, ctx);
+  void* split_ws;
+  CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
+  const float split_rows = time_graph([&](cudaStream_t st) {
+    for (const auto& c : caches) kc::exact_rows_split(c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
+  });
+  cudaFree(split_ws);
   const float prefill = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::flash_attention_prefill(c, db.view, q, kHeads, scale, true, out, st);
   });
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
-              "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | cluster %7.3f ms (x%.2f) | prefill kernel "
-              "%7.3f ms (x%.2f)\n",
+              "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | cluster %7.3f ms (x%.2f) | split %7.3f ms "
+              "(x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
               shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, windows, bytes / windows / 1e6,
-              split / windows, cluster, split / cluster, prefill, split / prefill);
+              split / windows, cluster, split / cluster, split_rows, split / split_rows, prefill, split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);
 }
@@ -220,9 +238,10 @@ int main() {
       bad += dq, ++cases;
     }
   }
-  std::printf(bad == 0 ? "exact rows (one kernel, windows, cluster): all %d cases bit-identical to the prefill kernel\n"
+  std::printf(bad == 0 ? "exact rows (one kernel, windows, cluster, split): all %d cases bit-identical to the prefill kernel\n"
                        : "EXACT ROWS DIFFER from the prefill kernel (%d cases)\n",
               cases);
+  std::printf("of which the split path: %lld elements\n", static_cast<long long>(g_split_differ));
   for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {64, 640},
                             {128, 640}, {1, 4096}, {4, 4096}, {8, 4096}, {16, 4096}, {32, 4096}})
     time_decode(kLlama8B, batch, ctx);

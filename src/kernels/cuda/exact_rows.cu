@@ -231,23 +231,6 @@ ExactRowsPath forced_path() {
   return forced;
 }
 
-ExactRowsParams params_of(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads,
-                          float scale, void* out) {
-  return ExactRowsParams{static_cast<const bf16*>(q),
-                         static_cast<bf16*>(out),
-                         static_cast<const bf16*>(c.k),
-                         static_cast<const bf16*>(c.v),
-                         b.query_start,
-                         b.seq_lens,
-                         b.block_tables,
-                         b.max_blocks_per_seq,
-                         c.block_size,
-                         c.n_kv_heads,
-                         n_heads,
-                         n_heads / c.n_kv_heads,
-                         scale * 1.4426950408889634f};
-}
-
 template <int D>
 void launch(const ExactRowsParams& p, const AttentionBatchDevice& b, cudaStream_t stream) {
   const int group_rows = b.max_query_len * p.group;
@@ -269,7 +252,7 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
                        n_heads / cache.n_kv_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
   if (path == ExactRowsPath::kAuto) path = forced_path();
-  const ExactRowsParams p = params_of(cache, batch, q, n_heads, scale, out);
+  const ExactRowsParams p = exact_rows_params(cache, batch, q, n_heads, scale, out);
   const int row_groups = (batch.max_query_len * p.group + 15) / 16;
   const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
   if (take_cluster(path, groups, batch.max_seq_len))

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
@@ -23,6 +24,24 @@ struct ExactRowsParams {
   int max_blocks_per_seq, block_size, n_kv_heads, n_heads, group;
   float scale_log2;
 };
+
+// The kernels' view of a bf16 cache and batch; scale_log2 = scale * log2(e).
+inline ExactRowsParams exact_rows_params(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q,
+                                         int n_heads, float scale, void* out) {
+  return ExactRowsParams{static_cast<const __nv_bfloat16*>(q),
+                         static_cast<__nv_bfloat16*>(out),
+                         static_cast<const __nv_bfloat16*>(c.k),
+                         static_cast<const __nv_bfloat16*>(c.v),
+                         b.query_start,
+                         b.seq_lens,
+                         b.block_tables,
+                         b.max_blocks_per_seq,
+                         c.block_size,
+                         c.n_kv_heads,
+                         n_heads,
+                         n_heads / c.n_kv_heads,
+                         scale * 1.4426950408889634f};
+}
 
 // Rows row0 .. row0 + 15 of the packed rows of (sequence s, kv_head): packed
 // row r is query token r / group, head kv_head * group + r % group.
