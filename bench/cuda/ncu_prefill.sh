@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Nsight Compute's view of the Hopper prefill kernel beside cuDNN's, at the
 # issue's shape (4 x 32 heads x 4096, d 128, bf16, no mask): the lab's
-# version INDEX (default 48: v54, one CTA per item as production runs 4k
+# version INDEX (default 35: v54, one CTA per item as production runs 4k
 # contexts) and PyTorch's cuDNN backend, one launch each after warm-up, the
 # same sections for both. Needs ncu with access to the counters.
 #   bench/cuda/ncu_prefill.sh OUT [INDEX]
@@ -9,7 +9,7 @@
 # kernels (OUT/*-source.csv) and every metric of the warp-state section.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-OUT="${1:?usage: bench/cuda/ncu_prefill.sh OUT [INDEX]}"; INDEX="${2:-48}"
+OUT="${1:?usage: bench/cuda/ncu_prefill.sh OUT [INDEX]}"; INDEX="${2:-35}"
 mkdir -p "$OUT"
 SECTIONS=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
           --section SchedulerStats --section WarpStateStats --section InstructionStats --section LaunchStats)

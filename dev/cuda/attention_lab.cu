@@ -30,15 +30,12 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "lab_common.h"
 #include "kernels/cuda/flash_prefill_kernel.cuh"
 #include "variants/flash_prefill_sm90_sync.cuh"
-#include "variants/flash_prefill_sm90_pipelined.cuh"
 #include "kernels/cuda/flash_prefill_sm90_ws.cuh"
-#include "variants/flash_prefill_sm90_pingpong.cuh"
 #include "variants/flash_prefill_sm90_serial.cuh"
 #include "variants/flash_prefill_sm90_ws_v12.cuh"
 #include "variants/flash_prefill_sm90_ws_v32.cuh"
@@ -259,10 +256,10 @@ std::function<void()> prefill(const Problem& pr) {
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
 
-template <int BN, bool kPipelined, int WG = 2>
+template <int BN>
 std::function<void()> prefill_sm90(const Problem& pr) {
-  using S = std::conditional_t<kPipelined, Sm90PipelinedShape<BN, WG>, Sm90PrefillShape<BN, WG>>;
-  auto kernel = kPipelined ? flash_prefill_sm90_pipelined_kernel<BN, WG> : flash_prefill_sm90_kernel<BN, WG>;
+  using S = Sm90PrefillShape<BN>;
+  auto kernel = flash_prefill_sm90_kernel<BN>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
   const PrefillParams p{pr.dq,      pr.dout,       pr.dk,   pr.dv,      pr.dqs,
                         pr.dsl,     pr.dtab,       pr.max_blocks, pr.block_size, pr.n_kv,
@@ -271,7 +268,7 @@ std::function<void()> prefill_sm90(const Problem& pr) {
   return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(p); };
 }
 
-enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kPingPong, kV32 };
+enum class Consumers { kV12, kV20, kSerial1, kSerial2, kSerial4, kNoSoftmax, kNoFeed, kNeither, kBigBoxes, kPlain, kV32 };
 
 // GROUP: keys per bulk copy of K/V (a divisor of the problem's block size);
 // QTMA: each item's Q copied into shared memory by the producer; TAIL: the
@@ -344,8 +341,7 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
     const int grid = PERSISTENT ? std::min(sched.n_items, sms) : sched.n_items;
     return [=] { kernel<<<grid, S::kThreads, S::kSmemBytes>>>(k_map, v_map, q_map, p, sched); };
   } else {
-    auto kernel = kConsumers == Consumers::kPingPong  ? flash_prefill_sm90_pingpong_kernel<BN, STAGES>
-                  : kConsumers == Consumers::kSerial1   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 1>
+    auto kernel = kConsumers == Consumers::kSerial1   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 1>
                   : kConsumers == Consumers::kSerial2   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 2>
                   : kConsumers == Consumers::kSerial4   ? flash_prefill_sm90_serial_kernel<BN, STAGES, 4>
                   : kConsumers == Consumers::kV20       ? flash_prefill_sm90_ablate_kernel<BN, STAGES, true, true>
@@ -365,23 +361,14 @@ static const std::vector<Version> kPrefillVersions = {
     {"v2 4 warps x 32 rows, 64-key tiles, q from shared memory", prefill<4, 64, 2>},
     {"v3 4 warps x 32 rows, 32-key tiles", prefill<4, 32, 2>},
     {"v4 8 warps x 16 rows, 64-key tiles", prefill<8, 64, 1>},
-    {"v5 wgmma: 2 warpgroups x 64 rows, 64-key tiles", prefill_sm90<64, false>},
-    {"v6 wgmma: 2 warpgroups x 64 rows, 128-key tiles", prefill_sm90<128, false>},
-    {"v7 wgmma, softmax overlapped with P V, 64-key tiles", prefill_sm90<64, true>},
-    {"v8 wgmma, softmax overlapped with P V, 128-key tiles", prefill_sm90<128, true>},
-    {"v9 as v5, one warpgroup per CTA (CTAs drift apart)", prefill_sm90<64, false, 1>},
-    {"v10 as v7, one warpgroup per CTA", prefill_sm90<64, true, 1>},
-    {"v11 as v6, one warpgroup per CTA", prefill_sm90<128, false, 1>},
+    {"v5 wgmma: 2 warpgroups x 64 rows, 64-key tiles", prefill_sm90<64>},
+    {"v6 wgmma: 2 warpgroups x 64 rows, 128-key tiles", prefill_sm90<128>},
     {"v12 TMA producer warpgroup + 2 consumers, 128-key tiles, 3 stages", prefill_sm90_ws<128, 3, Consumers::kV12>},
-    {"v13 v12 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4, Consumers::kV12>},
     {"v20 v12 with a lean softmax (FFMA + MUFU per score, masks on edges)", prefill_sm90_ws<128, 3, Consumers::kV20>},
     {"v27 v20 + a tile's lookups in flight, K and V on own barriers", prefill_sm90_ws<128, 3, Consumers::kSerial1>},
     {"v28 v27 with two producer warps issuing copies", prefill_sm90_ws<128, 3, Consumers::kSerial2>},
     {"v29 v27 with four producer warps issuing copies", prefill_sm90_ws<128, 3, Consumers::kSerial4>},
     {"v22 v29 + softmax of tile t under P V of tile t-1", prefill_sm90_ws<128, 3>},
-    {"v23 v29 + consumers taking turns (ping-pong), P V one tile late", prefill_sm90_ws<128, 3, Consumers::kPingPong>},
-    {"v24 v23 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4, Consumers::kPingPong>},
-    {"v25 v22 with 64-key tiles, 4 stages", prefill_sm90_ws<64, 4>},
     {"v32 v22 persistent: items from a global counter, the producer running on",
      prefill_sm90_ws<128, 3, Consumers::kV32, 128, true>},
     {"v40 v32 with items pipelined into one another (production under a causal mask before v46)",
@@ -403,14 +390,6 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true>},
     {"v46 v42 with each item's Q copied into shared memory by the producer (production before v51)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true>},
-    {"v47 v40 with 64-key copies (block size 64 and up)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 64>},
-    {"v48 v42 with 64-key copies (block size 64 and up)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 64>},
-    {"v49 v45 with 64-key copies (block size 64 and up)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 64, true>},
-    {"v50 v46 with 64-key copies (block size 64 and up)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 64, true>},
     {"a9 timing only: v46 without feeding after the first stages",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90NoFeedAfterFill, 2, 16, true>},
     {"a10 timing only: v46 without softmax",
@@ -430,17 +409,6 @@ static const std::vector<Version> kPrefillVersions = {
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 2, 16, true, true, true>},
     {"v54 v52 with the last round's items split over their keys without a mask",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Exact, 1, 16, true, true, true>},
-    {"v55 v54 with the two consumer warpgroups' softmaxes in turns (named barriers)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns, 1, 16, true, true, true>},
-    {"v58 v54 with the scores reading Q from shared memory (no Q registers)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared, 1, 16, true, true, true>},
-    {"v59 v58 in cuDNN's order: per tile scores, a turn, the softmax, P V, each waited for",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared | kSm90SerialTurns, 1, 16, true, true, true>},
-    {"v60 v53 with the scores reading Q from shared memory (no Q registers)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90QShared, 2, 16, true, true, true>},
-    {"v69 v55 with the hand-over after the row sums (the turn covers the exponentials)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90SoftmaxTurns | kSm90TurnsAfterSums, 1, 16, true, true,
-                     true>},
     {"v71 v54 traced: the first warp of each consumer warpgroup of CTA 0 stamps its steps",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90Trace, 1, 16, true, true, true>},
     {"v73 v54 with a step's K and V barriers tested together (production before v85)",
@@ -457,25 +425,10 @@ static const std::vector<Version> kPrefillVersions = {
     {"v87 v74 with v85's packing and stores (production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true, kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores, 2, 16,
                      true, true, true>},
-    {"v88 v85 with the scores reading Q from shared memory",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
-                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
-    {"v89 v88 with 176-key tiles in two stages (FlashAttention-3's tile without a mask)",
-     prefill_sm90_ws<176, 2, Consumers::kPlain, 128, true,
-                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
-    {"v91 v88 in two stages (v89's depth with 128-key tiles)",
-     prefill_sm90_ws<128, 2, Consumers::kPlain, 128, true,
-                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared, 1, 16, true, true, true>},
     {"v92 v85 with K released once its scores are done, V after P V (barriers of their own; production for contexts up to 4096)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
                      kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 1, 16, true, true, true>},
-    {"v93 v89 with v92's release",
-     prefill_sm90_ws<176, 2, Consumers::kPlain, 128, true,
-                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90QShared | kSm90SplitRelease, 1, 16, true,
-                     true, true>},
-    {"v94 v87 with v92's release",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 128, true,
-                     kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 2, 16, true, true, true>},
+
 };
 
 // Head dim 64 (the default model's): the mma.sync kernel the launcher used
@@ -483,38 +436,18 @@ static const std::vector<Version> kPrefillVersions = {
 static const std::vector<Version> kPrefill64Versions = {
     {"d64 v1 mma.sync, 4 warps x 32 rows, 64-key tiles (production before)", prefill<4, 64, 2, 64>},
     {"d64 v2 warp-specialised, 128-key tiles, 3 stages", prefill_sm90_ws<128, 3, Consumers::kPlain, 64>},
-    {"d64 v3 warp-specialised, 128-key tiles, 4 stages", prefill_sm90_ws<128, 4, Consumers::kPlain, 64>},
-    {"d64 v4 warp-specialised, 128-key tiles, 6 stages", prefill_sm90_ws<128, 6, Consumers::kPlain, 64>},
-    {"d64 v5 warp-specialised, 64-key tiles, 6 stages", prefill_sm90_ws<64, 6, Consumers::kPlain, 64>},
     {"d64 v6 v2 persistent", prefill_sm90_ws<128, 3, Consumers::kV32, 64, true>},
     {"d64 v7 v6 with items pipelined into one another (production before d64 v10)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true>},
-    {"d64 v8 v7 in clusters of two (multicast K/V)",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 2>},
-    {"d64 v9 v7 with each item's Q copied into shared memory by the producer",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, true>},
     {"d64 v10 v7 with the last heads' items longest first across them (production before d64 v11)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true>},
     {"d64 v11 v10 with the last round's items split over their keys without a mask (production before d64 v21)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true>},
-    {"d64 v15 d64 v11 with v85's packing and stores",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90PackFirst | kSm90QuadStores, 1, 16, false, true, true>},
-    {"d64 v16 d64 v15 with v92's release",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90PackFirst | kSm90QuadStores | kSm90SplitRelease, 1, 16,
-                     false, true, true>},
-    {"d64 v17 d64 v11 with v92's release",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90SplitRelease, 1, 16, false, true, true>},
-    {"d64 v18 d64 v11 with v85's stores",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90QuadStores, 1, 16, false, true, true>},
-    {"d64 v19 d64 v17 with v73's barrier tests",
-     prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90SplitRelease | kSm90EarlyTests, 1, 16, false, true,
-                     true>},
     {"d64 v20 d64 v11 with three consumer warpgroups (192-row query blocks, 32 / 160 registers)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90Exact, 1, 16, false, true, true, 3>},
     {"d64 v21 d64 v20 with the scores reading Q from shared memory (copied in by the producer; production)",
      prefill_sm90_ws<128, 3, Consumers::kPlain, 64, true, kSm90QShared, 1, 16, true, true, true, 3>},
-    {"d64 v22 d64 v21 with 4 stages",
-     prefill_sm90_ws<128, 4, Consumers::kPlain, 64, true, kSm90QShared, 1, 16, true, true, true, 3>},
+
 };
 
 // Which versions run: all, one (N), N and after (-N), or N to M (N-M).
@@ -691,8 +624,7 @@ int main(int argc, char** argv) {
     // prefill-same A B: only that pair (name prefixes).
     std::vector<std::pair<const char*, const char*>> pairs = {
         {"v40 ", "v42 "}, {"v45 ", "v46 "}, {"v46 ", "v51 "}, {"v45 ", "v52 "},
-        {"v54 ", "v55 "}, {"v54 ", "v58 "}, {"v54 ", "v59 "}, {"v53 ", "v60 "},
-        {"v54 ", "v69 "}, {"v54 ", "v73 "}, {"v53 ", "v74 "}, {"v73 ", "v83 "}, {"v73 ", "v85 "}, {"v74 ", "v87 "}};
+        {"v54 ", "v73 "}, {"v53 ", "v74 "}, {"v73 ", "v83 "}, {"v73 ", "v85 "}, {"v74 ", "v87 "}};
     if (d64 && argc < 4) {
       std::fprintf(stderr, "usage: attention_lab prefill64-same VERSION_A VERSION_B (name prefixes)\n");
       return 2;

@@ -79,9 +79,7 @@ struct Sm90WsShape {
   // and empty; Q full and empty; V's own empty per stage (kSm90SplitRelease)
   static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8 + STAGES * 8;
   static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kQBytes + kBarrierBytes + 1024;
-  // 176: FlashAttention-3's tile without a mask at head dim 128 (two stages
-  // fit; the scores must then read Q from shared memory, kSm90QShared).
-  static_assert(BN == 64 || BN == 128 || (BN == 176 && D == 128), "wgmma N of the score product");
+  static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
   static_assert(D == 64 || D == 128, "wgmma N of the P V product");
   static_assert(WG == 2 || WG == 3, "consumer warpgroups");
 };
@@ -139,9 +137,8 @@ constexpr int kSm90Issuers = 4;
 
 // Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11, v80):
 // each makes the results wrong on purpose, except the probe and the trace,
-// which only count, and the other variants marked exact (the softmax turns,
-// the scores from shared memory, the serial order, the early tests, the
-// packing and the stores).
+// which only count, and the other variants marked exact (the scores from
+// shared memory, the early tests, the packing and the stores).
 // Production launches kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores at
 // head dim 128, with kSm90SplitRelease when not in clusters, kSm90QShared at
 // head dim 64 (three consumer warpgroups), and none of the others.
@@ -152,10 +149,7 @@ enum Sm90WsAblation : int {
   kSm90QOnce = 4,               // each CTA's first item's Q reused for all its items
   kSm90NoSoftmax = 16,          // raw scores straight into P V
   kSm90Probe = 32,              // exact results; the consumers also count the cycles they wait (sm90_ws_probe)
-  kSm90SoftmaxTurns = 64,       // exact: the two consumer warpgroups run their softmaxes in turns
   kSm90QShared = 128,           // exact (needs QTMA): scores read Q from shared memory, not from registers
-  kSm90SerialTurns = 256,       // exact (needs kSm90QShared): cuDNN's order inside a warpgroup, softmaxes in turns
-  kSm90TurnsAfterSums = 8192,   // with kSm90SoftmaxTurns: the hand-over waits for the row sums (all exponentials)
   kSm90Trace = 16384,           // exact: each consumer warpgroup's first warp in CTA 0 stamps its steps (sm90_ws_trace)
   kSm90EarlyTests = 65536,      // exact: a step tests its K and V barriers together, waiting only if one is not done
   kSm90NoStore = 131072,        // no output stored (what the epilogue's stores cost)
@@ -558,8 +552,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
   using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
-  static_assert(WG == 2 || (ABLATE & (kSm90SoftmaxTurns | kSm90SerialTurns | kSm90Trace)) == 0,
-                "turns and traces are for two consumer warpgroups");
+  static_assert(WG == 2 || (ABLATE & kSm90Trace) == 0, "traces are for two consumer warpgroups");
   extern __shared__ unsigned char smem_raw[];
   const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
@@ -618,7 +611,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // buffer is the item's until the item's last scores are done (free_q).
   constexpr bool kQShared = (ABLATE & kSm90QShared) != 0;
   static_assert(!kQShared || (QTMA && (ABLATE & kSm90QOnce) == 0), "Q in shared memory, copied there per item");
-  static_assert((ABLATE & kSm90SerialTurns) == 0 || kQShared, "the serial order reads Q from shared memory");
   uint32_t qf[D / 16][4];
   int q_loads = 0;  // items whose Q came from shared memory (QTMA), for the phase
   auto free_q = [&] {
@@ -741,8 +733,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         const uint64_t a = wgmma_descriptor_advance(q_desc, (ks / 4) * S::kQPanelBytes + (ks % 4) * 32);
         if constexpr (BN == 64) {
           wgmma_m64n64k16_ss<0>(sc, a, desc, ks > 0);
-        } else if constexpr (BN == 176) {
-          wgmma_m64n176k16_ss<0>(sc, a, desc, ks > 0);
         } else {
           wgmma_m64n128k16_ss<0>(sc, a, desc, ks > 0);
         }
@@ -753,8 +743,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         const uint64_t desc = wgmma_descriptor_advance(k_desc, (ks / 4) * S::kPanelBytes + (ks % 4) * 32);
         if constexpr (BN == 64) {
           wgmma_m64n64k16_rs<0>(sc, qf[ks], desc, ks > 0);
-        } else if constexpr (BN == 176) {
-          static_assert(BN != 176, "176-key tiles read Q from shared memory (kSm90QShared)");
         } else {
           wgmma_m64n128k16_rs<0>(sc, qf[ks], desc, ks > 0);
         }
@@ -798,32 +786,12 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // leaves in sm.correction the factor by which O must be rescaled before
   // P_t V_t.
   OnlineSoftmax<BN> sm;
-  // With kSm90SoftmaxTurns the warpgroups take turns at the softmax on two
-  // named barriers (each waits on its own, then lets the other go), so that
-  // one's softmax runs while the other's products keep the tensor cores
-  // busy, and the two never fall into step. Both run the same number of
-  // softmaxes (they share every item and tile); the second lets the first
-  // go once at the start.
-  constexpr bool kTurns = (ABLATE & kSm90SoftmaxTurns) != 0;
-  const uint32_t consumer_wg = ctid / 128;
-  if constexpr (kTurns) {
-    if (consumer_wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-  }
   auto softmax = [&](int t) {
     const int key0 = (key_tile0 + t) * BN;
     if constexpr ((ABLATE & kSm90NoSoftmax) != 0) return;
-    if constexpr (kTurns) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer_wg) : "memory");
     if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > qpos_warp))
       OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos_warp + lane / 4);
     sm.update(sc, p.scale_log2);
-    if constexpr (kTurns && (ABLATE & kSm90TurnsAfterSums) != 0) {
-      // A thread count computed from the row sums (always 256), so that the
-      // hand-over cannot issue before the exponentials.
-      const int threads = 256 + __float2int_rz((sm.l_run[0] + sm.l_run[1]) * 0.0f);
-      asm volatile("bar.arrive %0, %1;\n" ::"r"(2 - consumer_wg), "r"(threads) : "memory");
-    } else if constexpr (kTurns) {
-      asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - consumer_wg) : "memory");
-    }
   };
   auto pack = [&] {
 #pragma unroll
@@ -862,7 +830,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // kSm90SplitRelease: tile g's K is released once its scores are done,
   // its V once its P V is; otherwise both at once after P V.
   constexpr bool kSplitRelease = (ABLATE & kSm90SplitRelease) != 0;
-  static_assert(!kSplitRelease || (ABLATE & kSm90SerialTurns) == 0, "the serial order releases whole stages");
   auto release_k = [&](int g) {
     if constexpr (kSplitRelease) st.release(g, lane);
   };
@@ -910,59 +877,6 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     stamp(8);
     if constexpr (kTrace) ++traced;
   };
-
-  // kSm90SerialTurns: the order of cuDNN's loop (seen in Nsight Compute's
-  // samples, dev/cuda/NOTES.md). Per tile a warpgroup scores (Q from shared
-  // memory), takes its turn on a named barrier, waits for the scores, runs
-  // the softmax, hands the turn to the other warpgroup, then multiplies by V
-  // and waits for that too; items one after another. The hand-over's thread
-  // count is computed from the row sums (always 256), so that it cannot be
-  // issued before the exponentials; the second warpgroup lets the first go
-  // once at the start, and both run the same number of softmaxes.
-  if constexpr ((ABLATE & kSm90SerialTurns) != 0) {
-    const uint32_t wg = ctid / 128;
-    if (wg == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-    for (;; ++k) {
-      const Sm90WsDesc w = sm90_ws_wait_item(st, k);
-      if (w.item >= sched.n_items) break;
-      start(w);
-      load_q(w);
-      zero_o();
-      sm = OnlineSoftmax<BN>{};
-      for (int t = 0; t < n_tiles; ++t) {
-        const int g = tile_base + t;
-        wait_k(g);
-        issue_scores(g);
-        asm volatile("bar.sync %0, 256;\n" ::"r"(1 + wg) : "memory");
-        wgmma_wait<0>();
-        wgmma_keep(sc);
-        if (t == n_tiles - 1) free_q();
-        softmax(t);
-        const int threads = 256 + __float2int_rz((sm.l_run[0] + sm.l_run[1]) * 0.0f);
-        asm volatile("bar.arrive %0, %1;\n" ::"r"(2 - wg), "r"(threads) : "memory");
-        sm.rescale(o);
-        pack();
-        issue_pv(g);
-        wgmma_wait<0>();
-        wgmma_keep(o);
-        st.release(g, lane);
-      }
-      for (int g = tile_base + n_tiles; g < tile_base + item_tiles; ++g) {  // tiles only the other CTA computes
-        wait_k(g);
-        wait_v(g);
-        st.release(g, lane);
-      }
-      const float row_max[2] = {sm.m_run[0], sm.m_run[1]};
-      float row_sum[2] = {sm.row_sum(0), sm.row_sum(1)};
-      if (w.piece < 0 || sm90_ws_merge_piece<D, CLUSTER, WG>(sched, w, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
-        const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
-        store_o(w, inv);
-      }
-      sm90_ws_free_item(st, k);
-      tile_base += item_tiles;
-    }
-    goto done;
-  }
 
   // The steps run on across items: the next item's first tile is scored
   // under the current item's last P V, so neither a Q load nor a first
