@@ -40,6 +40,7 @@
 #include "variants/flash_prefill_sm90_ws_v12.cuh"
 #include "variants/flash_prefill_sm90_ws_v32.cuh"
 #include "variants/flash_prefill_sm90_ablate.cuh"
+#include "variants/flash_prefill_sm90_lab.cuh"
 #include "kernels/cuda/paged_decode_kernel.cuh"
 
 using namespace exactly::kernels::cuda;
@@ -279,7 +280,9 @@ template <int BN, int STAGES, Consumers kConsumers = Consumers::kPlain, int D = 
           int ABLATE = kSm90Exact, int CLUSTER = 1, int GROUP = 16, bool QTMA = false, bool TAIL = false,
           bool SPLIT = false, int WG = 2>
 std::function<void()> prefill_sm90_ws(const Problem& pr) {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
+  using F = LabFeatures<BN, STAGES, D, CLUSTER, ABLATE, GROUP, QTMA, WG>;
+  using S = Sm90WsShape<F>;
+  static_assert(WG == 2 || (ABLATE & kSm90Trace) == 0, "traces are for two consumer warpgroups");
   const int64_t slots = int64_t{pr.n_seqs} * pr.max_blocks * pr.block_size;
   if (pr.block_size % GROUP != 0) {
     std::fprintf(stderr, "copies of %d keys need a block size that they divide (%d)\n", GROUP, pr.block_size);
@@ -299,9 +302,9 @@ std::function<void()> prefill_sm90_ws(const Problem& pr) {
   if constexpr (kConsumers == Consumers::kPlain || kConsumers == Consumers::kV32) {  // plain grid or persistent
     auto kernel = [] {  // v32 exists for 64- and 128-key tiles only
       if constexpr (kConsumers == Consumers::kV32) {
-        return flash_prefill_sm90_ws_v32_kernel<BN, STAGES, kSm90Issuers, D>;
+        return flash_prefill_sm90_ws_v32_kernel<BN, STAGES, D>;
       } else {
-        return flash_prefill_sm90_ws_kernel<BN, STAGES, kSm90Issuers, D, CLUSTER, ABLATE, GROUP, QTMA, WG>;
+        return flash_prefill_sm90_ws_kernel<F, LabHook<ABLATE>>;
       }
     }();
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));

@@ -12,20 +12,21 @@
 #include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
-#include "kernels/cuda/flash_prefill_sm90_ws.cuh"
+#include "variants/flash_prefill_sm90_lab.cuh"
 
 namespace exactly::kernels::cuda {
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers>
+template <int BN, int STAGES, int ISSUERS = Sm90WsFeatures::kIssuers>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_serial_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const PrefillParams p) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES>;
+  using F = LabFeatures<BN, STAGES, 128, 1, kSm90Exact, 16, false, 2, ISSUERS>;
+  using S = Sm90WsShape<F>;
   constexpr int D = S::kD;
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<F> st((smem_address(smem_raw) + 1023u) & ~1023u);
 
   const int seq = blockIdx.z;
   const int head = blockIdx.y;
@@ -40,12 +41,12 @@ __global__ void __launch_bounds__(384, 1)
   const int n_tiles = (n_keys + BN - 1) / BN;
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
+  if (tid == 0) sm90_ws_init_barriers<F>(st);
   __syncthreads();
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_produce<BN, STAGES, ISSUERS>(st, &k_map, &v_map, p, seq, kv_head, n_keys, n_tiles, tid);
+    sm90_ws_produce<F>(st, &k_map, &v_map, p, seq, kv_head, n_keys, n_tiles, tid);
     return;
   }
 

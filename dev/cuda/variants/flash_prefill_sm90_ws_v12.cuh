@@ -11,7 +11,7 @@
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
-#include "kernels/cuda/flash_prefill_sm90_ws.cuh"
+#include "variants/flash_prefill_sm90_lab.cuh"
 
 namespace exactly::kernels::cuda {
 
@@ -21,7 +21,7 @@ __global__ void __launch_bounds__(384, 1)
                                  const PrefillParams p) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES>;
+  using S = Sm90WsShape<LabFeatures<BN, STAGES>>;
   constexpr int D = S::kD;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_address(smem_raw) + 1023u) & ~1023u;

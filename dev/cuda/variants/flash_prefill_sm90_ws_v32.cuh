@@ -10,37 +10,38 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/flash_prefill_sm90_ws.cuh"
+#include "variants/flash_prefill_sm90_lab.cuh"
 
 namespace exactly::kernels::cuda {
 
 // An item's index, its slot freed at once (these consumers look up the rest).
-template <int BN, int STAGES, int D>
-__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<BN, STAGES, D>& st, int k) {
+template <class F>
+__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<F>& st, int k) {
   const int item = sm90_ws_wait_item(st, k).item;
   sm90_ws_free_item(st, k);
   return item;
 }
 
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128>
+template <int BN, int STAGES, int D = 128>
 __global__ void __launch_bounds__(384, 1)
     flash_prefill_sm90_ws_v32_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                      const __grid_constant__ CUtensorMap /*q_map: unused*/, const PrefillParams p,
                                      const Sm90WsSchedule sched) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES, D>;
+  using F = LabFeatures<BN, STAGES, D>;
+  using S = Sm90WsShape<F>;
   static_assert(S::kBM == 128, "the producer's query blocks");
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES, D> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<F> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS>(st);
+  if (tid == 0) sm90_ws_init_barriers<F>(st);
   __syncthreads();
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D>(st, &k_map, &v_map, &k_map, p, sched, tid);  // no Q copies
+    sm90_ws_producer<F>(st, &k_map, &v_map, &k_map, p, sched, tid);  // no Q copies
     return;
   }
 

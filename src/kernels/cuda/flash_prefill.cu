@@ -40,13 +40,47 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
 // Hopper, bf16: the warp-specialised kernel (a TMA producer warpgroup, two
 // wgmma consumer warpgroups, three at head dim 64, 128-key tiles),
 // persistent when there are more work items than SMs; dev/cuda/NOTES.md has
-// the alternatives and their figures. At head dim 64 a stage is half the
-// size, but 4 or 6 of them measured no better than 3 (lab prefill64 v2-v4;
-// with three warpgroups, 4 against 3: d64 v22).
+// the alternatives and their figures. Three stages at either head dim: at
+// head dim 64 a stage is half the size, but a deeper ring runs no faster.
 constexpr int kSm90BN = 128;
 constexpr int kSm90Stages = 3;
 constexpr int kSm90ClusterKeys = 4096;  // clusters of two above this context (launch_sm90)
 constexpr int kSm90MaxConsumerWarps = 12;  // three consumer warpgroups at head dim 64
+
+// Production's features at head dim D, in clusters of CLUSTER CTAs. The
+// producer copies each item's Q into shared memory, so that no global load
+// stands between two items. Clusters of two share each K/V tile (multicast),
+// which pays only for long items (flash_attention_prefill picks them by
+// shape); a query block's output is the same bits either way, so a request's
+// result does not depend on its batch.
+// At head dim 128 a step tests its K and V barriers together, so that their
+// answers' latencies overlap; the next item's first P is packed before the
+// output is stored, which frees registers for the stores, and a row's quad
+// stores 16 bytes a thread, a quarter of the store instructions. Without
+// clusters a tile's K is released once its scores are done, which keeps the
+// producer a K tile further ahead; in clusters that runs slower, and whole
+// stages are released.
+// At head dim 64 a tile's products take half as long against the same
+// softmax, and none of those options pays. Three consumer warpgroups take
+// 192-row query blocks, as FlashAttention-3 does: a third fewer K/V copies
+// per FLOP, and more products under each softmax. Their 160 registers a
+// thread leave no room for Q, so the scores read it from shared memory. The
+// features are fixed per head dim and cluster size, never chosen by the batch.
+template <int D, int CLUSTER>
+struct Sm90Production : Sm90WsFeatures {
+  static constexpr int kHeadDim = D;
+  static constexpr int kTileKeys = kSm90BN;
+  static constexpr int kStages = kSm90Stages;
+  static constexpr int kCluster = CLUSTER;
+  static constexpr int kConsumerWarpgroups = D == 64 ? 3 : 2;
+  static constexpr bool kQByTma = true;
+  static constexpr bool kQShared = D == 64;
+  static constexpr bool kEarlyTests = D == 128;
+  static constexpr bool kPackFirst = D == 128;
+  static constexpr bool kQuadStores = D == 128;
+  static constexpr bool kSplitRelease = D == 128 && CLUSTER == 1;
+  static_assert(D == 128 || CLUSTER == 1, "head dim 64 runs no clusters");
+};
 
 // Device memory kept for launches on `stream` (launches on one stream run in
 // order, so one set per stream suffices), made by `make` on the first launch
@@ -100,46 +134,20 @@ SplitWorkspace split_workspace(cudaStream_t stream, int sms) {
   });
 }
 
-// At head dim 128 each item's Q is copied into shared memory by the
-// producer (QTMA). Clusters of two CTAs sharing each K/V tile (multicast)
-// pay only for long items: once the launch's end was fixed (v51, v53), one
-// CTA per item ran 11-27% faster at 512-1k tokens, 2-13% at 2k, level to 7%
-// faster at 4k, while clusters stayed 1-3% ahead at 8k-16k (lab v53 against
-// v54). So a batch runs in clusters when its longest context exceeds
-// kSm90ClusterKeys and some query is longer than one block (a batch of single
-// blocks would leave each cluster's second CTA without rows). A query
-// block's output is the same bits either way (lab prefill-same), so a
-// request's result does not depend on its batch. At head dim 64 clusters
-// lost 7-12% (lab d64 v8). There three consumer warpgroups take 192-row
-// query blocks, as FlashAttention-3 does, which cuts the K/V copies per
-// FLOP by a third; their 160 registers a thread leave no room for Q, so the
-// producer copies it in and the scores read it from shared memory (d64 v21:
-// +3-6% from 2k tokens against two warpgroups; dev/cuda/NOTES.md). The
-// warpgroups are fixed per head dim, never chosen by the batch.
-template <int D, int CLUSTER, bool QTMA>
+// A launch of the kernel with features F: a batch runs in clusters (F's
+// kCluster 2) when its longest context exceeds kSm90ClusterKeys and some
+// query is longer than one block (a batch of single blocks would leave each
+// cluster's second CTA without rows).
+template <class F>
 void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q, int n_heads, float scale,
                  bool causal, void* out, cudaStream_t stream) {
-  constexpr int kWG = D == 64 ? 3 : 2;
-  using Shape = Sm90WsShape<kSm90BN, kSm90Stages, D, QTMA, kWG>;
-  static_assert(D == 128 || (QTMA && CLUSTER == 1), "head dim 64: Q from shared memory, no clusters");
+  constexpr int D = F::kHeadDim, CLUSTER = F::kCluster;
+  constexpr bool QTMA = F::kQByTma;
+  using Shape = Sm90WsShape<F>;
   static_assert(size_t{16} * Sm90WsPartial<D>::kChunks * Shape::kConsumerThreads <= Sm90WsPartial<128>::kBytesPerCta,
                 "a CTA's partials fit its workspace slot");
   static_assert(Shape::kConsumerWarps <= kSm90MaxConsumerWarps, "arrival counts per query block");
-  // At head dim 128 a step tests its K and V barriers together (lab v73,
-  // v74: the same bits, +1-2% from 2k tokens), and an item's output is
-  // stored 16 bytes a thread after the next item's first P is packed (v85,
-  // v87: the same bits; the stores had cost 4% at 4k tokens and 12-22% at
-  // 1k, v80). Without clusters a tile's K is released once its scores are
-  // done and its V after P V (v92: the same bits, +1-5% at 1k-2k, +0.5-2%
-  // at 4k in two sweeps); in clusters that gained only below 4k keys, where
-  // clusters do not run, and lost 0.3-0.8% above (v94). At head dim 64 (two
-  // warpgroups) the tests gained nothing (d64 v12), the packing and stores
-  // lost 6-9% (d64 v15), the split release lost 2-4% from 4k (d64 v17).
-  constexpr int kVariant =
-      D == 128 ? kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores | (CLUSTER == 1 ? kSm90SplitRelease : 0)
-               : kSm90QShared;
-  constexpr auto kernel = flash_prefill_sm90_ws_kernel<kSm90BN, kSm90Stages, kSm90Issuers, D, CLUSTER, kVariant,
-                                                       16, QTMA, kWG>;
+  constexpr auto kernel = flash_prefill_sm90_ws_kernel<F>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
   // The maps describe the pools and the query buffer, not the batch: a few
   // microseconds of host work per call, no device memory.
@@ -217,10 +225,12 @@ void flash_attention_prefill(const PagedKVDevice& cache, const AttentionBatchDev
   EXACTLY_CUDA_REQUIRE(batch.q_rows > 0, "flash_attention_prefill: q_rows %lld (the rows q holds)",
                        static_cast<long long>(batch.q_rows));
   if (use_sm90(cache)) {
-    if (cache.head_dim == 64) return launch_sm90<64, 1, true>(cache, batch, q, n_heads, scale, causal, out, stream);
-    return batch.max_query_len > Sm90WsShape<kSm90BN, kSm90Stages, 128>::kBM && batch.max_seq_len > kSm90ClusterKeys
-               ? launch_sm90<128, 2, true>(cache, batch, q, n_heads, scale, causal, out, stream)
-               : launch_sm90<128, 1, true>(cache, batch, q, n_heads, scale, causal, out, stream);
+    if (cache.head_dim == 64) {
+      return launch_sm90<Sm90Production<64, 1>>(cache, batch, q, n_heads, scale, causal, out, stream);
+    }
+    return batch.max_query_len > Sm90WsShape<Sm90Production<128, 1>>::kBM && batch.max_seq_len > kSm90ClusterKeys
+               ? launch_sm90<Sm90Production<128, 2>>(cache, batch, q, n_heads, scale, causal, out, stream)
+               : launch_sm90<Sm90Production<128, 1>>(cache, batch, q, n_heads, scale, causal, out, stream);
   }
   with_head_dim(cache.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;

@@ -27,9 +27,9 @@
 // across items too: the next item's Q is loaded once the current item's last
 // scores are done, and its first tile is scored, and its softmax run, under the
 // current item's last P V. So neither the pipeline nor an item's first and last
-// steps stand alone between items. With QTMA the producer copies each item's Q
+// steps stand alone between items. With kQByTma the producer copies each item's Q
 // into shared memory ahead of its K/V, and the consumers take it into registers
-// with ldmatrix, or the scores read it there (kSm90QShared, at head dim 64);
+// with ldmatrix, or the scores read it there (kQShared, at head dim 64);
 // otherwise they load it from global memory themselves, which at head dim 128
 // exposes its latency between items.
 //
@@ -53,36 +53,12 @@
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/prefill_schedule.h"
+#include "kernels/cuda/sm90_prefill/features.cuh"
+#include "kernels/cuda/sm90_prefill/hook.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
-
-// WG: consumer warpgroups of 64 query rows each (2, or 3 as FlashAttention-3
-// runs head dim 64).
-template <int BN, int STAGES, int D = 128, bool QTMA = false, int WG = 2>
-struct Sm90WsShape {
-  static constexpr int kD = D;
-  static constexpr int kWG = WG;
-  static constexpr int kBM = 64 * WG;
-  static constexpr int kConsumerThreads = 128 * WG;
-  static constexpr int kConsumerWarps = 4 * WG;
-  static constexpr int kThreads = 128 + kConsumerThreads;
-  static constexpr int kPanels = D / 64;  // 64 bf16 columns = one 128-byte swizzled row
-  static constexpr int kPanelBytes = BN * 128;
-  static constexpr int kTileBytes = kPanels * kPanelBytes;
-  // The item's Q, when the producer copies it in (QTMA): kPanels panels of
-  // 128 swizzled 128-byte rows.
-  static constexpr int kQPanelBytes = kBM * 128;
-  static constexpr int kQBytes = QTMA ? kPanels * kQPanelBytes : 0;
-  // two item slots (Sm90WsDesc); K full, V full, empty per stage; item full
-  // and empty; Q full and empty; V's own empty per stage (kSm90SplitRelease)
-  static constexpr int kBarrierBytes = 2 * 64 + 3 * STAGES * 8 + 2 * 2 * 8 + 2 * 8 + STAGES * 8;
-  static constexpr int kSmemBytes = 2 * STAGES * kTileBytes + kQBytes + kBarrierBytes + 1024;
-  static_assert(BN == 64 || BN == 128, "wgmma N of the score product");
-  static_assert(D == 64 || D == 128, "wgmma N of the P V product");
-  static_assert(WG == 2 || WG == 3, "consumer warpgroups");
-};
 
 // Where a CTA's stages and their barriers live in shared memory. K and V of a
 // stage complete on barriers of their own, so a tile's scores can start once
@@ -90,9 +66,10 @@ struct Sm90WsShape {
 // CTAs every stage is filled in all of them at once (multicast), so a stage
 // is empty only once the consumers of every CTA have released it: each
 // consumer warp arrives on the empty barrier of each CTA.
-template <int BN, int STAGES, int D = 128, int CLUSTER = 1, bool QTMA = false, int WG = 2>
+template <class F>
 struct Sm90WsStages {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
+  using S = Sm90WsShape<F>;
+  static constexpr int STAGES = F::kStages, CLUSTER = F::kCluster;
   uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, v_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
       : k(base),
@@ -130,54 +107,12 @@ struct Sm90WsStages {
   }
 };
 
-// Producer warps that issue copies: one thread issuing all of a tile's 32
-// copies (8 blocks of 16 keys x 2 panels x K and V, at head dim 128) in turn fell behind the
-// consumers; four share them.
-constexpr int kSm90Issuers = 4;
-
-// Timing ablations for the kernel lab (dev/cuda/attention_lab.cu a5-a11, v80):
-// each makes the results wrong on purpose, except the probe and the trace,
-// which only count, and the other variants marked exact (the scores from
-// shared memory, the early tests, the packing and the stores).
-// Production launches kSm90EarlyTests | kSm90PackFirst | kSm90QuadStores at
-// head dim 128, with kSm90SplitRelease when not in clusters, kSm90QShared at
-// head dim 64 (three consumer warpgroups), and none of the others.
-enum Sm90WsAblation : int {
-  kSm90Exact = 0,
-  kSm90NoFeedAfterFill = 1,     // K/V copied into the first stages only, then reused
-  kSm90FeedEveryOtherTile = 2,  // half the copies (what multicast would save, without its coupling)
-  kSm90QOnce = 4,               // each CTA's first item's Q reused for all its items
-  kSm90NoSoftmax = 16,          // raw scores straight into P V
-  kSm90Probe = 32,              // exact results; the consumers also count the cycles they wait (sm90_ws_probe)
-  kSm90QShared = 128,           // exact (needs QTMA): scores read Q from shared memory, not from registers
-  kSm90Trace = 16384,           // exact: each consumer warpgroup's first warp in CTA 0 stamps its steps (sm90_ws_trace)
-  kSm90EarlyTests = 65536,      // exact: a step tests its K and V barriers together, waiting only if one is not done
-  kSm90NoStore = 131072,        // no output stored (what the epilogue's stores cost)
-  kSm90QuadStores = 524288,     // exact: a row's quad transposes its words so that each thread stores 16 bytes
-  kSm90PackFirst = 1048576,     // exact: the next item's first P packed before the output is stored (fewer registers)
-  kSm90SplitRelease = 2097152,  // exact: a tile's K released once its scores are done, its V after P V (own barriers)
-};
-
-// kSm90Probe launches add, over every consumer warp, the cycles spent waiting
-// for K tiles [0] and for V tiles [1] in the steps inside an item, the same
-// [2], [3] between items (an item's first tile, its last P V), and the warps'
-// whole time [4].
-__device__ unsigned long long sm90_ws_probe[5];
-
-// kSm90Trace launches: for each consumer warpgroup of CTA 0 (its first
-// warp), the clock at nine points of each of its first kSm90TraceSteps steps
-// inside items: the step's start, K ready, the scores issued, O rescaled, V
-// ready, P V issued, the scores done, both products done, P packed.
-constexpr int kSm90TraceSteps = 512;
-constexpr int kSm90TracePoints = 9;
-__device__ long long sm90_ws_trace[2][kSm90TraceSteps][kSm90TracePoints];
-
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, bool QTMA = false, bool SPLIT_RELEASE = false,
-          int WG = 2>
-__device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st) {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
+template <class F>
+__device__ void sm90_ws_init_barriers(const Sm90WsStages<F>& st) {
+  using S = Sm90WsShape<F>;
+  constexpr int STAGES = F::kStages, ISSUERS = F::kIssuers, CLUSTER = F::kCluster;
   for (int s = 0; s < STAGES; ++s) {
-    if constexpr (SPLIT_RELEASE) mbarrier_init(st.v_empty + 8 * s, S::kConsumerWarps * CLUSTER);
+    if constexpr (F::kSplitRelease) mbarrier_init(st.v_empty + 8 * s, S::kConsumerWarps * CLUSTER);
     mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
     mbarrier_init(st.v_full + 8 * s, ISSUERS);
     mbarrier_init(st.empty + 8 * s, S::kConsumerWarps * CLUSTER);  // one arrive per consumer warp of the cluster
@@ -205,12 +140,13 @@ __device__ void sm90_ws_init_barriers(const Sm90WsStages<BN, STAGES, D, CLUSTER,
 // whole tile, a share from each of its issuers, whichever CTA issued the
 // copies. first_tile: the item's first key tile (a piece of a split item
 // starts past 0).
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
-          bool QTMA = false, int WG = 2>
-__device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, const CUtensorMap* k_map,
-                                const CUtensorMap* v_map, const PrefillParams& p, int seq, int kv_head, int n_keys,
-                                int n_tiles, int tid, int tile_base = 0, int rank = 0, int first_tile = 0) {
-  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
+template <class F, class Hook = Sm90WsNoHook>
+__device__ void sm90_ws_produce(const Sm90WsStages<F>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid,
+                                int tile_base = 0, int rank = 0, int first_tile = 0) {
+  using S = Sm90WsShape<F>;
+  constexpr int BN = F::kTileKeys, STAGES = F::kStages, ISSUERS = F::kIssuers, D = F::kHeadDim;
+  constexpr int CLUSTER = F::kCluster, GROUP = F::kCopyKeys;
   constexpr int kIssuers = ISSUERS * CLUSTER, kGroupsPerTile = BN / GROUP;
   constexpr bool kWholeGroups = kGroupsPerTile >= kIssuers;
   static_assert(BN % GROUP == 0 && GROUP % 16 == 0, "whole 16-key groups per tile");
@@ -229,17 +165,15 @@ __device__ void sm90_ws_produce(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA,
   for (int t = 0; t < n_tiles; ++t) {
     const int g = tile_base + t;
     const int s = g % STAGES;
-    constexpr bool kSplitRelease = (ABLATE & kSm90SplitRelease) != 0;
+    constexpr bool kSplitRelease = F::kSplitRelease;
     mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);  // K's stage (and V's, unless split)
-    if constexpr ((ABLATE & (kSm90NoFeedAfterFill | kSm90FeedEveryOtherTile)) != 0) {
-      if ((ABLATE & kSm90NoFeedAfterFill) ? g >= STAGES : (g & 1) != 0) {
-        mbarrier_arrive(st.k_full + 8 * s);
-        mbarrier_arrive(st.v_full + 8 * s);
-        continue;
-      }
+    if (Hook::skips_copies(g, STAGES)) {
+      mbarrier_arrive(st.k_full + 8 * s);
+      mbarrier_arrive(st.v_full + 8 * s);
+      continue;
     }
     mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
-    // With kSm90SplitRelease V's half of the stage is awaited on its own,
+    // With kSplitRelease V's half of the stage is awaited on its own,
     // after this issuer's K copies.
     auto expect_v = [&] {
       if constexpr (kSplitRelease) mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
@@ -371,10 +305,9 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
 // consumer thread and the other issuing warps read it. A consumer warp's
 // wait, all lanes present; the slot stays a thread's until it arrives on the
 // first CTA's item_empty.
-template <int BN, int STAGES, int D, int CLUSTER, bool QTMA, int WG>
-__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st,
-                                                        int k) {
-  if constexpr (CLUSTER == 1) {
+template <class F>
+__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<F>& st, int k) {
+  if constexpr (F::kCluster == 1) {
     mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
   } else {  // the slot was written by the cluster's first CTA
     mbarrier_wait_cluster(st.item_full + 8 * (k & 1), (k >> 1) & 1);
@@ -385,9 +318,9 @@ __device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<BN, S
 // reads (one arrive per warp after a __syncwarp is as correct, but
 // compute-sanitizer's racecheck does not see the other lanes' reads as
 // ordered before it).
-template <int BN, int STAGES, int D, int CLUSTER, bool QTMA, int WG>
-__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, int k) {
-  if constexpr (CLUSTER == 1) {
+template <class F>
+__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<F>& st, int k) {
+  if constexpr (F::kCluster == 1) {
     mbarrier_arrive(st.item_empty + 8 * (k & 1));
   } else {
     // Without a cluster-scope release, which would make a consumer thread
@@ -406,11 +339,12 @@ __device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<BN, STAGES,
 // into o and sum and returns true (store them); the others return false.
 // Each lane fences its own writes before the count and after reading it
 // (the pattern of a last-block reduction); the pieces are read from L2.
-template <int D, int CLUSTER, int WG = 2>
+template <class F>
 __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched, const Sm90WsDesc& w,
-                                                    float (&o)[D / 2], const float (&mx)[2], float (&sum)[2],
-                                                    int ctid, float scale_log2, int bn) {
-  using S = Sm90WsShape<128, 1, D, false, WG>;
+                                                    float (&o)[F::kHeadDim / 2], const float (&mx)[2],
+                                                    float (&sum)[2], int ctid, float scale_log2, int bn) {
+  using S = Sm90WsShape<F>;
+  constexpr int D = F::kHeadDim, CLUSTER = F::kCluster;
   constexpr int kChunks = Sm90WsPartial<D>::kChunks, kThreads = S::kConsumerThreads;
   // Which of the item's query blocks this CTA holds: in a cluster the CTAs
   // take the two blocks in turns, so the CTA's rank does not say.
@@ -475,13 +409,13 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
 // With QTMA each CTA's first issuer copies the item's Q into shared memory
 // before its K/V, once the consumers have taken the previous item's Q into
 // registers: the consumers then wait for no global load between items.
-template <int BN, int STAGES, int ISSUERS, int D, int CLUSTER = 1, int ABLATE = kSm90Exact, int GROUP = 16,
-          bool QTMA = false, int WG = 2>
-__device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG>& st, const CUtensorMap* k_map,
-                                 const CUtensorMap* v_map, const CUtensorMap* q_map, const PrefillParams& p,
-                                 const Sm90WsSchedule& sched, int tid) {
+template <class F, class Hook = Sm90WsNoHook>
+__device__ void sm90_ws_producer(const Sm90WsStages<F>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                 const CUtensorMap* q_map, const PrefillParams& p, const Sm90WsSchedule& sched,
+                                 int tid) {
+  constexpr int BN = F::kTileKeys, ISSUERS = F::kIssuers, CLUSTER = F::kCluster;
   static_assert(CLUSTER == 1 || CLUSTER == 2, "query blocks per item");
-  constexpr int kRows = Sm90WsShape<BN, STAGES, D, QTMA, WG>::kBM;
+  constexpr int kRows = Sm90WsShape<F>::kBM;
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
   const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
@@ -517,9 +451,9 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
       sm90_ws_free_item(st, k);
     }
     if (d.item >= sched.n_items) break;
-    if constexpr (QTMA) {
-      if (warp == 0 && ((ABLATE & kSm90QOnce) == 0 || k == 0)) {
-        using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
+    if constexpr (F::kQByTma) {
+      if (warp == 0 && (!Hook::keeps_first_q() || k == 0)) {
+        using S = Sm90WsShape<F>;
         mbarrier_wait(st.q_empty, (k & 1) ^ 1);
         mbarrier_arrive_expect_tx(st.q_full, S::kQBytes);
 #pragma unroll
@@ -528,8 +462,8 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
       }
     }
     const int n_tiles = d.tile_end - d.tile0;
-    sm90_ws_produce<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA, WG>(
-        st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base, rank, d.tile0);
+    sm90_ws_produce<F, Hook>(st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base,
+                             rank, d.tile0);
     tile_base += n_tiles;
     if (scheduler) item = next;
   }
@@ -543,21 +477,21 @@ __device__ void sm90_ws_producer(const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA
 
 // q_map: the queries [tokens, heads, D] (make_heads_tensor_map), in boxes of
 // a query block's 64 x WG tokens; read only with QTMA.
-template <int BN, int STAGES, int ISSUERS = kSm90Issuers, int D = 128, int CLUSTER = 1, int ABLATE = kSm90Exact,
-          int GROUP = 16, bool QTMA = false, int WG = 2>
-__global__ void __launch_bounds__(128 * (WG + 1), 1)
+template <class F, class Hook = Sm90WsNoHook>
+__global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
     flash_prefill_sm90_ws_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map,
                                  const __grid_constant__ CUtensorMap q_map, const PrefillParams p,
                                  const Sm90WsSchedule sched) {
 #if defined(EXACTLY_HAS_WGMMA)
   using T = __nv_bfloat16;
-  using S = Sm90WsShape<BN, STAGES, D, QTMA, WG>;
-  static_assert(WG == 2 || (ABLATE & kSm90Trace) == 0, "traces are for two consumer warpgroups");
+  using S = Sm90WsShape<F>;
+  constexpr int BN = F::kTileKeys, D = F::kHeadDim, CLUSTER = F::kCluster, WG = F::kConsumerWarpgroups;
+  constexpr bool QTMA = F::kQByTma;
   extern __shared__ unsigned char smem_raw[];
-  const Sm90WsStages<BN, STAGES, D, CLUSTER, QTMA, WG> st((smem_address(smem_raw) + 1023u) & ~1023u);
+  const Sm90WsStages<F> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<BN, STAGES, ISSUERS, D, CLUSTER, QTMA, (ABLATE & kSm90SplitRelease) != 0>(st);
+  if (tid == 0) sm90_ws_init_barriers<F>(st);
   // In a cluster, no CTA may arrive on or copy into another's barriers before
   // they exist, nor leave while another may still do so.
   if constexpr (CLUSTER > 1) {
@@ -571,46 +505,28 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // whole 64K register file either way).
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<WG == 2 ? 40 : 32>();
-    sm90_ws_producer<BN, STAGES, ISSUERS, D, CLUSTER, ABLATE, GROUP, QTMA, WG>(st, &k_map, &v_map, &q_map, p, sched,
-                                                                              tid);
+    sm90_ws_producer<F, Hook>(st, &k_map, &v_map, &q_map, p, sched, tid);
     if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }
 
   setmaxnreg_inc<WG == 2 ? 232 : 160>();
-  [[maybe_unused]] const long long probe_start = (ABLATE & kSm90Probe) != 0 ? clock64() : 0;
-  [[maybe_unused]] unsigned long long waited[4] = {0, 0, 0, 0};
-  [[maybe_unused]] int between = 0;  // 2 while the steps between two items wait
-  auto wait_k = [&](int g) {
-    if constexpr ((ABLATE & kSm90Probe) != 0) {
-      const long long t0 = clock64();
-      st.wait_k(g);
-      waited[between] += clock64() - t0;
-    } else {
-      st.wait_k(g);
-    }
-  };
-  auto wait_v = [&](int g) {
-    if constexpr ((ABLATE & kSm90Probe) != 0) {
-      const long long t0 = clock64();
-      st.wait_v(g);
-      waited[between + 1] += clock64() - t0;
-    } else {
-      st.wait_v(g);
-    }
-  };
   const int ctid = tid - 128;
+  typename Hook::Record rec;
+  Hook::begin(rec, ctid);
+  auto wait_k = [&](int g) { Hook::wait(rec, false, [&] { st.wait_k(g); }); };
+  auto wait_v = [&](int g) { Hook::wait(rec, true, [&] { st.wait_v(g); }); };
   const int lane = ctid % 32;
   const int warp_row0 = (ctid / 32) * 16;
   const int64_t token_stride = int64_t{p.n_heads} * D;
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
 
-  // With kSm90QShared the scores read Q straight from shared memory (as
+  // With kQShared the scores read Q straight from shared memory (as
   // cuDNN's and FlashAttention-3's kernels do): no registers hold it, and its
   // buffer is the item's until the item's last scores are done (free_q).
-  constexpr bool kQShared = (ABLATE & kSm90QShared) != 0;
-  static_assert(!kQShared || (QTMA && (ABLATE & kSm90QOnce) == 0), "Q in shared memory, copied there per item");
+  constexpr bool kQShared = F::kQShared;
+  static_assert(!kQShared || !Hook::keeps_first_q(), "Q in shared memory, copied there per item");
   uint32_t qf[D / 16][4];
   int q_loads = 0;  // items whose Q came from shared memory (QTMA), for the phase
   auto free_q = [&] {
@@ -667,9 +583,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
   auto store_o = [&](const Sm90WsDesc& w, const float (&inv)[2]) {
-    if constexpr ((ABLATE & kSm90NoStore) != 0) {
+    if constexpr (Hook::skips_stores()) {
       return;
-    } else if constexpr ((ABLATE & kSm90QuadStores) != 0) {
+    } else if constexpr (F::kQuadStores) {
       // Lane q of a row's quad holds columns 8 dt + 2q, +1 for every dt. For
       // each group of four dt, two butterfly exchanges (lanes q ^ 1, then q ^ 2,
       // each swapping the two words whose index bit differs from q's)
@@ -788,7 +704,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   OnlineSoftmax<BN> sm;
   auto softmax = [&](int t) {
     const int key0 = (key_tile0 + t) * BN;
-    if constexpr ((ABLATE & kSm90NoSoftmax) != 0) return;
+    if constexpr (Hook::skips_softmax()) return;
     if (key0 + BN > ctx_len || (p.causal && key0 + BN - 1 > qpos_warp))
       OnlineSoftmax<BN>::mask(sc, key0, lane, ctx_len, p.causal, qpos_warp + lane / 4);
     sm.update(sc, p.scale_log2);
@@ -817,7 +733,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     if (!QTMA && more) prefetch_q(w);
   };
   auto load_next = [&] {
-    if constexpr ((ABLATE & kSm90QOnce) != 0 || kQShared) return;  // shared: awaited before its first scores
+    if constexpr (Hook::keeps_first_q() || kQShared) return;  // shared: awaited before its first scores
     if (more) load_q(item_at(k + 1));
   };
 
@@ -826,24 +742,17 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   // (FlashAttention-3's order inside a warpgroup; ptxas moves the wait up, see
   // the head of this file). last: the item's last tile, after whose scores
   // the next item is fetched and its Q loaded.
-  constexpr bool kEarlyTests = (ABLATE & kSm90EarlyTests) != 0;
-  // kSm90SplitRelease: tile g's K is released once its scores are done,
-  // its V once its P V is; otherwise both at once after P V.
-  constexpr bool kSplitRelease = (ABLATE & kSm90SplitRelease) != 0;
+  constexpr bool kEarlyTests = F::kEarlyTests;
+  // kSplitRelease: tile g's K is released once its scores are done, its V
+  // once its P V is; otherwise both at once after P V.
+  constexpr bool kSplitRelease = F::kSplitRelease;
   auto release_k = [&](int g) {
     if constexpr (kSplitRelease) st.release(g, lane);
   };
   auto release_kv = [&](int g) {  // after P V
     st.release(g, lane, kSplitRelease);
   };
-  constexpr bool kTrace = (ABLATE & kSm90Trace) != 0;
-  [[maybe_unused]] const bool tracer = kTrace && blockIdx.x == 0 && ctid % 128 == 0;
-  [[maybe_unused]] int traced = 0;
-  auto stamp = [&](int point) {
-    if constexpr (kTrace) {
-      if (tracer && traced < kSm90TraceSteps) sm90_ws_trace[ctid / 128][traced][point] = clock64();
-    }
-  };
+  auto stamp = [&](int point) { Hook::stamp(rec, point); };
   auto step = [&](int t, bool last) {
     stamp(0);
     // kSm90EarlyTests: both barriers asked at once, so the two answers'
@@ -875,7 +784,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     if (last) load_next();
     pack();
     stamp(8);
-    if constexpr (kTrace) ++traced;
+    Hook::step_done(rec);
   };
 
   // The steps run on across items: the next item's first tile is scored
@@ -889,7 +798,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     load_q(w);
   }
   zero_o();
-  if constexpr ((ABLATE & kSm90Probe) != 0) between = 2;
+  Hook::between_items(rec, true);
   wait_k(0);
   issue_scores(0);
   wgmma_wait<0>();
@@ -903,14 +812,14 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   softmax(0);  // O is zero: nothing to rescale
   pack();
   for (;;) {
-    if constexpr ((ABLATE & kSm90Probe) != 0) between = 0;
+    Hook::between_items(rec, false);
     for (int t = 1; t < n_tiles - 1; ++t) step(t, false);
     if (n_tiles > 1) step(n_tiles - 1, true);
     // The item's last step: its last P V, under which the next item's first
     // tile is scored and its softmax runs. Without a next item the last
     // tile's K (still held) is scored again and dropped: the wgmma sequence
     // is the same on both paths, which keeps ptxas from serialising it.
-    if constexpr ((ABLATE & kSm90Probe) != 0) between = 2;
+    Hook::between_items(rec, true);
     const int last = tile_base + n_tiles - 1, first_next = tile_base + item_tiles;
     for (int g = last + 1; g < first_next; ++g) {  // tiles only the other CTA computes
       wait_k(g);
@@ -942,15 +851,15 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     wgmma_wait<0>();
     wgmma_keep(o);
     release_kv(last);
-    // kSm90PackFirst: pk is free now (the last P V is done), and packing the
+    // kPackFirst: pk is free now (the last P V is done), and packing the
     // next item's first P frees half of sc's registers before the stores.
-    if constexpr ((ABLATE & kSm90PackFirst) != 0) {
+    if constexpr (F::kPackFirst) {
       if (next) pack();
     }
     const int done = next ? k - 1 : k;
     const Sm90WsDesc w_done = item_at(done);
     if (w_done.piece < 0 ||
-        sm90_ws_merge_piece<D, CLUSTER, WG>(sched, w_done, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
+        sm90_ws_merge_piece<F>(sched, w_done, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
       const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
       store_o(w_done, inv);
     }
@@ -961,16 +870,10 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
       load_next();
     }
     zero_o();
-    if constexpr ((ABLATE & kSm90PackFirst) == 0) pack();
+    if constexpr (!F::kPackFirst) pack();
   }
 done:
-  if constexpr ((ABLATE & kSm90Probe) != 0) {
-    if (lane == 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) atomicAdd(&sm90_ws_probe[i], waited[i]);
-      atomicAdd(&sm90_ws_probe[4], static_cast<unsigned long long>(clock64() - probe_start));
-    }
-  }
+  Hook::end(rec, lane);
   if constexpr (CLUSTER > 1) cluster_sync_all();
 #endif
 }
