@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(384, 1)
   const int n_tiles = (n_keys + BN - 1) / BN;
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<F>(st);
+  if (tid == 0) st.init_barriers();
   __syncthreads();
 
   if (tid < 128) {  // producer warpgroup

@@ -16,9 +16,9 @@ namespace exactly::kernels::cuda {
 
 // An item's index, its slot freed at once (these consumers look up the rest).
 template <class F>
-__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsStages<F>& st, int k) {
-  const int item = sm90_ws_wait_item(st, k).item;
-  sm90_ws_free_item(st, k);
+__device__ __forceinline__ int sm90_ws_receive_item(const Sm90WsTileScheduler<F>& items, int k) {
+  const int item = items.wait(k).item;
+  items.free(k);
   return item;
 }
 
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(384, 1)
   const Sm90WsStages<F> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<F>(st);
+  if (tid == 0) st.init_barriers();
   __syncthreads();
 
   if (tid < 128) {  // producer warpgroup
@@ -53,9 +53,10 @@ __global__ void __launch_bounds__(384, 1)
   const T* q = static_cast<const T*>(p.q);
   T* out = static_cast<T*>(p.out);
 
+  const Sm90WsTileScheduler<F> items(st, sched, p);
   int tile_base = 0;
   for (int k = 0;; ++k) {
-    const int item = sm90_ws_receive_item(st, k);
+    const int item = sm90_ws_receive_item(items, k);
     if (item >= sched.n_items) break;
     const Sm90WsDesc w = sm90_ws_describe(item, sched, p, S::kBM);
     const int head = w.head, m0 = w.m0, q_begin = w.q_begin, q_len = w.q_len;

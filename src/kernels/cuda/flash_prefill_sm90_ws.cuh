@@ -55,78 +55,12 @@
 #include "kernels/cuda/prefill_schedule.h"
 #include "kernels/cuda/sm90_prefill/features.cuh"
 #include "kernels/cuda/sm90_prefill/hook.cuh"
+#include "kernels/cuda/sm90_prefill/stages.cuh"
+#include "kernels/cuda/sm90_prefill/tile_scheduler.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
-
-// Where a CTA's stages and their barriers live in shared memory. K and V of a
-// stage complete on barriers of their own, so a tile's scores can start once
-// its K has landed, while its V is still on the way. In a cluster of CLUSTER
-// CTAs every stage is filled in all of them at once (multicast), so a stage
-// is empty only once the consumers of every CTA have released it: each
-// consumer warp arrives on the empty barrier of each CTA.
-template <class F>
-struct Sm90WsStages {
-  using S = Sm90WsShape<F>;
-  static constexpr int STAGES = F::kStages, CLUSTER = F::kCluster;
-  uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, v_empty, items;
-  __device__ explicit Sm90WsStages(uint32_t base)
-      : k(base),
-        v(base + STAGES * S::kTileBytes),
-        q(base + 2 * STAGES * S::kTileBytes),
-        k_full(q + S::kQBytes + 2 * 64),
-        v_full(k_full + STAGES * 8),
-        empty(k_full + 2 * STAGES * 8),
-        item_full(empty + STAGES * 8),
-        item_empty(item_full + 2 * 8),
-        q_full(item_empty + 2 * 8),
-        q_empty(q_full + 8),
-        v_empty(q_empty + 8),
-        items(q + S::kQBytes) {}
-  __device__ uint32_t item_slot(int k) const { return items + 64 * (k & 1); }
-  __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
-  __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }
-  __device__ void wait_k(int t) const { mbarrier_wait(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
-  __device__ void wait_v(int t) const { mbarrier_wait(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
-  __device__ bool test_k(int t) const { return mbarrier_test(k_full + 8 * (t % STAGES), (t / STAGES) & 1); }
-  __device__ bool test_v(int t) const { return mbarrier_test(v_full + 8 * (t % STAGES), (t / STAGES) & 1); }
-  // Tile indices count on across a CTA's work items, so stages and phases carry
-// over. Called by every consumer warp once it is done with tile t's K and V.
-  __device__ void release(int t, int lane, bool v_only = false) const {
-    __syncwarp();
-    if (lane == 0) {
-      const uint32_t bar = (v_only ? v_empty : empty) + 8 * (t % STAGES);
-      if constexpr (CLUSTER == 1) {
-        mbarrier_arrive(bar);
-      } else {
-#pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) mbarrier_arrive_remote(cluster_address(bar, r));
-      }
-    }
-  }
-};
-
-template <class F>
-__device__ void sm90_ws_init_barriers(const Sm90WsStages<F>& st) {
-  using S = Sm90WsShape<F>;
-  constexpr int STAGES = F::kStages, ISSUERS = F::kIssuers, CLUSTER = F::kCluster;
-  for (int s = 0; s < STAGES; ++s) {
-    if constexpr (F::kSplitRelease) mbarrier_init(st.v_empty + 8 * s, S::kConsumerWarps * CLUSTER);
-    mbarrier_init(st.k_full + 8 * s, ISSUERS);  // the issuers' arrives, plus the copies' bytes
-    mbarrier_init(st.v_full + 8 * s, ISSUERS);
-    mbarrier_init(st.empty + 8 * s, S::kConsumerWarps * CLUSTER);  // one arrive per consumer warp of the cluster
-  }
-  for (int s = 0; s < 2; ++s) {
-    mbarrier_init(st.item_full + 8 * s, 1);  // the scheduling thread's arrive
-    // Every consumer thread (each read the slot) and issuer of the cluster
-    // but the scheduling one (only the first CTA's barrier is used).
-    mbarrier_init(st.item_empty + 8 * s, (S::kConsumerThreads + ISSUERS) * CLUSTER - 1);
-  }
-  mbarrier_init(st.q_full, 1);                     // the issuing thread's arrive, plus the copies' bytes
-  mbarrier_init(st.q_empty, S::kConsumerThreads);  // every consumer thread, once its Q is in registers
-  mbarrier_init_fence();
-}
 
 // The producer warpgroup's work for one item: lane 0 of each of the first
 // ISSUERS warps of each CTA of the cluster copies its share of each tile,
@@ -216,122 +150,6 @@ __device__ void sm90_ws_produce(const Sm90WsStages<F>& st, const CUtensorMap* k_
   }
 }
 
-// A work item as one CTA sees it, published by the scheduling thread so that
-// no other warp reads the sequence's lengths from global memory (in the
-// consumers that would stall a step). item >= n_items: none is left. n_keys:
-// the keys this CTA's query block sees; pair_keys: the most any CTA of the
-// cluster sees, which is what the tiles cover (so pair_keys - n_keys < 128,
-// and a query block past the query computes the pair's keys and stores
-// nothing). The item's key tiles are [tile0, tile_end): all of them, or one
-// piece's stretch (piece >= 0: its index among all split items' pieces).
-struct Sm90WsDesc {
-  int item, seq, head, m0, q_begin, q_len, ctx_len, n_keys, pair_keys, tile0, tile_end, piece;
-};
-
-// Index i (sm90_ws_slot) as this CTA sees it: it takes the item's query
-// block `which`.
-__device__ __forceinline__ Sm90WsDesc sm90_ws_describe(int i, const Sm90WsSchedule& sched, const PrefillParams& p,
-                                                       int block_rows, int cluster = 1, int which = 0, int bn = 128) {
-  const Sm90WsSlot slot = sm90_ws_slot(i, sched, cluster);
-  const int per_head = (sched.n_mblocks + cluster - 1) / cluster;
-  const int seq_head = slot.seq_head;
-  const int seq = seq_head / p.n_heads;
-  const int first_block = (per_head - 1 - slot.rank) * cluster;
-  const int m0 = (first_block + which) * block_rows;
-  const int q_begin = p.query_start[seq];
-  const int q_len = p.query_start[seq + 1] - q_begin;
-  const int ctx_len = p.seq_lens[seq];
-  auto keys = [&](int m) { return p.causal ? min(ctx_len, ctx_len - q_len + min(q_len, m + block_rows)) : ctx_len; };
-  const int last_block = min(first_block + cluster - 1, max(q_len - 1, 0) / block_rows);
-  const int pair_keys = keys(last_block * block_rows);
-  const int tiles = (pair_keys + bn - 1) / bn;
-  return {i,
-          seq,
-          seq_head % p.n_heads,
-          m0,
-          q_begin,
-          q_len,
-          ctx_len,
-          m0 < q_len ? keys(m0) : pair_keys,
-          pair_keys,
-          sm90_ws_part_first(tiles, slot.part, slot.parts),
-          sm90_ws_part_end(tiles, slot.part, slot.parts),
-          slot.piece};
-}
-// Whether the item has any query row: its first block starts inside the query.
-__device__ __forceinline__ bool sm90_ws_has_rows(const Sm90WsDesc& d, int block_rows, int which) {
-  return d.m0 - which * block_rows < d.q_len;
-}
-
-__device__ __forceinline__ void sm90_ws_store_desc(uint32_t addr, const Sm90WsDesc& d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(d.item), "r"(d.seq), "r"(d.head),
-               "r"(d.m0)
-               : "memory");
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 16), "r"(d.q_begin), "r"(d.q_len),
-               "r"(d.ctx_len), "r"(d.n_keys)
-               : "memory");
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 32), "r"(d.pair_keys), "r"(d.tile0),
-               "r"(d.tile_end), "r"(d.piece)
-               : "memory");
-}
-// The same into another CTA of the cluster, completing its phase of the slot's
-// item_full barrier (both given by cluster addresses).
-__device__ __forceinline__ void sm90_ws_store_desc_remote(uint32_t addr, uint32_t full, const Sm90WsDesc& d) {
-  mbarrier_arrive_expect_tx_cluster(full, 48);
-  st_async_v4(addr, d.item, d.seq, d.head, d.m0, full);
-  st_async_v4(addr + 16, d.q_begin, d.q_len, d.ctx_len, d.n_keys, full);
-  st_async_v4(addr + 32, d.pair_keys, d.tile0, d.tile_end, d.piece, full);
-}
-__device__ __forceinline__ Sm90WsDesc sm90_ws_load_desc(uint32_t addr) {
-  Sm90WsDesc d;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(d.item), "=r"(d.seq), "=r"(d.head), "=r"(d.m0)
-               : "r"(addr)
-               : "memory");
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(d.q_begin), "=r"(d.q_len), "=r"(d.ctx_len), "=r"(d.n_keys)
-               : "r"(addr + 16)
-               : "memory");
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(d.pair_keys), "=r"(d.tile0), "=r"(d.tile_end), "=r"(d.piece)
-               : "r"(addr + 32)
-               : "memory");
-  return d;
-}
-
-// Item k of this CTA, passed through a two-slot ring: the scheduling thread
-// (the first producer warp of the cluster's first CTA) publishes it for every
-// CTA of the cluster (fetching the one after from the counter); every
-// consumer thread and the other issuing warps read it. A consumer warp's
-// wait, all lanes present; the slot stays a thread's until it arrives on the
-// first CTA's item_empty.
-template <class F>
-__device__ __forceinline__ Sm90WsDesc sm90_ws_wait_item(const Sm90WsStages<F>& st, int k) {
-  if constexpr (F::kCluster == 1) {
-    mbarrier_wait(st.item_full + 8 * (k & 1), (k >> 1) & 1);
-  } else {  // the slot was written by the cluster's first CTA
-    mbarrier_wait_cluster(st.item_full + 8 * (k & 1), (k >> 1) & 1);
-  }
-  return sm90_ws_load_desc(st.item_slot(k));
-}
-// Done with item k's slot: each thread that read it arrives for its own
-// reads (one arrive per warp after a __syncwarp is as correct, but
-// compute-sanitizer's racecheck does not see the other lanes' reads as
-// ordered before it).
-template <class F>
-__device__ __forceinline__ void sm90_ws_free_item(const Sm90WsStages<F>& st, int k) {
-  if constexpr (F::kCluster == 1) {
-    mbarrier_arrive(st.item_empty + 8 * (k & 1));
-  } else {
-    // Without a cluster-scope release, which would make a consumer thread
-    // wait for its stores of O to reach L2 (about 2% at 4k tokens,
-    // measured): what the slot's next writer must follow is only this
-    // thread's reads of the slot, whose values were all used before this
-    // arrive.
-    mbarrier_arrive_remote(cluster_address(st.item_empty + 8 * (k & 1), 0));
-  }
-}
-
 // The end of a piece of a split item (sm90_ws_split) in a consumer warp: its
 // partial result (o unnormalised, the rows' raw maxima mx and sums) into the
 // workspace, then an arrival for the warp's rows. The last of the item's
@@ -413,44 +231,16 @@ template <class F, class Hook = Sm90WsNoHook>
 __device__ void sm90_ws_producer(const Sm90WsStages<F>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                  const CUtensorMap* q_map, const PrefillParams& p, const Sm90WsSchedule& sched,
                                  int tid) {
-  constexpr int BN = F::kTileKeys, ISSUERS = F::kIssuers, CLUSTER = F::kCluster;
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "query blocks per item");
-  constexpr int kRows = Sm90WsShape<F>::kBM;
+  constexpr int ISSUERS = F::kIssuers, CLUSTER = F::kCluster;
   const int warp = tid / 32;
   if (warp >= ISSUERS || tid % 32 != 0) return;
   const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
   const bool scheduler = warp == 0 && rank == 0;
-  const int clusters = int(gridDim.x) / CLUSTER;
-  auto take = [&] { return sched.counter != nullptr ? clusters + atomicAdd(sched.counter, 1) : sched.n_items; };
-  int item = int(blockIdx.x) / CLUSTER, tile_base = 0;
+  Sm90WsTileScheduler<F> items(st, sched, p);
+  int tile_base = 0;
   for (int k = 0;; ++k) {
-    Sm90WsDesc d, other;  // other: the item as the cluster's second CTA sees it
-    int next = sched.n_items;
-    if (scheduler) {
-      const int which = CLUSTER > 1 ? k & 1 : 0;
-      for (;; item = take()) {
-        if (item >= sched.n_items) {
-          d = other = Sm90WsDesc{sched.n_items};
-          break;
-        }
-        d = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which, BN);
-        // Described here, next to d, the compiler reuses d's loads of the
-        // sequence's lengths (after the wait below it would load them again).
-        if constexpr (CLUSTER > 1) other = sm90_ws_describe(item, sched, p, kRows, CLUSTER, which ^ 1, BN);
-        if (sm90_ws_has_rows(d, kRows, which) && d.tile_end > d.tile0) break;  // a short item's piece may be empty
-      }
-      mbarrier_wait(st.item_empty + 8 * (k & 1), ((k >> 1) & 1) ^ 1);
-      sm90_ws_store_desc(st.item_slot(k), d);
-      if constexpr (CLUSTER > 1)
-        sm90_ws_store_desc_remote(cluster_address(st.item_slot(k), 1), cluster_address(st.item_full + 8 * (k & 1), 1),
-                                  other);
-      mbarrier_arrive(st.item_full + 8 * (k & 1));
-      if (d.item < sched.n_items) next = take();  // fetched now, used after this item's copies are issued
-    } else {  // the warp's other lanes have returned: no __syncwarp here
-      d = sm90_ws_wait_item(st, k);
-      sm90_ws_free_item(st, k);
-    }
-    if (d.item >= sched.n_items) break;
+    const Sm90WsDesc d = items.produce_item(k, scheduler);
+    if (!items.valid(d)) break;
     if constexpr (F::kQByTma) {
       if (warp == 0 && (!Hook::keeps_first_q() || k == 0)) {
         using S = Sm90WsShape<F>;
@@ -465,14 +255,9 @@ __device__ void sm90_ws_producer(const Sm90WsStages<F>& st, const CUtensorMap* k
     sm90_ws_produce<F, Hook>(st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base,
                              rank, d.tile0);
     tile_base += n_tiles;
-    if (scheduler) item = next;
+    if (scheduler) items.advance();
   }
-  // The last cluster to finish zeroes the counter for the next launch: by
-  // then every cluster has taken its last index.
-  if (sched.counter != nullptr && scheduler && atomicAdd(sched.counter + 1, 1) == clusters - 1) {
-    sched.counter[0] = 0;
-    sched.counter[1] = 0;
-  }
+  items.finish(scheduler);
 }
 
 // q_map: the queries [tokens, heads, D] (make_heads_tensor_map), in boxes of
@@ -491,7 +276,7 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
   const Sm90WsStages<F> st((smem_address(smem_raw) + 1023u) & ~1023u);
   const int tid = threadIdx.x;
 
-  if (tid == 0) sm90_ws_init_barriers<F>(st);
+  if (tid == 0) st.init_barriers();
   // In a cluster, no CTA may arrive on or copy into another's barriers before
   // they exist, nor leave while another may still do so.
   if constexpr (CLUSTER > 1) {
@@ -725,11 +510,12 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
   // once the P V under them is done too (pk is free, so fewer registers are
   // live) its Q is loaded into qf.
   int k = 0;
-  auto item_at = [&](int j) { return sm90_ws_load_desc(st.item_slot(j)); };
+  const Sm90WsTileScheduler<F> items(st, sched, p);
+  auto item_at = [&](int j) { return items.at(j); };
   bool more = false;  // item k + 1 exists
   auto fetch_next = [&] {
-    const Sm90WsDesc w = sm90_ws_wait_item(st, k + 1);
-    more = w.item < sched.n_items;
+    const Sm90WsDesc w = items.wait(k + 1);
+    more = items.valid(w);
     if (!QTMA && more) prefetch_q(w);
   };
   auto load_next = [&] {
@@ -792,8 +578,8 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
   // softmax nor a last P V stands alone between items. The steps inside an
   // item are a loop of their own, with nothing in it for the item's ends.
   {
-    const Sm90WsDesc w = sm90_ws_wait_item(st, 0);
-    if (w.item >= sched.n_items) goto done;
+    const Sm90WsDesc w = items.wait(0);
+    if (!items.valid(w)) goto done;
     start(w);
     load_q(w);
   }
@@ -863,7 +649,7 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
       const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
       store_o(w_done, inv);
     }
-    sm90_ws_free_item(st, done);
+    items.free(done);
     if (!next) break;
     if (one_tile) {
       fetch_next();
