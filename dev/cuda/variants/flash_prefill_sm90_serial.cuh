@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_produce<F>(st, &k_map, &v_map, p, seq, kv_head, n_keys, n_tiles, tid);
+    Sm90WsProducer<F>(st, &k_map, &v_map, nullptr, p).load_kv(seq, kv_head, n_keys, n_tiles, tid);
     return;
   }
 

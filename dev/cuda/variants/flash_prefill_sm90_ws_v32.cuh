@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(384, 1)
 
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<40>();
-    sm90_ws_producer<F>(st, &k_map, &v_map, &k_map, p, sched, tid);  // no Q copies
+    Sm90WsProducer<F>(st, &k_map, &v_map, &k_map, p).run(sched, tid);  // no Q copies
     return;
   }
 

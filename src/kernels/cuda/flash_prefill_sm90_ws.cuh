@@ -55,100 +55,13 @@
 #include "kernels/cuda/prefill_schedule.h"
 #include "kernels/cuda/sm90_prefill/features.cuh"
 #include "kernels/cuda/sm90_prefill/hook.cuh"
+#include "kernels/cuda/sm90_prefill/producer.cuh"
 #include "kernels/cuda/sm90_prefill/stages.cuh"
 #include "kernels/cuda/sm90_prefill/tile_scheduler.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
-
-// The producer warpgroup's work for one item: lane 0 of each of the first
-// ISSUERS warps of each CTA of the cluster copies its share of each tile,
-// K before V, into the tile's stage (of every CTA of the cluster) once the
-// consumers have released it. A copy is GROUP keys of one 64-column panel
-// (GROUP divides the block size, so a copy never leaves its block); with
-// as many groups in a tile as issuers or more, each issuer takes whole
-// groups, otherwise one (group, panel) copy each, spread over the CTAs of
-// the cluster, and issuers left over copy nothing. The item's tiles are the
-// CTA's tile_base, tile_base + 1, ...; each CTA's full barriers expect the
-// whole tile, a share from each of its issuers, whichever CTA issued the
-// copies. first_tile: the item's first key tile (a piece of a split item
-// starts past 0).
-template <class F, class Hook = Sm90WsNoHook>
-__device__ void sm90_ws_produce(const Sm90WsStages<F>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                const PrefillParams& p, int seq, int kv_head, int n_keys, int n_tiles, int tid,
-                                int tile_base = 0, int rank = 0, int first_tile = 0) {
-  using S = Sm90WsShape<F>;
-  constexpr int BN = F::kTileKeys, STAGES = F::kStages, ISSUERS = F::kIssuers, D = F::kHeadDim;
-  constexpr int CLUSTER = F::kCluster, GROUP = F::kCopyKeys;
-  constexpr int kIssuers = ISSUERS * CLUSTER, kGroupsPerTile = BN / GROUP;
-  constexpr bool kWholeGroups = kGroupsPerTile >= kIssuers;
-  static_assert(BN % GROUP == 0 && GROUP % 16 == 0, "whole 16-key groups per tile");
-  static_assert(kWholeGroups || kGroupsPerTile * S::kPanels % kIssuers == 0 || kGroupsPerTile * S::kPanels < kIssuers,
-                "one copy per issuer");
-  const int warp = tid / 32;
-  if (warp >= ISSUERS || tid % 32 != 0) return;
-  const int issuer = kWholeGroups ? rank * ISSUERS + warp : warp * CLUSTER + rank;
-  // Copies of K (and as many of V) per tile by this issuer: up to kCopies
-  // groups (kPanels panels each; with 11 groups over 4 issuers, the last
-  // issuer has one fewer), or one (group, panel), or none.
-  constexpr int kCopies = kWholeGroups ? (kGroupsPerTile + kIssuers - 1) / kIssuers : 1;
-  const bool idle = !kWholeGroups && issuer >= kGroupsPerTile * S::kPanels;
-  constexpr uint32_t kBytes = BN * D * 2 / ISSUERS;  // of K (and of V) landing here, per local issuer
-  const int32_t* table = p.block_tables + int64_t{seq} * p.max_blocks_per_seq;
-  for (int t = 0; t < n_tiles; ++t) {
-    const int g = tile_base + t;
-    const int s = g % STAGES;
-    constexpr bool kSplitRelease = F::kSplitRelease;
-    mbarrier_wait(st.empty + 8 * s, ((g / STAGES) & 1) ^ 1);  // K's stage (and V's, unless split)
-    if (Hook::skips_copies(g, STAGES)) {
-      mbarrier_arrive(st.k_full + 8 * s);
-      mbarrier_arrive(st.v_full + 8 * s);
-      continue;
-    }
-    mbarrier_arrive_expect_tx(st.k_full + 8 * s, kBytes);
-    // With kSplitRelease V's half of the stage is awaited on its own,
-    // after this issuer's K copies.
-    auto expect_v = [&] {
-      if constexpr (kSplitRelease) mbarrier_wait(st.v_empty + 8 * s, ((g / STAGES) & 1) ^ 1);
-      mbarrier_arrive_expect_tx(st.v_full + 8 * s, kBytes);
-    };
-    if constexpr (!kSplitRelease) expect_v();
-    if (idle) {
-      if constexpr (kSplitRelease) expect_v();
-      continue;
-    }
-    int group[kCopies], slots[kCopies];  // table lookups all in flight at once
-#pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      group[i] = kWholeGroups ? i * kIssuers + issuer : issuer / S::kPanels;
-      int key0 = (first_tile + t) * BN + group[i] * GROUP;
-      // A whole group past the end (or past the tile, for an issuer with one
-      // fewer): any finite block, masked or not copied.
-      if (key0 >= n_keys || (kGroupsPerTile % kIssuers != 0 && group[i] >= kGroupsPerTile)) key0 = 0;
-      slots[i] = table[key0 / p.block_size] * p.block_size + key0 % p.block_size;
-    }
-#pragma unroll
-    for (int kv = 0; kv < 2; ++kv) {
-      if (kSplitRelease && kv == 1) expect_v();
-#pragma unroll
-      for (int i = 0; i < kCopies; ++i)
-#pragma unroll
-        for (int j = 0; j < (kWholeGroups ? S::kPanels : 1); ++j) {
-          if (kGroupsPerTile % kIssuers != 0 && group[i] >= kGroupsPerTile) continue;
-          const int panel = kWholeGroups ? j : issuer % S::kPanels;
-          const uint32_t dst = s * S::kTileBytes + panel * S::kPanelBytes + group[i] * GROUP * 128;
-          const uint32_t base = kv == 0 ? st.k : st.v, bar = (kv == 0 ? st.k_full : st.v_full) + 8 * s;
-          if constexpr (CLUSTER == 1) {
-            tma_load_3d(base + dst, kv == 0 ? k_map : v_map, panel * 64, kv_head, slots[i], bar);
-          } else {
-            tma_load_3d_multicast(base + dst, kv == 0 ? k_map : v_map, panel * 64, kv_head, slots[i], bar,
-                                  (1u << CLUSTER) - 1);
-          }
-        }
-    }
-  }
-}
 
 // The end of a piece of a split item (sm90_ws_split) in a consumer warp: its
 // partial result (o unnormalised, the rows' raw maxima mx and sums) into the
@@ -219,47 +132,6 @@ __device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched,
   return true;
 }
 
-// The producer warpgroup over the CTA's items: the cluster's first, then
-// (with a counter) those the counter hands out. Items without query rows are
-// skipped here and never published. In a cluster of two the CTAs take the
-// item's two query blocks in turn, the longer one (under a causal mask) to
-// each CTA every other item, so neither falls behind by more than a tile.
-// With QTMA each CTA's first issuer copies the item's Q into shared memory
-// before its K/V, once the consumers have taken the previous item's Q into
-// registers: the consumers then wait for no global load between items.
-template <class F, class Hook = Sm90WsNoHook>
-__device__ void sm90_ws_producer(const Sm90WsStages<F>& st, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                 const CUtensorMap* q_map, const PrefillParams& p, const Sm90WsSchedule& sched,
-                                 int tid) {
-  constexpr int ISSUERS = F::kIssuers, CLUSTER = F::kCluster;
-  const int warp = tid / 32;
-  if (warp >= ISSUERS || tid % 32 != 0) return;
-  const int rank = CLUSTER > 1 ? int(cluster_rank()) : 0;
-  const bool scheduler = warp == 0 && rank == 0;
-  Sm90WsTileScheduler<F> items(st, sched, p);
-  int tile_base = 0;
-  for (int k = 0;; ++k) {
-    const Sm90WsDesc d = items.produce_item(k, scheduler);
-    if (!items.valid(d)) break;
-    if constexpr (F::kQByTma) {
-      if (warp == 0 && (!Hook::keeps_first_q() || k == 0)) {
-        using S = Sm90WsShape<F>;
-        mbarrier_wait(st.q_empty, (k & 1) ^ 1);
-        mbarrier_arrive_expect_tx(st.q_full, S::kQBytes);
-#pragma unroll
-        for (int panel = 0; panel < S::kPanels; ++panel)
-          tma_load_3d(st.q + panel * S::kQPanelBytes, q_map, panel * 64, d.head, d.q_begin + d.m0, st.q_full);
-      }
-    }
-    const int n_tiles = d.tile_end - d.tile0;
-    sm90_ws_produce<F, Hook>(st, k_map, v_map, p, d.seq, d.head / p.group, d.pair_keys, n_tiles, tid, tile_base,
-                             rank, d.tile0);
-    tile_base += n_tiles;
-    if (scheduler) items.advance();
-  }
-  items.finish(scheduler);
-}
-
 // q_map: the queries [tokens, heads, D] (make_heads_tensor_map), in boxes of
 // a query block's 64 x WG tokens; read only with QTMA.
 template <class F, class Hook = Sm90WsNoHook>
@@ -290,7 +162,7 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
   // whole 64K register file either way).
   if (tid < 128) {  // producer warpgroup
     setmaxnreg_dec<WG == 2 ? 40 : 32>();
-    sm90_ws_producer<F, Hook>(st, &k_map, &v_map, &q_map, p, sched, tid);
+    Sm90WsProducer<F, Hook>(st, &k_map, &v_map, &q_map, p).run(sched, tid);
     if constexpr (CLUSTER > 1) cluster_sync_all();
     return;
   }

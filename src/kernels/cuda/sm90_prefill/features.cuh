@@ -8,9 +8,9 @@
 namespace exactly::kernels::cuda {
 
 struct Sm90WsFeatures {
-  static constexpr int kHeadDim = 128;           // 64 or 128: one or two 64-column panels per K/V row
-  static constexpr int kTileKeys = 128;          // keys per K/V tile, the score product's wgmma N (64 or 128)
-  static constexpr int kStages = 3;              // K/V tiles in flight in the ring
+  static constexpr int kHeadDim = 128;   // 64 or 128: one or two 64-column panels per K/V row
+  static constexpr int kTileKeys = 128;  // keys per K/V tile, the score product's wgmma N (64 or 128)
+  static constexpr int kStages = 3;      // K/V tiles in flight in the ring
   // Producer warps issuing copies: one thread issuing a tile's 32 copies (8
   // blocks of 16 keys x 2 panels x K and V, at head dim 128) in turn falls
   // behind the consumers; four share them.

@@ -23,18 +23,10 @@ struct Sm90WsStages {
   static constexpr int STAGES = F::kStages, CLUSTER = F::kCluster;
   uint32_t k, v, q, k_full, v_full, empty, item_full, item_empty, q_full, q_empty, v_empty, items;
   __device__ explicit Sm90WsStages(uint32_t base)
-      : k(base),
-        v(base + STAGES * S::kTileBytes),
-        q(base + 2 * STAGES * S::kTileBytes),
-        k_full(q + S::kQBytes + 2 * 64),
-        v_full(k_full + STAGES * 8),
-        empty(k_full + 2 * STAGES * 8),
-        item_full(empty + STAGES * 8),
-        item_empty(item_full + 2 * 8),
-        q_full(item_empty + 2 * 8),
-        q_empty(q_full + 8),
-        v_empty(q_empty + 8),
-        items(q + S::kQBytes) {}
+      : k(base), v(base + STAGES * S::kTileBytes), q(base + 2 * STAGES * S::kTileBytes),
+        k_full(q + S::kQBytes + 2 * 64), v_full(k_full + STAGES * 8), empty(k_full + 2 * STAGES * 8),
+        item_full(empty + STAGES * 8), item_empty(item_full + 2 * 8), q_full(item_empty + 2 * 8), q_empty(q_full + 8),
+        v_empty(q_empty + 8), items(q + S::kQBytes) {}
   __device__ uint32_t item_slot(int k) const { return items + 64 * (k & 1); }
   __device__ uint32_t k_tile(int t) const { return k + (t % STAGES) * S::kTileBytes; }
   __device__ uint32_t v_tile(int t) const { return v + (t % STAGES) * S::kTileBytes; }

@@ -60,8 +60,7 @@ __device__ __forceinline__ bool sm90_ws_has_rows(const Sm90WsDesc& d, int block_
 }
 
 __device__ __forceinline__ void sm90_ws_store_desc(uint32_t addr, const Sm90WsDesc& d) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(d.item), "r"(d.seq), "r"(d.head),
-               "r"(d.m0)
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(d.item), "r"(d.seq), "r"(d.head), "r"(d.m0)
                : "memory");
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr + 16), "r"(d.q_begin), "r"(d.q_len),
                "r"(d.ctx_len), "r"(d.n_keys)
@@ -199,7 +198,7 @@ class Sm90WsTileScheduler {
   const PrefillParams& p_;
   int clusters_ = int(gridDim.x) / F::kCluster;
   int item_ = int(blockIdx.x) / F::kCluster;  // the scheduling thread's next index
-  int next_ = 0;                               // the one after
+  int next_ = 0;                              // the one after
 };
 
 }  // namespace exactly::kernels::cuda
