@@ -342,15 +342,15 @@ void Engine::accept_emitted(Sequence& s) {
 // What the model applies to a row it samples for a processing sequence: the
 // request's logit_bias and, once filled, its grammar's mask.
 void Engine::pack_row_processing(ForwardBatch& b, Sequence& s, size_t row) {
-  RowProcessing p{static_cast<int32_t>(row), static_cast<int32_t>(b.logit_biases.size()), 0, nullptr};
-  for (const auto& [id, bias] : s.group->params.logit_bias) b.logit_biases.push_back({id, bias});
-  p.bias_end = static_cast<int32_t>(b.logit_biases.size());
+  RowProcessing p{static_cast<int32_t>(row), static_cast<int32_t>(b.jobs.logit_biases.size()), 0, nullptr};
+  for (const auto& [id, bias] : s.group->params.logit_bias) b.jobs.logit_biases.push_back({id, bias});
+  p.bias_end = static_cast<int32_t>(b.jobs.logit_biases.size());
   if (s.constraint) {
     s.mask.resize(mask_words(static_cast<size_t>(model_.config().vocab_size)));
     p.mask = s.mask.data();
-    b.await_masks = [this] { mask_filler_.wait(); };
+    b.jobs.await_masks = [this] { mask_filler_.wait(); };
   }
-  b.row_processing.push_back(p);
+  b.jobs.row_processing.push_back(p);
 }
 
 // Grammar masks for the rows this step samples, filled while the forward pass runs.
@@ -506,26 +506,26 @@ void pack_device_verify(ForwardBatch& b, Sampler& sampler, const Request& r,
                         const std::vector<std::vector<TokenProb>>& draft_dists, size_t first_row) {
   const std::vector<int32_t>& drafts = r.draft_tokens;
   const size_t k = drafts.size();
-  b.verifies.push_back({static_cast<int32_t>(first_row), static_cast<int32_t>(k),
-                        static_cast<int32_t>(b.verify_drafts.size()), static_cast<int32_t>(b.q_offsets.size()),
-                        static_cast<int32_t>(b.verify_uniforms.size()), 0});
-  b.verify_drafts.insert(b.verify_drafts.end(), drafts.begin(), drafts.end());
+  b.jobs.verifies.push_back({static_cast<int32_t>(first_row), static_cast<int32_t>(k),
+                        static_cast<int32_t>(b.jobs.verify_drafts.size()), static_cast<int32_t>(b.jobs.q_offsets.size()),
+                        static_cast<int32_t>(b.jobs.verify_uniforms.size()), 0});
+  b.jobs.verify_drafts.insert(b.jobs.verify_drafts.end(), drafts.begin(), drafts.end());
   for (size_t j = 0; j < k; ++j) {
-    b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
+    b.jobs.q_offsets.push_back(static_cast<int32_t>(b.jobs.q_entries.size()));
     if (draft_dists.empty()) {  // a deterministic drafter: q_j is one-hot at its draft
-      b.q_entries.push_back({drafts[j], 0, 1.0});
+      b.jobs.q_entries.push_back({drafts[j], 0, 1.0});
     } else {
-      for (const TokenProb& e : draft_dists[j]) b.q_entries.push_back({e.id, 0, e.p});
+      for (const TokenProb& e : draft_dists[j]) b.jobs.q_entries.push_back({e.id, 0, e.p});
     }
   }
-  b.q_offsets.push_back(static_cast<int32_t>(b.q_entries.size()));
+  b.jobs.q_offsets.push_back(static_cast<int32_t>(b.jobs.q_entries.size()));
   Rng ahead = sampler.rng();
-  for (size_t j = 0; j <= k; ++j) b.verify_uniforms.push_back(ahead.uniform());
+  for (size_t j = 0; j <= k; ++j) b.jobs.verify_uniforms.push_back(ahead.uniform());
   std::vector<int32_t> context = r.tokens;  // position j sees the drafts before it
   const auto num_prompt = static_cast<size_t>(r.num_prompt_tokens);
   for (size_t j = 0; j <= k; ++j) {
-    b.row_use[first_row + j] = RowUse::kVerify;
-    b.row_sampling[first_row + j] = device_sampling(sampler, context, num_prompt, b.penalty_tokens, false);
+    b.jobs.row_use[first_row + j] = RowUse::kVerify;
+    b.jobs.row_sampling[first_row + j] = device_sampling(sampler, context, num_prompt, b.jobs.penalty_tokens, false);
     if (j < k) context.push_back(drafts[j]);
   }
 }
@@ -553,22 +553,22 @@ void Engine::pack_batch(const SchedulerOutput& out) {
     const Request* r = scheduler_->find(c.id);
     EXACTLY_CHECK(r != nullptr);
     std::span<const BlockId> table = kv_manager_.block_table(c.id);
-    chunk_rows[i] = static_cast<int32_t>(b.tokens.size());
-    b.begin_sequence(i, table);
+    chunk_rows[i] = static_cast<int32_t>(b.input.tokens.size());
+    b.input.begin_sequence(i, table);
     if (c.first_new_token < r->num_tokens() - 1) step_has_prefill_ = true;  // more than one new non-draft token
     for (int64_t pos = c.first_new_token; pos < c.first_new_token + c.num_new_tokens; ++pos) {
       const int32_t token = pos < r->num_tokens() ? r->tokens[static_cast<size_t>(pos)]
                                                   : r->draft_tokens[static_cast<size_t>(pos - r->num_tokens())];
-      b.push_token(token, pos, table, bs);
+      b.input.push_token(token, pos, table, bs);
       if (pos < r->num_prompt_tokens) ++stats_.prompt_tokens_computed;
     }
-    b.end_sequence(c.first_new_token + c.num_new_tokens);
+    b.input.end_sequence(c.first_new_token + c.num_new_tokens);
     if (c.samples) {
       // A verify needs the logits after the newest known token and after each draft.
       const int64_t drafts = static_cast<int64_t>(r->draft_tokens.size());
       EXACTLY_CHECK(c.first_new_token <= r->num_tokens() - 1, "a verify of request %lld was split",
                     static_cast<long long>(c.id));
-      for (int64_t j = drafts; j >= 0; --j) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1 - j));
+      for (int64_t j = drafts; j >= 0; --j) b.input.logits_rows.push_back(static_cast<int32_t>(b.input.tokens.size() - 1 - j));
       // A row whose token alone is needed stays with the model: a plain
       // greedy decode needs its argmax, any other decode is sampled there
       // when the model samples (the logits stay on its device), biased and
@@ -580,24 +580,24 @@ void Engine::pack_batch(const SchedulerOutput& out) {
       const bool token_only = g.params.logprobs < 0 && (g.params.n == 1 || g.forked) &&
                               (!processes || (drafts == 0 && model_.model->processes_rows()));
       const size_t num_prompt = static_cast<size_t>(r->num_prompt_tokens);
-      const size_t first_row = b.logits_rows.size() - static_cast<size_t>(drafts) - 1;
-      b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
-      b.row_sampling.resize(b.logits_rows.size());
+      const size_t first_row = b.input.logits_rows.size() - static_cast<size_t>(drafts) - 1;
+      b.jobs.row_use.resize(b.input.logits_rows.size(), RowUse::kLogits);
+      b.jobs.row_sampling.resize(b.input.logits_rows.size());
       if (token_only && drafts == 0 && !processes && s.sampler.plain_greedy(r->tokens.size(), num_prompt)) {
-        b.row_use.back() = RowUse::kArgmax;
+        b.jobs.row_use.back() = RowUse::kArgmax;
       } else if (token_only && drafts == 0 && model_.model->samples_rows()) {
-        b.row_use.back() = RowUse::kSample;
-        b.row_sampling.back() = device_sampling(s.sampler, r->tokens, num_prompt, b.penalty_tokens);
-        if (processes) pack_row_processing(b, s, b.logits_rows.size() - 1);
+        b.jobs.row_use.back() = RowUse::kSample;
+        b.jobs.row_sampling.back() = device_sampling(s.sampler, r->tokens, num_prompt, b.jobs.penalty_tokens);
+        if (processes) pack_row_processing(b, s, b.input.logits_rows.size() - 1);
       } else if (token_only && drafts > 0 && s.sampler.params().greedy() &&
                  (model_.model->samples_rows() || s.sampler.plain_greedy(r->tokens.size() + drafts, num_prompt))) {
         std::vector<int32_t> context = r->tokens;  // position j sees the drafts before it
         for (size_t j = 0; j <= static_cast<size_t>(drafts); ++j) {
           if (s.sampler.plain_greedy(context.size(), num_prompt)) {
-            b.row_use[first_row + j] = RowUse::kArgmax;
+            b.jobs.row_use[first_row + j] = RowUse::kArgmax;
           } else {
-            b.row_use[first_row + j] = RowUse::kSample;
-            b.row_sampling[first_row + j] = device_sampling(s.sampler, context, num_prompt, b.penalty_tokens);
+            b.jobs.row_use[first_row + j] = RowUse::kSample;
+            b.jobs.row_sampling[first_row + j] = device_sampling(s.sampler, context, num_prompt, b.jobs.penalty_tokens);
           }
           if (j < static_cast<size_t>(drafts)) context.push_back(r->draft_tokens[j]);
         }
@@ -610,7 +610,7 @@ void Engine::pack_batch(const SchedulerOutput& out) {
   }
   pack_prompt_score_rows(out, chunk_rows);
   if (speculator_->wants_hidden())
-    for (int32_t t = 0; t < static_cast<int32_t>(b.tokens.size()); ++t) b.hidden_rows.push_back(t);
+    for (int32_t t = 0; t < static_cast<int32_t>(b.input.tokens.size()); ++t) b.input.hidden_rows.push_back(t);
 }
 
 // The target's hidden state of every token of the step goes to a draft head.
@@ -618,8 +618,8 @@ void Engine::record_hidden(const SchedulerOutput& out) {
   if (!speculator_->wants_hidden()) return;
   std::span<const float> hidden = model_.model->hidden();
   const auto dim = static_cast<size_t>(model_.config().dim);
-  EXACTLY_CHECK(hidden.size() == batch_.tokens.size() * dim, "%zu hidden floats for %zu tokens", hidden.size(),
-                batch_.tokens.size());
+  EXACTLY_CHECK(hidden.size() == batch_.input.tokens.size() * dim, "%zu hidden floats for %zu tokens", hidden.size(),
+                batch_.input.tokens.size());
   size_t row = 0;
   for (const ScheduledChunk& c : out.scheduled) {
     speculator_->record_hidden(c.id, c.first_new_token, c.num_new_tokens, hidden.data() + row * dim);
@@ -643,12 +643,12 @@ void Engine::pack_prompt_score_rows(const SchedulerOutput& out, const std::vecto
     const int64_t first = std::max<int64_t>(c.first_new_token, static_cast<int64_t>(g.prompt_scores.size()));
     const int64_t end = std::min<int64_t>(c.first_new_token + c.num_new_tokens, r->num_prompt_tokens - 1);
     if (first >= end) continue;
-    prompt_score_rows_.push_back({c.id, first, end - first, b.logits_rows.size()});
+    prompt_score_rows_.push_back({c.id, first, end - first, b.input.logits_rows.size()});
     for (int64_t pos = first; pos < end; ++pos)
-      b.logits_rows.push_back(chunk_rows[i] + static_cast<int32_t>(pos - c.first_new_token));
+      b.input.logits_rows.push_back(chunk_rows[i] + static_cast<int32_t>(pos - c.first_new_token));
   }
-  b.row_use.resize(b.logits_rows.size(), RowUse::kLogits);
-  b.row_sampling.resize(b.logits_rows.size());
+  b.jobs.row_use.resize(b.input.logits_rows.size(), RowUse::kLogits);
+  b.jobs.row_sampling.resize(b.input.logits_rows.size());
 }
 
 // The prompt tokens' logprobs from this step's score rows; a request's are
@@ -712,9 +712,9 @@ void Engine::run_forward(const SchedulerOutput& out) {
   }
   pack_batch(out);
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  logits_.resize(std::max<size_t>(1, batch_.logits_rows.size()) * vocab);
+  logits_.resize(std::max<size_t>(1, batch_.input.logits_rows.size()) * vocab);
   const auto t0 = std::chrono::steady_clock::now();
-  argmax_.resize(batch_.logits_rows.size());
+  argmax_.resize(batch_.input.logits_rows.size());
   start_masks(out);
   model_.model->forward(batch_, *kv_storage_, logits_.data(), pool_, -1, argmax_.data());
   record_hidden(out);
@@ -722,7 +722,7 @@ void Engine::run_forward(const SchedulerOutput& out) {
   stats_.forward_seconds += seconds;
   mask_filler_.wait();
   score_prompts();
-  if (batch_.logits_rows.size() == out.scheduled.size() && batch_.tokens.size() == out.scheduled.size()) {
+  if (batch_.input.logits_rows.size() == out.scheduled.size() && batch_.input.tokens.size() == out.scheduled.size()) {
     ++stats_.decode_only_steps;
     stats_.decode_only_tokens += static_cast<int64_t>(out.scheduled.size());
     stats_.decode_only_seconds += seconds;
@@ -741,7 +741,7 @@ std::vector<Engine::Drawn> Engine::draw_tokens(const SchedulerOutput& out, std::
     Sequence& s = sequence_of(c.id);
     Drawn d{c.id, {}, {}, false};
     if (r->draft_tokens.empty()) {
-      d.tokens.push_back(batch_.row_use[row] != RowUse::kLogits
+      d.tokens.push_back(batch_.jobs.row_use[row] != RowUse::kLogits
                              ? argmax_[row]
                              : s.sampler.sample(processed(s, logits_row(row)), r->tokens,
                                                 static_cast<size_t>(r->num_prompt_tokens)));
@@ -771,13 +771,13 @@ VerifyOutcome Engine::verify_drafts(const Request& r, Sequence& s, size_t row) {
   const std::vector<int32_t>& drafts = r.draft_tokens;
   const size_t num_prompt = static_cast<size_t>(r.num_prompt_tokens);
   VerifyOutcome v;
-  if (batch_.row_use[row] == RowUse::kVerify) {  // verified by the model: the emitted tokens, then -1
+  if (batch_.jobs.row_use[row] == RowUse::kVerify) {  // verified by the model: the emitted tokens, then -1
     for (size_t i = 0; i <= drafts.size() && argmax_[row + i] >= 0; ++i) v.tokens.push_back(argmax_[row + i]);
     EXACTLY_CHECK(!v.tokens.empty(), "the model verified no token");
     v.num_accepted = static_cast<int32_t>(v.tokens.size()) - 1;
     v.num_draws = RejectionSampler::draws_used(drafts.size(), static_cast<size_t>(v.num_accepted));
     for (int32_t i = 0; i < v.num_draws; ++i) s.sampler.rng().uniform();  // what the verify used
-  } else if (batch_.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
+  } else if (batch_.jobs.row_use[row] != RowUse::kLogits) {  // greedy: the model gave each position's token
     v = RejectionSampler::verify_greedy(drafts, std::span<const int32_t>(argmax_).subspan(row, drafts.size() + 1));
   } else {
     // p_i is conditioned on the context followed by drafts x_1..x_{i-1};
@@ -841,7 +841,7 @@ void Engine::fork_siblings(const Request& r, Sequence& s, size_t row, std::vecto
 // is left out too.
 void Engine::observe_step_cost(double forward_and_sampling_seconds) {
   if (step_has_prefill_ || model_.model->last_forward_was_setup()) return;
-  policy_->observe_step(static_cast<int64_t>(batch_.tokens.size()), forward_and_sampling_seconds);
+  policy_->observe_step(static_cast<int64_t>(batch_.input.tokens.size()), forward_and_sampling_seconds);
 }
 
 // The scheduler takes the step's tokens (ending requests at max_tokens),

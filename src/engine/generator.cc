@@ -32,22 +32,22 @@ void Generator::run_chunk(std::span<const int32_t> chunk, bool all_logits, float
   const auto n = static_cast<int32_t>(chunk.size());
   const int32_t start = size();
   ForwardBatch& b = batch_;
-  b.tokens.assign(chunk.begin(), chunk.end());
-  b.positions.resize(static_cast<size_t>(n));
-  b.slot_mapping.resize(static_cast<size_t>(n));
+  b.input.tokens.assign(chunk.begin(), chunk.end());
+  b.input.positions.resize(static_cast<size_t>(n));
+  b.input.slot_mapping.resize(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
-    b.positions[static_cast<size_t>(i)] = start + i;
-    b.slot_mapping[static_cast<size_t>(i)] = start + i;  // identity block table
+    b.input.positions[static_cast<size_t>(i)] = start + i;
+    b.input.slot_mapping[static_cast<size_t>(i)] = start + i;  // identity block table
   }
-  b.query_start = {0, n};
-  b.seq_lens = {start + n};
-  b.block_tables = block_table_;
-  b.max_blocks_per_seq = static_cast<int32_t>(block_table_.size());
-  b.logits_rows.clear();
+  b.input.query_start = {0, n};
+  b.input.seq_lens = {start + n};
+  b.input.block_tables = block_table_;
+  b.input.max_blocks_per_seq = static_cast<int32_t>(block_table_.size());
+  b.input.logits_rows.clear();
   if (all_logits) {
-    for (int32_t i = 0; i < n; ++i) b.logits_rows.push_back(i);
+    for (int32_t i = 0; i < n; ++i) b.input.logits_rows.push_back(i);
   } else {
-    b.logits_rows.push_back(n - 1);
+    b.input.logits_rows.push_back(n - 1);
   }
   model_.forward(b, *kv_, out, pool_);
   tokens_.insert(tokens_.end(), chunk.begin(), chunk.end());

@@ -180,11 +180,12 @@ void DraftHead::ensure_scratch(int64_t n) {
   grow(rope_sin_, n * (c.rope_dims / 2));
 }
 
-void DraftHead::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool& pool, int num_layers,
+void DraftHead::forward(const ForwardBatch& batch, KVPool& kv_pool, float* logits, ThreadPool& pool, int num_layers,
                         int32_t* argmax) {
   auto* kv = dynamic_cast<KVStorage*>(&kv_pool);
   EXACTLY_CHECK(kv != nullptr, "the draft head was given a KV pool of another device");
-  check_forward_batch(b, *this, num_layers);
+  check_forward_batch(batch, *this, num_layers);
+  const ModelInput& b = batch.input;  // a CPU model reads no row jobs
   const ModelConfig& c = config_;
   const int64_t n = b.num_tokens();
   const int64_t dim = c.dim;

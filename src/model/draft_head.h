@@ -54,8 +54,8 @@ class DraftHead final : public Model {
   int64_t default_kv_cache_memory(double) const override { return int64_t{256} << 20; }
   std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) override;
 
-  // batch.hidden_in ([n_tokens, dim]) holds each token's h_{s-1}; hidden()
-  // returns g_s of batch.hidden_rows.
+  // batch.input.hidden_in ([n_tokens, dim]) holds each token's h_{s-1}; hidden()
+  // returns g_s of batch.input.hidden_rows.
   void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
                int32_t* argmax = nullptr) override;
   bool returns_hidden() const override { return true; }

@@ -1,6 +1,7 @@
-// The input of one forward pass: the flattened tokens of every scheduled
-// sequence with their positions and where their KV goes, as plain arrays.
-// The model never sees scheduler objects.
+// One forward pass as plain arrays: the model's input (the flattened tokens of
+// every scheduled sequence with their positions and where their KV goes) and
+// the jobs on its logits rows (sampling, processing, verifies). The model
+// never sees scheduler objects.
 #pragma once
 
 #include <algorithm>
@@ -70,11 +71,11 @@ struct DraftProb {
 // itself (Model::processes_rows()).
 struct RowProcessing {
   int32_t row;         // logits row
-  int32_t bias_begin;  // ForwardBatch::logit_biases[bias_begin, bias_end)
+  int32_t bias_begin;  // RowJobs::logit_biases[bias_begin, bias_end)
   int32_t bias_end;
   // [ceil(vocab / 32)], bit t of word t / 32 set when token t is allowed, or
   // null (no grammar). Filled while the pass runs: read only after
-  // ForwardBatch::await_masks() returns.
+  // RowJobs::await_masks() returns.
   const uint32_t* mask;
 };
 
@@ -83,7 +84,10 @@ struct LogitBiasEntry {
   float bias;  // added to the logit
 };
 
-struct ForwardBatch {
+// What the model computes: the tokens of every scheduled sequence, where they
+// sit and where their KV goes, and which rows' logits and hidden states come
+// back. Everything a forward pass reads.
+struct ModelInput {
   std::vector<int32_t> tokens;        // [n_tokens] token ids, sequences back to back
   std::vector<int32_t> positions;     // [n_tokens] position of each token in its sequence
   std::vector<int64_t> slot_mapping;  // [n_tokens] KV slot (block * block_size + offset)
@@ -92,25 +96,6 @@ struct ForwardBatch {
   std::vector<int32_t> block_tables;  // [n_seqs, max_blocks_per_seq] physical block ids
   int32_t max_blocks_per_seq = 0;
   std::vector<int32_t> logits_rows;   // token indices whose logits are wanted, in output order
-  // [logits_rows] or empty (every row kLogits): a GPU model copies back only
-  // the rows that are needed whole.
-  std::vector<RowUse> row_use;
-  // [logits_rows] or empty; read for kSample rows only.
-  std::vector<RowSampling> row_sampling;
-  std::vector<PenaltyToken> penalty_tokens;
-  // kSample rows processed before sampling, in row order, and their biases.
-  std::vector<RowProcessing> row_processing;
-  std::vector<LogitBiasEntry> logit_biases;
-  // Returns once every row_processing mask is filled (they are filled beside
-  // the pass); null when no row has one.
-  std::function<void()> await_masks;
-  // Sampled verifies run by the model (their rows marked kVerify). Their
-  // tokens come back as the emitted ones (accepted drafts, then the
-  // replacement or bonus token) followed by -1 up to the job's last row.
-  std::vector<RowVerify> verifies;
-  std::vector<int32_t> verify_drafts, q_offsets;
-  std::vector<DraftProb> q_entries;
-  std::vector<double> verify_uniforms;
   // Token indices whose hidden state is wanted (Model::hidden()), in output
   // order; empty for a model that does not return hidden states.
   std::vector<int32_t> hidden_rows;
@@ -122,7 +107,7 @@ struct ForwardBatch {
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
 
   // Packing, shared by every caller that builds a batch from block tables.
-  // Empties the batch for n_seqs sequences of at most max_blocks blocks each.
+  // Empties the input for n_seqs sequences of at most max_blocks blocks each.
   void reset(size_t n_seqs, size_t max_blocks) {
     tokens.clear();
     positions.clear();
@@ -130,17 +115,6 @@ struct ForwardBatch {
     query_start.assign(1, 0);
     seq_lens.clear();
     logits_rows.clear();
-    row_use.clear();
-    row_sampling.clear();
-    penalty_tokens.clear();
-    row_processing.clear();
-    logit_biases.clear();
-    await_masks = nullptr;
-    verifies.clear();
-    verify_drafts.clear();
-    q_offsets.clear();
-    q_entries.clear();
-    verify_uniforms.clear();
     hidden_rows.clear();
     hidden_in.clear();
     max_blocks_per_seq = static_cast<int32_t>(max_blocks);
@@ -160,6 +134,58 @@ struct ForwardBatch {
   void end_sequence(int64_t seq_len) {
     query_start.push_back(static_cast<int32_t>(tokens.size()));
     seq_lens.push_back(static_cast<int32_t>(seq_len));
+  }
+};
+
+// What is done with the logits rows once computed: each row's use, and for a
+// model that samples, processes and verifies rows itself (Model::samples_rows(),
+// processes_rows(), verified_draft_entries()) the parameters of that work.
+// Every per-row array is indexed like ModelInput::logits_rows.
+struct RowJobs {
+  // [logits_rows] or empty (every row kLogits): a GPU model copies back only
+  // the rows that are needed whole.
+  std::vector<RowUse> row_use;
+  // [logits_rows] or empty; read for kSample rows only.
+  std::vector<RowSampling> row_sampling;
+  std::vector<PenaltyToken> penalty_tokens;
+  // kSample rows processed before sampling, in row order, and their biases.
+  std::vector<RowProcessing> row_processing;
+  std::vector<LogitBiasEntry> logit_biases;
+  // Returns once every row_processing mask is filled (they are filled beside
+  // the pass); null when no row has one.
+  std::function<void()> await_masks;
+  // Sampled verifies run by the model (their rows marked kVerify). Their
+  // tokens come back as the emitted ones (accepted drafts, then the
+  // replacement or bonus token) followed by -1 up to the job's last row.
+  std::vector<RowVerify> verifies;
+  std::vector<int32_t> verify_drafts, q_offsets;
+  std::vector<DraftProb> q_entries;
+  std::vector<double> verify_uniforms;
+
+  void clear() {
+    row_use.clear();
+    row_sampling.clear();
+    penalty_tokens.clear();
+    row_processing.clear();
+    logit_biases.clear();
+    await_masks = nullptr;
+    verifies.clear();
+    verify_drafts.clear();
+    q_offsets.clear();
+    q_entries.clear();
+    verify_uniforms.clear();
+  }
+};
+
+// One forward pass: the model's input and the jobs on its logits rows.
+struct ForwardBatch {
+  ModelInput input;
+  RowJobs jobs;
+
+  // Empties both for n_seqs sequences of at most max_blocks blocks each.
+  void reset(size_t n_seqs, size_t max_blocks) {
+    input.reset(n_seqs, max_blocks);
+    jobs.clear();
   }
 };
 

@@ -277,13 +277,14 @@ std::unique_ptr<KVPool> LlamaModel::make_kv_pool(int64_t num_blocks, int block_s
   return std::make_unique<KVStorage>(config_, num_blocks, block_size);
 }
 
-void LlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool& pool, int num_layers,
+void LlamaModel::forward(const ForwardBatch& batch, KVPool& kv_pool, float* logits, ThreadPool& pool, int num_layers,
                          int32_t* argmax) {
   auto* storage = dynamic_cast<KVStorage*>(&kv_pool);
   EXACTLY_CHECK(storage != nullptr, "the CPU model was given a KV pool of another device");
   KVStorage& kv = *storage;
   const ModelConfig& c = config_;
-  num_layers = check_forward_batch(b, *this, num_layers);
+  num_layers = check_forward_batch(batch, *this, num_layers);
+  const ModelInput& b = batch.input;  // a CPU model reads no row jobs
   const int64_t n = b.num_tokens();
   ensure_scratch(n);
 

@@ -54,7 +54,7 @@ class LlamaModel final : public Model {
   std::unique_ptr<KVPool> make_kv_pool(int64_t num_blocks, int block_size) override;
 
   // One forward pass over the flattened batch; writes K/V of every token into
-  // `kv` and the logits of batch.logits_rows into `logits`
+  // `kv` and the logits of batch.input.logits_rows into `logits`
   // ([logits_rows.size(), vocab_size]).
   //
   // With num_layers in [1, n_layers), only the first num_layers layers run

@@ -65,7 +65,7 @@ class Model {
   virtual std::string memory_report() const { return {}; }
 
   // One forward pass over the flattened batch; writes K/V of every token into
-  // `kv` (a pool this model made) and the logits of batch.logits_rows into
+  // `kv` (a pool this model made) and the logits of batch.input.logits_rows into
   // `logits` ([logits_rows.size(), vocab_size], host memory).
   //
   // With num_layers in [1, n_layers), only the first num_layers layers run
@@ -75,7 +75,7 @@ class Model {
   //
   // With `tokens` ([logits_rows.size()]), also writes each row's token: the
   // argmax (the lowest index among equal maxima), or for rows marked kSample
-  // in batch.row_use the token drawn by batch.row_sampling. Rows not marked
+  // in batch.jobs.row_use the token drawn by batch.jobs.row_sampling. Rows not marked
   // kLogits may then be left out of `logits`.
   virtual void forward(const ForwardBatch& batch, KVPool& kv, float* logits, ThreadPool& pool, int num_layers = -1,
                        int32_t* tokens = nullptr) = 0;
@@ -83,20 +83,20 @@ class Model {
   // Whether forward() samples rows marked kSample itself (on its device,
   // where the logits are); a model that does not refuses such rows.
   virtual bool samples_rows() const { return false; }
-  // Whether forward() also processes the rows of batch.row_processing before
+  // Whether forward() also processes the rows of batch.jobs.row_processing before
   // sampling them (logit_bias, a grammar's mask); the host processes them
   // otherwise, from the whole row.
   virtual bool processes_rows() const { return false; }
   // How many draft-distribution entries (summed over a batch's verifies and
   // their positions) forward() can take in the verifies it runs itself
-  // (batch.verifies); 0: it runs none. The engine leaves a verify that would
+  // (batch.jobs.verifies); 0: it runs none. The engine leaves a verify that would
   // not fit to the host's rejection sampler.
   virtual int64_t verified_draft_entries() const { return 0; }
   // Whether the last forward() paid a set-up that later passes of its shape
   // do not (a CUDA graph's first eager run or its capture): its time says
   // nothing of what such a step costs, and a cost model leaves it out.
   virtual bool last_forward_was_setup() const { return false; }
-  // Whether forward() returns the hidden states of batch.hidden_rows.
+  // Whether forward() returns the hidden states of batch.input.hidden_rows.
   virtual bool returns_hidden() const { return false; }
   // [hidden_rows.size(), dim] of the last forward(): each row's final hidden
   // state after the output norm (of the layers that ran), the vector the

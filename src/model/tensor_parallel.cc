@@ -118,7 +118,7 @@ void TensorParallelModel::forward(const ForwardBatch& batch, KVPool& kv, float* 
     done_.wait(lock, [&] { return running_ == 0; });
   }
   // The soft cap and argmax on the gathered rows, as the whole model takes them.
-  cap_and_argmax(logits, static_cast<int64_t>(batch.logits_rows.size()), config().vocab_size,
+  cap_and_argmax(logits, static_cast<int64_t>(batch.input.logits_rows.size()), config().vocab_size,
                  config().final_logit_softcap, argmax, *pools_[0]);
 }
 

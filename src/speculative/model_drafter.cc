@@ -123,18 +123,18 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& row = rows[i];
     std::span<const BlockId> table = kv_manager_.block_table(row.seq);
-    b.begin_sequence(i, table);
+    b.input.begin_sequence(i, table);
     for (size_t j = 0; j < row.tokens.size(); ++j)
-      b.push_token(row.tokens[j], row.first + static_cast<int64_t>(j), table, bs);
-    b.end_sequence(row.first + static_cast<int64_t>(row.tokens.size()));
-    if (row.wants_logits) b.logits_rows.push_back(static_cast<int32_t>(b.tokens.size() - 1));
+      b.input.push_token(row.tokens[j], row.first + static_cast<int64_t>(j), table, bs);
+    b.input.end_sequence(row.first + static_cast<int64_t>(row.tokens.size()));
+    if (row.wants_logits) b.input.logits_rows.push_back(static_cast<int32_t>(b.input.tokens.size() - 1));
   }
   if (hidden_) fill_hidden_in(rows);
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  logits_.resize(std::max<size_t>(1, b.logits_rows.size()) * vocab);
+  logits_.resize(std::max<size_t>(1, b.input.logits_rows.size()) * vocab);
   const auto t0 = std::chrono::steady_clock::now();
   model_.forward(b, kv_, logits_.data(), pool, num_layers_);
-  passes_.push_back({b.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+  passes_.push_back({b.input.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                      model_.last_forward_was_setup()});
 }
 
@@ -152,17 +152,17 @@ void ModelDrafter::keep_fed_back(const std::vector<size_t>& drawing, size_t num_
 void ModelDrafter::fill_hidden_in(const std::vector<Row>& rows) {
   ForwardBatch& b = batch_;
   const auto dim = static_cast<size_t>(hidden_->dim());
-  b.hidden_in.assign(b.tokens.size() * dim, 0.0f);  // position 0 reads a zero vector
+  b.input.hidden_in.assign(b.input.tokens.size() * dim, 0.0f);  // position 0 reads a zero vector
   size_t t = 0;
   for (const Row& row : rows) {
     for (size_t j = 0; j < row.tokens.size(); ++j, ++t) {
       const int64_t before = row.first + static_cast<int64_t>(j) - 1;
       const float* h = row.fed_hidden ? row.fed_hidden : hidden_->at(row.seq, before);
       EXACTLY_CHECK(h != nullptr || before < 0, "no hidden state at position %lld", static_cast<long long>(before));
-      if (h) std::copy(h, h + dim, b.hidden_in.begin() + static_cast<std::ptrdiff_t>(t * dim));
+      if (h) std::copy(h, h + dim, b.input.hidden_in.begin() + static_cast<std::ptrdiff_t>(t * dim));
     }
   }
-  b.hidden_rows = b.logits_rows;
+  b.input.hidden_rows = b.input.logits_rows;
 }
 
 namespace {

@@ -92,7 +92,7 @@ class ModelDrafter {
   // draft's own (kOwn) or the target's (kTarget). A catch-up pass computes at
   // most `max_pass_tokens` tokens; requests left behind catch up next step.
   // With `hidden` (a draft head, Cache::kOwn), the model reads hidden
-  // states beside tokens (ForwardBatch::hidden_in); `hidden` must outlive
+  // states beside tokens (ModelInput::hidden_in); `hidden` must outlive
   // the drafter.
   ModelDrafter(Model& model, int num_layers, KVPool& kv, KVCacheManager& kv_manager, Cache cache,
                int64_t max_pass_tokens, const TargetHiddenStates* hidden = nullptr);

@@ -47,26 +47,26 @@ class SamplingModel final : public Model {
                int32_t* tokens) override {
     check_forward_batch(batch, *this, num_layers);
     ForwardBatch plain = batch;
-    plain.row_use.clear();
-    plain.verifies.clear();
-    plain.row_processing.clear();
-    plain.await_masks = nullptr;
+    plain.jobs.row_use.clear();
+    plain.jobs.verifies.clear();
+    plain.jobs.row_processing.clear();
+    plain.jobs.await_masks = nullptr;
     inner_->forward(plain, kv, logits, pool, num_layers, tokens);
     const auto vocab = static_cast<size_t>(config().vocab_size);
-    for (const RowVerify& v : batch.verifies) {
+    for (const RowVerify& v : batch.jobs.verifies) {
       verify(v, batch, logits, vocab, tokens);
       ++verified_jobs;
     }
     process(batch, logits, vocab);
-    for (size_t i = 0; i < batch.row_use.size(); ++i) {
+    for (size_t i = 0; i < batch.jobs.row_use.size(); ++i) {
       std::span<float> row(logits + i * vocab, vocab);
-      if (batch.row_use[i] == RowUse::kSample) {
+      if (batch.jobs.row_use[i] == RowUse::kSample) {
         EXPECT_NE(tokens, nullptr);
-        tokens[i] = sample(row, batch.row_sampling[i], batch.penalty_tokens);
+        tokens[i] = sample(row, batch.jobs.row_sampling[i], batch.jobs.penalty_tokens);
         ++sampled_rows;
       }
       // The engine must not read a row it did not ask for whole.
-      if (batch.row_use[i] != RowUse::kLogits)
+      if (batch.jobs.row_use[i] != RowUse::kLogits)
         std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
     }
   }
@@ -79,13 +79,13 @@ class SamplingModel final : public Model {
   // Each processed row biased and masked from what the batch carries alone,
   // as process_row does on the host.
   void process(const ForwardBatch& b, float* logits, size_t vocab) {
-    if (b.await_masks) b.await_masks();
+    if (b.jobs.await_masks) b.jobs.await_masks();
     std::vector<float> out;
-    for (const RowProcessing& p : b.row_processing) {
+    for (const RowProcessing& p : b.jobs.row_processing) {
       std::span<float> row(logits + static_cast<size_t>(p.row) * vocab, vocab);
       LogitBias bias;
       for (int32_t e = p.bias_begin; e < p.bias_end; ++e)
-        bias.push_back({b.logit_biases[static_cast<size_t>(e)].id, b.logit_biases[static_cast<size_t>(e)].bias});
+        bias.push_back({b.jobs.logit_biases[static_cast<size_t>(e)].id, b.jobs.logit_biases[static_cast<size_t>(e)].bias});
       std::span<const uint32_t> mask;
       if (p.mask != nullptr && fault_ != Fault::kIgnoreMask) mask = std::span<const uint32_t>(p.mask, (vocab + 31) / 32);
       process_row(row, bias, mask, out);
@@ -100,21 +100,21 @@ class SamplingModel final : public Model {
     std::vector<std::vector<TokenProb>> p(k + 1);
     for (size_t i = 0; i <= k; ++i) {
       const size_t row = static_cast<size_t>(v.first_row) + i;
-      p[i] = distribution(std::span<const float>(logits + row * vocab, vocab), b.row_sampling[row], b.penalty_tokens);
+      p[i] = distribution(std::span<const float>(logits + row * vocab, vocab), b.jobs.row_sampling[row], b.jobs.penalty_tokens);
     }
     std::vector<std::vector<WeightedToken>> q(k);
     std::vector<DistributionView> q_views;
     for (size_t i = 0; i < k; ++i) {
       const size_t at = static_cast<size_t>(v.q_begin) + i;
-      for (int32_t e = b.q_offsets[at]; e < b.q_offsets[at + 1]; ++e)
-        q[i].push_back({b.q_entries[static_cast<size_t>(e)].id, b.q_entries[static_cast<size_t>(e)].p});
+      for (int32_t e = b.jobs.q_offsets[at]; e < b.jobs.q_offsets[at + 1]; ++e)
+        q[i].push_back({b.jobs.q_entries[static_cast<size_t>(e)].id, b.jobs.q_entries[static_cast<size_t>(e)].p});
       q_views.push_back(DistributionView::sparse(std::span<const WeightedToken>(q[i])));
     }
     size_t next = static_cast<size_t>(v.uniform_begin);
     const VerifyOutcome out = RejectionSampler().verify(
-        std::span<const int32_t>(b.verify_drafts).subspan(static_cast<size_t>(v.draft_begin), k), q_views,
+        std::span<const int32_t>(b.jobs.verify_drafts).subspan(static_cast<size_t>(v.draft_begin), k), q_views,
         [&](size_t i) { return DistributionView::sparse(std::span<const TokenProb>(p[i])); },
-        [&] { return b.verify_uniforms[next++]; });
+        [&] { return b.jobs.verify_uniforms[next++]; });
     for (size_t i = 0; i <= k; ++i)
       tokens[static_cast<size_t>(v.first_row) + i] = i < out.tokens.size() ? out.tokens[i] : -1;
   }

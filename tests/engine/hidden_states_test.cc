@@ -25,12 +25,12 @@ class HiddenStates : public RealModelTest {
     const std::vector<int32_t> table = {0, 1, 2, 3};
     ForwardBatch b;
     b.reset(1, table.size());
-    b.begin_sequence(0, table);
-    for (size_t i = 0; i < tokens.size(); ++i) b.push_token(tokens[i], static_cast<int64_t>(i), table, bs);
-    b.end_sequence(static_cast<int64_t>(tokens.size()));
+    b.input.begin_sequence(0, table);
+    for (size_t i = 0; i < tokens.size(); ++i) b.input.push_token(tokens[i], static_cast<int64_t>(i), table, bs);
+    b.input.end_sequence(static_cast<int64_t>(tokens.size()));
     for (int32_t i = 0; i < static_cast<int32_t>(tokens.size()); ++i) {
-      b.logits_rows.push_back(i);
-      if (want_hidden) b.hidden_rows.push_back(static_cast<int32_t>(tokens.size()) - 1 - i);  // reversed order
+      b.input.logits_rows.push_back(i);
+      if (want_hidden) b.input.hidden_rows.push_back(static_cast<int32_t>(tokens.size()) - 1 - i);  // reversed order
     }
     const auto vocab = static_cast<size_t>(m.config().vocab_size);
     std::vector<float> out(tokens.size() * vocab);

@@ -364,8 +364,8 @@ void CudaLlamaModel::ensure_workspace(int64_t tokens, int32_t seqs, int32_t bloc
 void CudaLlamaModel::upload_batch(const ForwardBatch& b, StepShape shape) {
   Workspace& w = *ws_;
   auto* host = w.staging.as<uint8_t>();
-  const auto n = static_cast<size_t>(b.num_tokens());
-  const auto seqs = static_cast<size_t>(b.num_seqs());
+  const auto n = static_cast<size_t>(b.input.num_tokens());
+  const auto seqs = static_cast<size_t>(b.input.num_seqs());
   auto at = [&](size_t off) { return host + off; };
   auto* tokens = reinterpret_cast<int32_t*>(at(w.off_tokens));
   auto* positions = reinterpret_cast<int32_t*>(at(w.off_positions));
@@ -373,14 +373,14 @@ void CudaLlamaModel::upload_batch(const ForwardBatch& b, StepShape shape) {
   auto* query_start = reinterpret_cast<int32_t*>(at(w.off_query_start));
   auto* seq_lens = reinterpret_cast<int32_t*>(at(w.off_seq_lens));
   auto* rows = reinterpret_cast<int32_t*>(at(w.off_rows));
-  const auto padded = static_cast<size_t>(std::max<int32_t>(shape.seqs, b.num_seqs()));
+  const auto padded = static_cast<size_t>(std::max<int32_t>(shape.seqs, b.input.num_seqs()));
   if (shape.query == 0) {
-    std::memcpy(tokens, b.tokens.data(), n * 4);
-    std::memcpy(positions, b.positions.data(), n * 4);
-    std::memcpy(slots, b.slot_mapping.data(), n * 8);
-    std::memcpy(query_start, b.query_start.data(), (seqs + 1) * 4);
-    std::memcpy(seq_lens, b.seq_lens.data(), seqs * 4);
-    std::memcpy(rows, b.logits_rows.data(), b.logits_rows.size() * 4);
+    std::memcpy(tokens, b.input.tokens.data(), n * 4);
+    std::memcpy(positions, b.input.positions.data(), n * 4);
+    std::memcpy(slots, b.input.slot_mapping.data(), n * 8);
+    std::memcpy(query_start, b.input.query_start.data(), (seqs + 1) * 4);
+    std::memcpy(seq_lens, b.input.seq_lens.data(), seqs * 4);
+    std::memcpy(rows, b.input.logits_rows.data(), b.input.logits_rows.size() * 4);
   } else {
     const auto q = static_cast<size_t>(shape.query);
     padded_index_.resize(n);
@@ -390,14 +390,14 @@ void CudaLlamaModel::upload_batch(const ForwardBatch& b, StepShape shape) {
       size_t len = 0;
       int32_t next_position = 0;
       if (s < seqs) {
-        const auto begin = static_cast<size_t>(b.query_start[s]);
-        len = static_cast<size_t>(b.query_start[s + 1]) - begin;
-        std::memcpy(tokens + base, b.tokens.data() + begin, len * 4);
-        std::memcpy(positions + base, b.positions.data() + begin, len * 4);
-        std::memcpy(slots + base, b.slot_mapping.data() + begin, len * 8);
+        const auto begin = static_cast<size_t>(b.input.query_start[s]);
+        len = static_cast<size_t>(b.input.query_start[s + 1]) - begin;
+        std::memcpy(tokens + base, b.input.tokens.data() + begin, len * 4);
+        std::memcpy(positions + base, b.input.positions.data() + begin, len * 4);
+        std::memcpy(slots + base, b.input.slot_mapping.data() + begin, len * 8);
         for (size_t t = 0; t < len; ++t) padded_index_[begin + t] = static_cast<int32_t>(base + t);
-        next_position = b.positions[begin + len - 1] + 1;
-        seq_lens[s] = b.seq_lens[s] + static_cast<int32_t>(q - len);
+        next_position = b.input.positions[begin + len - 1] + 1;
+        seq_lens[s] = b.input.seq_lens[s] + static_cast<int32_t>(q - len);
       } else {
         seq_lens[s] = static_cast<int32_t>(q);
       }
@@ -408,13 +408,13 @@ void CudaLlamaModel::upload_batch(const ForwardBatch& b, StepShape shape) {
       }
     }
     query_start[padded] = static_cast<int32_t>(padded * q);
-    for (size_t r = 0; r < b.logits_rows.size(); ++r)
-      rows[r] = padded_index_[static_cast<size_t>(b.logits_rows[r])];
+    for (size_t r = 0; r < b.input.logits_rows.size(); ++r)
+      rows[r] = padded_index_[static_cast<size_t>(b.input.logits_rows[r])];
   }
   auto* tables = reinterpret_cast<int32_t*>(at(w.off_tables));
-  const auto stride = static_cast<size_t>(w.blocks), given = static_cast<size_t>(b.max_blocks_per_seq);
+  const auto stride = static_cast<size_t>(w.blocks), given = static_cast<size_t>(b.input.max_blocks_per_seq);
   for (size_t s = 0; s < seqs; ++s) {
-    std::memcpy(tables + s * stride, b.block_tables.data() + s * given, given * 4);
+    std::memcpy(tables + s * stride, b.input.block_tables.data() + s * given, given * 4);
     std::memset(tables + s * stride + given, 0, (stride - given) * 4);
   }
   std::memset(tables + seqs * stride, 0, (padded - seqs) * stride * 4);
@@ -422,7 +422,7 @@ void CudaLlamaModel::upload_batch(const ForwardBatch& b, StepShape shape) {
   // the block tables in use, then the logits rows.
   const size_t head = w.off_tables + padded * stride * 4;
   kc::check_cuda(cudaMemcpyAsync(w.index.get(), host, head, cudaMemcpyHostToDevice, stream_), "batch upload");
-  kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_rows, rows, b.logits_rows.size() * 4,
+  kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_rows, rows, b.input.logits_rows.size() * 4,
                                  cudaMemcpyHostToDevice, stream_),
                  "batch upload");
 }
@@ -504,7 +504,7 @@ void CudaLlamaModel::plan_attention(const ForwardBatch& b, const kc::AttentionBa
   if (decode) return plan_uniform_attention(attn, 1);
   attention_launches_.clear();
   constexpr int kMaxAttentionLaunches = 4;
-  split_attention_runs(b.query_start, b.seq_lens, kMaxAttentionLaunches, attention_runs_);
+  split_attention_runs(b.input.query_start, b.input.seq_lens, kMaxAttentionLaunches, attention_runs_);
   for (const AttentionRun& run : attention_runs_) {
     kc::AttentionBatchDevice part = attn;
     part.n_seqs = run.num_seqs;
@@ -552,15 +552,15 @@ std::optional<CudaLlamaModel::StepShape> CudaLlamaModel::graph_shape(const Forwa
                                                                     int block_size) const {
   const Workspace& w = *ws_;
   if (!options_.cuda_graphs || max_query > graph_max_query()) return std::nullopt;
-  const StepShape shape{std::min(graph_batch_size(b.num_seqs()), w.seqs), graph_query_len(max_query)};
+  const StepShape shape{std::min(graph_batch_size(b.input.num_seqs()), w.seqs), graph_query_len(max_query)};
   const int64_t tokens = int64_t{shape.seqs} * shape.query;
-  if (shape.seqs < b.num_seqs() || tokens > w.tokens || tokens > std::max<int64_t>(2 * b.num_tokens(), 128))
+  if (shape.seqs < b.input.num_seqs() || tokens > w.tokens || tokens > std::max<int64_t>(2 * b.input.num_tokens(), 128))
     return std::nullopt;
   const int64_t table_slots = int64_t{w.blocks} * block_size;
-  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+  for (int32_t s = 0; s < b.input.num_seqs(); ++s) {
     const auto i = static_cast<size_t>(s);
-    const int32_t query = b.query_start[i + 1] - b.query_start[i];
-    if (query < 1 || int64_t{b.seq_lens[i]} + (shape.query - query) > table_slots) return std::nullopt;
+    const int32_t query = b.input.query_start[i + 1] - b.input.query_start[i];
+    if (query < 1 || int64_t{b.input.seq_lens[i]} + (shape.query - query) > table_slots) return std::nullopt;
   }
   return shape;
 }
@@ -582,19 +582,19 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   num_layers = check_forward_batch(b, *this, num_layers);
   auto* kv = dynamic_cast<CudaKVPool*>(&kv_pool);
   EXACTLY_CHECK(kv != nullptr, "the CUDA model was given a KV pool of another device");
-  const int64_t n = b.num_tokens();
+  const int64_t n = b.input.num_tokens();
   int32_t max_q = 0, max_len = 0;
-  for (int32_t s = 0; s < b.num_seqs(); ++s) {
-    max_q = std::max(max_q, b.query_start[static_cast<size_t>(s) + 1] - b.query_start[static_cast<size_t>(s)]);
-    max_len = std::max(max_len, b.seq_lens[static_cast<size_t>(s)]);
+  for (int32_t s = 0; s < b.input.num_seqs(); ++s) {
+    max_q = std::max(max_q, b.input.query_start[static_cast<size_t>(s) + 1] - b.input.query_start[static_cast<size_t>(s)]);
+    max_len = std::max(max_len, b.input.seq_lens[static_cast<size_t>(s)]);
   }
-  ensure_workspace(n, b.num_seqs(), b.max_blocks_per_seq, max_len);
+  ensure_workspace(n, b.input.num_seqs(), b.input.max_blocks_per_seq, max_len);
   Workspace& w = *ws_;
-  EXACTLY_CHECK(static_cast<int64_t>(b.logits_rows.size()) <= w.tokens, "%zu logits rows for %lld tokens",
-                b.logits_rows.size(), static_cast<long long>(w.tokens));
+  EXACTLY_CHECK(static_cast<int64_t>(b.input.logits_rows.size()) <= w.tokens, "%zu logits rows for %lld tokens",
+                b.input.logits_rows.size(), static_cast<long long>(w.tokens));
 
   auto* idx = w.index.as<uint8_t>();
-  const kc::AttentionBatchDevice attn{b.num_seqs(),
+  const kc::AttentionBatchDevice attn{b.input.num_seqs(),
                                       reinterpret_cast<const int32_t*>(idx + w.off_query_start),
                                       reinterpret_cast<const int32_t*>(idx + w.off_seq_lens),
                                       reinterpret_cast<const int32_t*>(idx + w.off_tables),
@@ -606,8 +606,8 @@ void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logi
   if (const auto shape = graph_shape(b, max_q, kv->block_size())) {
     run_graph(b, *kv, attn, *shape, num_layers);
   } else {
-    upload_batch(b, StepShape{b.num_seqs(), 0});
-    plan_attention(b, attn, max_q == 1 && n == b.num_seqs());
+    upload_batch(b, StepShape{b.input.num_seqs(), 0});
+    plan_attention(b, attn, max_q == 1 && n == b.input.num_seqs());
     run_layers(*kv, n, num_layers);
   }
   compute_logits(b, logits, tokens);
@@ -620,9 +620,9 @@ void CudaLlamaModel::run_graph(const ForwardBatch& b, CudaKVPool& kv, kc::Attent
   // The graph is made for a bound on the padded contexts: a multiple of
   // kDecodeContextGranule.
   int32_t max_len = shape.query;
-  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+  for (int32_t s = 0; s < b.input.num_seqs(); ++s) {
     const auto i = static_cast<size_t>(s);
-    max_len = std::max(max_len, b.seq_lens[i] + shape.query - (b.query_start[i + 1] - b.query_start[i]));
+    max_len = std::max(max_len, b.input.seq_lens[i] + shape.query - (b.input.query_start[i + 1] - b.input.query_start[i]));
   }
   const int32_t granules = (max_len + kc::kDecodeContextGranule - 1) / kc::kDecodeContextGranule;
   attn.n_seqs = shape.seqs;
@@ -677,19 +677,19 @@ void CudaLlamaModel::run_graph(const ForwardBatch& b, CudaKVPool& kv, kc::Attent
 
 void CudaLlamaModel::upload_sampling(const ForwardBatch& b) {
   Workspace& w = *ws_;
-  const size_t rows = b.logits_rows.size();
+  const size_t rows = b.input.logits_rows.size();
   auto* params = w.sampling_staging.as<RowSampling>();
-  for (size_t i = 0; i < rows; ++i) params[i] = b.row_use[i] == RowUse::kSample ? b.row_sampling[i] : RowSampling{};
+  for (size_t i = 0; i < rows; ++i) params[i] = b.jobs.row_use[i] == RowUse::kSample ? b.jobs.row_sampling[i] : RowSampling{};
   kc::check_cuda(cudaMemcpyAsync(w.sampling.get(), params, rows * sizeof(RowSampling), cudaMemcpyHostToDevice, stream_),
                  "sampling upload");
-  const size_t penalty_bytes = b.penalty_tokens.size() * sizeof(PenaltyToken);
+  const size_t penalty_bytes = b.jobs.penalty_tokens.size() * sizeof(PenaltyToken);
   if (penalty_bytes == 0) return;
   if (penalty_bytes > w.penalties.bytes()) {  // the previous step's copies are done: forward() synchronises
     const size_t grown = std::max(penalty_bytes, 2 * w.penalties.bytes());
     w.penalties = kc::DeviceBuffer(grown, "penalty tokens");
     w.penalties_staging = kc::PinnedBuffer(grown, "penalty tokens (host)");
   }
-  std::memcpy(w.penalties_staging.get(), b.penalty_tokens.data(), penalty_bytes);
+  std::memcpy(w.penalties_staging.get(), b.jobs.penalty_tokens.data(), penalty_bytes);
   kc::check_cuda(cudaMemcpyAsync(w.penalties.get(), w.penalties_staging.get(), penalty_bytes, cudaMemcpyHostToDevice,
                                  stream_),
                  "sampling upload");
@@ -700,28 +700,28 @@ void CudaLlamaModel::upload_sampling(const ForwardBatch& b) {
 void CudaLlamaModel::upload_processing(const ForwardBatch& b) {
   Workspace& w = *ws_;
   const size_t words = (static_cast<size_t>(config_.vocab_size) + 31) / 32;
-  const size_t jobs = b.row_processing.size();
+  const size_t jobs = b.jobs.row_processing.size();
   size_t masks = 0;
-  for (const RowProcessing& p : b.row_processing) masks += p.mask != nullptr ? 1 : 0;
+  for (const RowProcessing& p : b.jobs.row_processing) masks += p.mask != nullptr ? 1 : 0;
   w.off_biases = align8(jobs * sizeof(kc::ProcessRowJob));
-  w.off_masks = align8(w.off_biases + b.logit_biases.size() * sizeof(kc::LogitBiasEntry));
+  w.off_masks = align8(w.off_biases + b.jobs.logit_biases.size() * sizeof(kc::LogitBiasEntry));
   const size_t bytes = w.off_masks + masks * words * sizeof(uint32_t);
   if (bytes > w.processing.bytes()) {  // the previous step's copies are done: forward() synchronises
     const size_t grown = std::max(bytes, 2 * w.processing.bytes());
     w.processing = kc::DeviceBuffer(grown, "processed rows");
     w.processing_staging = kc::PinnedBuffer(grown, "processed rows (host)");
   }
-  if (b.await_masks) b.await_masks();
+  if (b.jobs.await_masks) b.jobs.await_masks();
   auto* host = w.processing_staging.as<uint8_t>();
   auto* job = reinterpret_cast<kc::ProcessRowJob*>(host);
   auto* mask = reinterpret_cast<uint32_t*>(host + w.off_masks);
   int32_t next_mask = 0;
-  for (const RowProcessing& p : b.row_processing) {
+  for (const RowProcessing& p : b.jobs.row_processing) {
     *job++ = {p.row, p.bias_begin, p.bias_end, p.mask != nullptr ? next_mask++ : -1};
     if (p.mask != nullptr) mask = std::copy(p.mask, p.mask + words, mask);
   }
-  if (!b.logit_biases.empty())
-    std::memcpy(host + w.off_biases, b.logit_biases.data(), b.logit_biases.size() * sizeof(LogitBiasEntry));
+  if (!b.jobs.logit_biases.empty())
+    std::memcpy(host + w.off_biases, b.jobs.logit_biases.data(), b.jobs.logit_biases.size() * sizeof(LogitBiasEntry));
   kc::check_cuda(cudaMemcpyAsync(w.processing.get(), host, bytes, cudaMemcpyHostToDevice, stream_),
                  "processed rows upload");
 }
@@ -733,14 +733,14 @@ void CudaLlamaModel::upload_processing(const ForwardBatch& b) {
 void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_t* tokens) {
   const ModelConfig& c = config_;
   Workspace& w = *ws_;
-  const auto n_out = static_cast<int64_t>(b.logits_rows.size());
+  const auto n_out = static_cast<int64_t>(b.input.logits_rows.size());
   const auto* d_rows = reinterpret_cast<const int32_t*>(w.index.as<uint8_t>() + w.off_rows);
-  const bool verifying = tokens != nullptr && !b.verifies.empty();
+  const bool verifying = tokens != nullptr && !b.jobs.verifies.empty();
   const bool sampling =
       verifying ||
-      (tokens != nullptr && std::find(b.row_use.begin(), b.row_use.end(), RowUse::kSample) != b.row_use.end());
+      (tokens != nullptr && std::find(b.jobs.row_use.begin(), b.jobs.row_use.end(), RowUse::kSample) != b.jobs.row_use.end());
   if (sampling) upload_sampling(b);
-  const bool processing = sampling && !b.row_processing.empty();
+  const bool processing = sampling && !b.jobs.row_processing.empty();
   if (processing) upload_processing(b);
   if (verifying) {
     EXACTLY_CHECK(n_out <= w.logits_rows, "%lld logits rows with verifies exceed one chunk of %d",
@@ -748,7 +748,7 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     upload_verifies(b);
   }
   auto wanted = [&](int64_t r) {
-    return tokens == nullptr || b.row_use.empty() || b.row_use[static_cast<size_t>(r)] == RowUse::kLogits;
+    return tokens == nullptr || b.jobs.row_use.empty() || b.jobs.row_use[static_cast<size_t>(r)] == RowUse::kLogits;
   };
   for (int64_t first = 0; first < n_out; first += w.logits_rows) {
     const int64_t rows = std::min<int64_t>(w.logits_rows, n_out - first);
@@ -757,7 +757,7 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     if (processing) {
       const uint8_t* dev = w.processing.as<uint8_t>();
       kc::process_rows(w.logits.as<float>(), first, rows, c.vocab_size, reinterpret_cast<const kc::ProcessRowJob*>(dev),
-                       static_cast<int32_t>(b.row_processing.size()),
+                       static_cast<int32_t>(b.jobs.row_processing.size()),
                        reinterpret_cast<const kc::LogitBiasEntry*>(dev + w.off_biases),
                        reinterpret_cast<const uint32_t*>(dev + w.off_masks), stream_);
     }
@@ -790,7 +790,7 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
                                    stream_),
                    "token download");
   if (verifying) {
-    const size_t jobs = b.verifies.size();
+    const size_t jobs = b.jobs.verifies.size();
     auto* host = w.verify_staging.as<uint8_t>();
     kc::check_cuda(cudaMemcpyAsync(host + w.off_accepted, w.verify.as<uint8_t>() + w.off_accepted,
                                    w.off_final + jobs * 4 - w.off_accepted, cudaMemcpyDeviceToHost, stream_),
@@ -801,12 +801,12 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
     const auto* host = w.verify_staging.as<uint8_t>();
     const auto* accepted = reinterpret_cast<const int32_t*>(host + w.off_accepted);
     const auto* final_token = reinterpret_cast<const int32_t*>(host + w.off_final);
-    for (size_t j = 0; j < b.verifies.size(); ++j) {
-      const RowVerify& v = b.verifies[j];
+    for (size_t j = 0; j < b.jobs.verifies.size(); ++j) {
+      const RowVerify& v = b.jobs.verifies[j];
       EXACTLY_CHECK(accepted[j] >= 0 && accepted[j] <= v.num_drafts && final_token[j] >= 0,
                     "verify %zu: the kernel refused the job", j);
       for (int32_t i = 0; i <= v.num_drafts; ++i)
-        tokens[v.first_row + i] = i < accepted[j]    ? b.verify_drafts[static_cast<size_t>(v.draft_begin + i)]
+        tokens[v.first_row + i] = i < accepted[j]    ? b.jobs.verify_drafts[static_cast<size_t>(v.draft_begin + i)]
                                   : i == accepted[j] ? final_token[j]
                                                      : -1;
     }
@@ -817,28 +817,28 @@ void CudaLlamaModel::compute_logits(const ForwardBatch& b, float* logits, int32_
 // sampling kernel leaves those rows as they are) and uploads them.
 void CudaLlamaModel::upload_verifies(const ForwardBatch& b) {
   Workspace& w = *ws_;
-  const size_t rows = b.logits_rows.size();
+  const size_t rows = b.input.logits_rows.size();
   auto* params = w.verify_params_staging.as<RowSampling>();
-  for (size_t i = 0; i < rows; ++i) params[i] = b.row_use[i] == RowUse::kVerify ? b.row_sampling[i] : RowSampling{};
+  for (size_t i = 0; i < rows; ++i) params[i] = b.jobs.row_use[i] == RowUse::kVerify ? b.jobs.row_sampling[i] : RowSampling{};
   kc::check_cuda(cudaMemcpyAsync(w.verify_params.get(), params, rows * sizeof(RowSampling), cudaMemcpyHostToDevice,
                                  stream_),
                  "verify upload");
   const auto S = static_cast<size_t>(w.seqs);
-  EXACTLY_CHECK(b.verifies.size() <= S && b.verify_drafts.size() <= S * kMaxDrafts &&
-                    b.q_offsets.size() <= S * (kMaxDrafts + 1) &&
-                    static_cast<int64_t>(b.q_entries.size()) <= w.q_capacity &&
-                    b.verify_uniforms.size() <= S * (kMaxDrafts + 1),
-                "verify arrays beyond the workspace (%zu jobs)", b.verifies.size());
+  EXACTLY_CHECK(b.jobs.verifies.size() <= S && b.jobs.verify_drafts.size() <= S * kMaxDrafts &&
+                    b.jobs.q_offsets.size() <= S * (kMaxDrafts + 1) &&
+                    static_cast<int64_t>(b.jobs.q_entries.size()) <= w.q_capacity &&
+                    b.jobs.verify_uniforms.size() <= S * (kMaxDrafts + 1),
+                "verify arrays beyond the workspace (%zu jobs)", b.jobs.verifies.size());
   auto* host = w.verify_staging.as<uint8_t>();
   auto put = [&](size_t off, const void* src, size_t bytes) {
     std::memcpy(host + off, src, bytes);
     kc::check_cuda(cudaMemcpyAsync(w.verify.as<uint8_t>() + off, host + off, bytes, cudaMemcpyHostToDevice, stream_),
                    "verify upload");
   };
-  put(w.off_drafts, b.verify_drafts.data(), b.verify_drafts.size() * 4);
-  put(w.off_q_offsets, b.q_offsets.data(), b.q_offsets.size() * 4);
-  if (!b.q_entries.empty()) put(w.off_q_entries, b.q_entries.data(), b.q_entries.size() * sizeof(DraftProb));
-  put(w.off_uniforms, b.verify_uniforms.data(), b.verify_uniforms.size() * 8);
+  put(w.off_drafts, b.jobs.verify_drafts.data(), b.jobs.verify_drafts.size() * 4);
+  put(w.off_q_offsets, b.jobs.q_offsets.data(), b.jobs.q_offsets.size() * 4);
+  if (!b.jobs.q_entries.empty()) put(w.off_q_entries, b.jobs.q_entries.data(), b.jobs.q_entries.size() * sizeof(DraftProb));
+  put(w.off_uniforms, b.jobs.verify_uniforms.data(), b.jobs.verify_uniforms.size() * 8);
 }
 
 // Verifies in groups of jobs whose rows span at most kSampleRowsPerLaunch
@@ -849,16 +849,16 @@ void CudaLlamaModel::run_verifies(const ForwardBatch& b) {
   auto* host = w.verify_staging.as<uint8_t>();
   auto* jobs = reinterpret_cast<RowVerify*>(host + w.off_jobs);
   auto* dev = w.verify.as<uint8_t>();
-  for (size_t first = 0; first < b.verifies.size();) {
-    const int32_t base = b.verifies[first].first_row;
+  for (size_t first = 0; first < b.jobs.verifies.size();) {
+    const int32_t base = b.jobs.verifies[first].first_row;
     size_t last = first + 1;
-    while (last < b.verifies.size() &&
-           b.verifies[last].first_row + b.verifies[last].num_drafts + 1 - base <= kSampleRowsPerLaunch)
+    while (last < b.jobs.verifies.size() &&
+           b.jobs.verifies[last].first_row + b.jobs.verifies[last].num_drafts + 1 - base <= kSampleRowsPerLaunch)
       ++last;
-    const RowVerify& end = b.verifies[last - 1];
+    const RowVerify& end = b.jobs.verifies[last - 1];
     const int64_t span = end.first_row + end.num_drafts + 1 - base;
     for (size_t j = first; j < last; ++j) {
-      jobs[j] = b.verifies[j];
+      jobs[j] = b.jobs.verifies[j];
       jobs[j].first_row -= base;
     }
     kc::check_cuda(cudaMemcpyAsync(dev + w.off_jobs + first * sizeof(RowVerify), jobs + first,
