@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "model/cuda/llama_cuda_layers.h"
 #include "model/cuda/weight_layout.h"
 #include "model/hf_weights.h"
 
@@ -25,7 +26,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
   std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
   const ModelConfig& c = m->config_;
   const WeightLayout layout(c, tied, bias);
-  uint8_t* base = m->allocate_weights(layout);
+  uint8_t* base = m->layers_->allocate_weights(layout);
   auto upload = [&](size_t offset, const void* src, size_t bytes) {
     kc::check_cuda(cudaMemcpy(base + offset, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
   };

@@ -1,0 +1,116 @@
+#include "model/cuda/llama_cuda_layers.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/cuda/cuda_attention_plan.h"
+#include "model/cuda/kv_pool_cuda.h"
+#include "model/cuda/weight_layout.h"
+
+namespace exactly {
+
+namespace kc = kernels::cuda;
+
+CudaLlamaLayers::CudaLlamaLayers(const ModelConfig& config, bool deterministic)
+    : config_(config), rope_layout_(config.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit
+                                                                                 : kc::RopeLayout::kAdjacentPairs),
+      gemm_(std::make_unique<kc::Gemm>(deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest)) {}
+
+uint8_t* CudaLlamaLayers::allocate_weights(const WeightLayout& layout) {
+  weights_ = kc::DeviceBuffer(layout.total, "the weights");
+  // A pass reads every weight once, but of the embedding table (when the head
+  // has its own) only one row per token.
+  const bool tied = layout.output == layout.token_embd;
+  weight_bytes_ = static_cast<int64_t>(layout.total) - (tied ? 0 : int64_t{config_.vocab_size} * config_.dim * 2);
+  auto* base = weights_.as<uint8_t>();
+  auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
+  auto optional_f32 = [&](size_t offset) { return offset == SIZE_MAX ? nullptr : f32(offset); };
+  token_embd_ = base + layout.token_embd;
+  output_ = base + layout.output;
+  output_norm_ = f32(layout.output_norm);
+  layers_.clear();
+  for (const auto& o : layout.layers)
+    layers_.push_back({f32(o.attn_norm), base + o.wqkv, optional_f32(o.qkv_bias), optional_f32(o.q_norm),
+                       optional_f32(o.k_norm), base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+  return base;
+}
+
+void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
+  const ModelConfig& c = config_;
+  const auto T = static_cast<size_t>(tokens);
+  x_ = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 4, "activations");
+  h_ = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 2, "activations");
+  qkv_ = kc::DeviceBuffer(T * static_cast<size_t>(qkv_rows(c)) * 2, "activations");
+  q_ = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
+  attn_ = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
+  gate_up_ = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.ffn_dim) * 2, "activations");
+  act_ = kc::DeviceBuffer(T * static_cast<size_t>(c.ffn_dim) * 2, "activations");
+  angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
+  last_ = kc::DeviceBuffer(static_cast<size_t>(head_rows) * static_cast<size_t>(c.dim) * 2, "activations");
+}
+
+size_t CudaLlamaLayers::activation_memory() const {
+  return x_.bytes() + h_.bytes() + qkv_.bytes() + q_.bytes() + attn_.bytes() + gate_up_.bytes() + act_.bytes() +
+         last_.bytes() + gemm_->workspace_bytes();
+}
+
+void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  if (layers_.empty()) return;
+  const Layer& L = layers_.front();  // every layer's products have its shapes
+  for (int64_t n = 1;; n = std::min(2 * n, max_rows)) {
+    gemm_->prepare(h_.get(), L.wqkv, n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
+    gemm_->prepare(attn_.get(), L.wo, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
+    gemm_->prepare(h_.get(), L.w_gate_up, n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
+    gemm_->prepare(act_.get(), L.w_down, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+    if (n <= head_rows) gemm_->prepare(last_.get(), output_, n, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
+    if (n >= max_rows) break;
+  }
+  kc::check_cuda(cudaStreamSynchronize(stream), "planning the products");
+}
+
+// The decoder layers over the step's tokens, all on the stream.
+void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, const CudaAttentionPlan& attention,
+                                 int num_layers, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const int64_t n = step.n;
+  const int32_t* d_tokens = step.tokens;
+  const int32_t* d_positions = step.positions;
+  const int64_t* d_slots = step.slots;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  auto* x = x_.as<float>();
+  kc::embedding_lookup(token_embd_, d_tokens, n, c.dim, c.vocab_size, x, stream);
+  kc::rope_angles(d_positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream);  // once for all layers
+  for (int l = 0; l < num_layers; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    const kc::PagedKVDevice cache = kv.layer(l);
+    // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
+    kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, h_.get(), stream);
+    gemm_->run(h_.get(), L.wqkv, qkv_.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
+    const float* rope_bias = L.qkv_bias;
+    if (L.q_norm != nullptr) {  // the bias goes in with the norm
+      kc::head_rmsnorm({qkv_.get(), L.qkv_bias, L.q_norm, L.k_norm, n, c.n_heads, c.n_kv_heads, c.head_dim, c.rms_eps},
+                       stream);
+      rope_bias = nullptr;
+    }
+    kc::RopeStoreArgs rope{qkv_.get(),       rope_bias,    d_positions, d_slots,      n, c.n_heads, c.rope_dims,
+                           c.rope_freq_base, rope_layout_, q_.get(),    angles_.get()};
+    kc::rope_and_store(rope, cache, stream);
+    attention.run(cache, q_.get(), c.n_heads, scale, attn_.get(), stream);
+    gemm_->run(attn_.get(), L.wo, x, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
+    // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
+    kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, n, c.dim, c.rms_eps, h_.get(), stream);
+    gemm_->run(h_.get(), L.w_gate_up, gate_up_.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false,
+               stream);
+    kc::swiglu(gate_up_.get(), n, c.ffn_dim, act_.get(), stream);
+    gemm_->run(act_.get(), L.w_down, x, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+  }
+}
+
+void CudaLlamaLayers::final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  kc::rmsnorm_bf16(x_.as<float>(), output_norm_, rows, n_rows, c.dim, c.rms_eps, last_.get(), stream);
+  gemm_->run(last_.get(), output_, logits, n_rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
+}
+
+}  // namespace exactly

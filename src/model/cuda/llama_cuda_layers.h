@@ -1,0 +1,78 @@
+// Internal to model/cuda: the llama architecture's weights and layers on the
+// GPU, the math of model/llama.h: bf16 weights (one allocation, laid out by
+// weight_layout.h), products by kernels/cuda/gemm.h, an fp32 residual stream.
+// The runner (cuda_runner.h) drives it through CudaArchitecture.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layer_ops.h"
+#include "model/config.h"
+#include "model/cuda/cuda_architecture.h"
+
+namespace exactly {
+
+struct WeightLayout;
+
+class CudaLlamaLayers final : public CudaArchitecture {
+ public:
+  // deterministic: products in the canonical order.
+  CudaLlamaLayers(const ModelConfig& config, bool deterministic);
+
+  // Allocates the weights for `layout`, counts the bytes a pass reads and
+  // points every tensor into them; returns their base.
+  uint8_t* allocate_weights(const WeightLayout& layout);
+  // Bytes of the weights a pass reads (all but the embedding table, unless tied).
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+  void allocate_activations(int64_t tokens, int32_t head_rows) override;
+  void prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) override;
+  void run_layers(const CudaStepTokens& step, CudaKVPool& kv, const CudaAttentionPlan& attention, int num_layers,
+                  cudaStream_t stream) override;
+  void final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) override;
+  size_t weight_memory() const override { return weights_.bytes(); }
+  size_t activation_memory() const override;
+
+ private:
+  struct Layer {
+    float* attn_norm;  // [dim]
+    void* wqkv;        // bf16 [(n_heads + 2 n_kv_heads) head_dim, dim]: wq | wk | wv
+    float* qkv_bias;   // [(n_heads + 2 n_kv_heads) head_dim] or null
+    float* q_norm;     // [head_dim] or null: each q head's RMSNorm before RoPE (Qwen3)
+    float* k_norm;     // [head_dim] or null: the same for k
+    void* wo;          // bf16 [dim, n_heads head_dim]
+    float* ffn_norm;   // [dim]
+    void* w_gate_up;   // bf16 [2 ffn_dim, dim]: w_gate | w_up
+    void* w_down;      // bf16 [dim, ffn_dim]
+  };
+
+  ModelConfig config_;
+  kernels::cuda::RopeLayout rope_layout_ = kernels::cuda::RopeLayout::kAdjacentPairs;
+  std::unique_ptr<kernels::cuda::Gemm> gemm_;
+  kernels::cuda::DeviceBuffer weights_;  // every tensor, in one allocation
+  int64_t weight_bytes_ = 0;
+  void* token_embd_ = nullptr;    // bf16 [vocab, dim]
+  void* output_ = nullptr;        // bf16 [vocab, dim] (token_embd_ when tied)
+  float* output_norm_ = nullptr;  // [dim]
+  std::vector<Layer> layers_;
+  // Activations of a pass of up to T tokens, `head_rows` rows through the head.
+  kernels::cuda::DeviceBuffer x_;        // fp32 [T, dim]: the residual stream
+  kernels::cuda::DeviceBuffer h_;        // bf16 [T, dim]: a norm's output
+  kernels::cuda::DeviceBuffer qkv_;      // bf16 [T, (n_heads + 2 n_kv_heads) head_dim]
+  kernels::cuda::DeviceBuffer q_;        // bf16 [T, n_heads head_dim]: q after RoPE
+  kernels::cuda::DeviceBuffer attn_;     // bf16 [T, n_heads head_dim]: attention's output
+  kernels::cuda::DeviceBuffer gate_up_;  // bf16 [T, 2 ffn_dim]: gate | up
+  kernels::cuda::DeviceBuffer act_;      // bf16 [T, ffn_dim]: silu(gate) * up
+  kernels::cuda::DeviceBuffer angles_;   // [T, rope_dims / 2] rotary angles (8 bytes each)
+  kernels::cuda::DeviceBuffer last_;     // bf16 [head_rows, dim]: the head's normed rows
+};
+
+}  // namespace exactly
