@@ -14,7 +14,8 @@ namespace kc = kernels::cuda;
 CudaLlamaLayers::CudaLlamaLayers(const ModelConfig& config, bool deterministic)
     : config_(config), rope_layout_(config.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit
                                                                                  : kc::RopeLayout::kAdjacentPairs),
-      gemm_(std::make_unique<kc::Gemm>(deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest)) {}
+      gemm_(std::make_unique<kc::Gemm>(deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest)),
+      scale_(1.0f / std::sqrt(static_cast<float>(config.head_dim))) {}
 
 uint8_t* CudaLlamaLayers::allocate_weights(const WeightLayout& layout) {
   weights_ = kc::DeviceBuffer(layout.total, "the weights");
@@ -69,46 +70,69 @@ void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cuda
   kc::check_cuda(cudaStreamSynchronize(stream), "planning the products");
 }
 
-// The decoder layers over the step's tokens, all on the stream.
+// The decoder layers over the step's tokens, all on the stream: x is the
+// residual stream, h a norm's output.
 void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, const CudaAttentionPlan& attention,
                                  int num_layers, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const int64_t n = step.n;
-  const int32_t* d_tokens = step.tokens;
-  const int32_t* d_positions = step.positions;
-  const int64_t* d_slots = step.slots;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  auto* x = x_.as<float>();
-  kc::embedding_lookup(token_embd_, d_tokens, n, c.dim, c.vocab_size, x, stream);
-  kc::rope_angles(d_positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream);  // once for all layers
+  kc::embedding_lookup(token_embd_, step.tokens, n, c.dim, c.vocab_size, x_.as<float>(), stream);  // x = embed(tokens)
+  kc::rope_angles(step.positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream);  // once for all layers
   for (int l = 0; l < num_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const kc::PagedKVDevice cache = kv.layer(l);
-    // Attention block: x += wo · attention(rope(wq·norm(x)), rope(wk·norm(x)), wv·norm(x))
-    kc::rmsnorm_bf16(x, L.attn_norm, nullptr, n, c.dim, c.rms_eps, h_.get(), stream);
-    gemm_->run(h_.get(), L.wqkv, qkv_.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
-    const float* rope_bias = L.qkv_bias;
-    if (L.q_norm != nullptr) {  // the bias goes in with the norm
-      kc::head_rmsnorm({qkv_.get(), L.qkv_bias, L.q_norm, L.k_norm, n, c.n_heads, c.n_kv_heads, c.head_dim, c.rms_eps},
-                       stream);
-      rope_bias = nullptr;
-    }
-    kc::RopeStoreArgs rope{qkv_.get(),       rope_bias,    d_positions, d_slots,      n, c.n_heads, c.rope_dims,
-                           c.rope_freq_base, rope_layout_, q_.get(),    angles_.get()};
-    kc::rope_and_store(rope, cache, stream);
-    attention.run(cache, q_.get(), c.n_heads, scale, attn_.get(), stream);
-    gemm_->run(attn_.get(), L.wo, x, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
-    // MLP block: x += w_down · (silu(w_gate·norm(x)) * w_up·norm(x))
-    kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, n, c.dim, c.rms_eps, h_.get(), stream);
-    gemm_->run(h_.get(), L.w_gate_up, gate_up_.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false,
-               stream);
-    kc::swiglu(gate_up_.get(), n, c.ffn_dim, act_.get(), stream);
-    gemm_->run(act_.get(), L.w_down, x, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+    // x = x + attention(norm(x))
+    norm(L.attn_norm, n, stream);
+    add_attention(L, cache, step, attention, stream);
+    // x = x + mlp(norm(x))
+    norm(L.ffn_norm, n, stream);
+    add_mlp(L, n, stream);
   }
+}
+
+// h [n, dim] bf16 = rmsnorm(x [n, dim] fp32) * weight [dim]
+void CudaLlamaLayers::norm(const float* weight, int64_t n, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  kc::rmsnorm_bf16(x_.as<float>(), weight, nullptr, n, c.dim, c.rms_eps, h_.get(), stream);
+}
+
+// x += wo · attention(rope(wq·h), rope(wk·h), wv·h), the keys and values of
+// the step's tokens stored in `cache` on the way.
+void CudaLlamaLayers::add_attention(const Layer& L, const kc::PagedKVDevice& cache, const CudaStepTokens& step,
+                                    const CudaAttentionPlan& attention, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const int64_t n = step.n;
+  // qkv [n, (n_heads + 2 n_kv_heads) head_dim] = h · wqkvᵀ
+  gemm_->run(h_.get(), L.wqkv, qkv_.get(), n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
+  const float* rope_bias = L.qkv_bias;
+  if (L.q_norm != nullptr) {  // the bias goes in with the norm
+    kc::head_rmsnorm({qkv_.get(), L.qkv_bias, L.q_norm, L.k_norm, n, c.n_heads, c.n_kv_heads, c.head_dim, c.rms_eps},
+                     stream);
+    rope_bias = nullptr;
+  }
+  // q [n, n_heads head_dim] = rope(q); the cache takes rope(k) and v at the tokens' slots
+  kc::RopeStoreArgs rope{qkv_.get(),       rope_bias,    step.positions, step.slots,   n, c.n_heads, c.rope_dims,
+                         c.rope_freq_base, rope_layout_, q_.get(),       angles_.get()};
+  kc::rope_and_store(rope, cache, stream);
+  // attn [n, n_heads head_dim] = attention(q, cache)
+  attention.run(cache, q_.get(), c.n_heads, scale_, attn_.get(), stream);
+  // x [n, dim] += attn · woᵀ
+  gemm_->run(attn_.get(), L.wo, x_.as<float>(), n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
+}
+
+// x += w_down · (silu(w_gate·h) * w_up·h)
+void CudaLlamaLayers::add_mlp(const Layer& L, int64_t n, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  // gate_up [n, 2 ffn_dim] = h · w_gate_upᵀ
+  gemm_->run(h_.get(), L.w_gate_up, gate_up_.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
+  kc::swiglu(gate_up_.get(), n, c.ffn_dim, act_.get(), stream);  // act [n, ffn_dim] = silu(gate) * up
+  // x [n, dim] += act · w_downᵀ
+  gemm_->run(act_.get(), L.w_down, x_.as<float>(), n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
 }
 
 void CudaLlamaLayers::final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) {
   const ModelConfig& c = config_;
+  // logits [n_rows, vocab] = norm(x[rows]) · outputᵀ
   kc::rmsnorm_bf16(x_.as<float>(), output_norm_, rows, n_rows, c.dim, c.rms_eps, last_.get(), stream);
   gemm_->run(last_.get(), output_, logits, n_rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
 }

@@ -54,9 +54,18 @@ class CudaLlamaLayers final : public CudaArchitecture {
     void* w_down;      // bf16 [dim, ffn_dim]
   };
 
+  // h = rmsnorm(x) * weight.
+  void norm(const float* weight, int64_t n, cudaStream_t stream);
+  // x += attention(h): the layer's attention block.
+  void add_attention(const Layer& L, const kernels::cuda::PagedKVDevice& cache, const CudaStepTokens& step,
+                     const CudaAttentionPlan& attention, cudaStream_t stream);
+  // x += mlp(h): the layer's MLP block.
+  void add_mlp(const Layer& L, int64_t n, cudaStream_t stream);
+
   ModelConfig config_;
   kernels::cuda::RopeLayout rope_layout_ = kernels::cuda::RopeLayout::kAdjacentPairs;
   std::unique_ptr<kernels::cuda::Gemm> gemm_;
+  float scale_;                          // attention's 1 / sqrt(head_dim)
   kernels::cuda::DeviceBuffer weights_;  // every tensor, in one allocation
   int64_t weight_bytes_ = 0;
   void* token_embd_ = nullptr;    // bf16 [vocab, dim]

@@ -1,0 +1,116 @@
+// CudaLlamaModel from a GGUF file or with random weights: the tensors are
+// converted to bf16 matrices and f32 vectors and uploaded into the layout
+// every loader shares (weight_layout.h).
+#include <cmath>
+#include <initializer_list>
+#include <vector>
+
+#include "core/error.h"
+#include "core/format.h"
+#include "core/ggml_types.h"
+#include "core/half.h"
+#include "loader/gguf.h"
+#include "model/cuda/llama_cuda.h"
+#include "model/cuda/llama_cuda_layers.h"
+#include "model/cuda/weight_layout.h"
+#include "model/llama.h"
+
+namespace exactly {
+
+namespace kc = kernels::cuda;
+
+namespace {
+
+// GGUF tensor (any stored type) -> bf16 rows appended to `out`.
+void append_bf16(const kernels::WeightMatrix& w, std::vector<uint16_t>& out) {
+  std::vector<float> row(static_cast<size_t>(w.cols));
+  const size_t row_bytes = static_cast<size_t>(ggml_row_bytes(w.type, w.cols));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * row_bytes, row.data(),
+                   w.cols);
+    for (float v : row) out.push_back(float_to_bf16(v));
+  }
+}
+
+void upload(void* dst, const void* src, size_t bytes) {
+  kc::check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
+}
+
+}  // namespace
+
+std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, ModelConfig config,
+                                                          const CudaModelOptions& options) {
+  if (!config.output_token_ids.empty())
+    throw Error(strformat("%s: a head over some of the tokens (exactly.output_token_ids, a draft model's) runs on "
+                          "the CPU only",
+                          file.path().c_str()),
+                ExitCode::kUsage);
+  const LlamaWeights w = LlamaWeights::from_gguf(file, config);  // validates shapes and types
+  const bool tied = w.output.data == w.token_embd.data;
+  std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
+  const ModelConfig& c = m->config_;
+  const WeightLayout layout(c, tied, false);
+  uint8_t* base = m->layers_->allocate_weights(layout);
+  std::vector<uint16_t> staged;
+  auto put_matrices = [&](size_t offset, std::initializer_list<kernels::WeightMatrix> parts) {
+    staged.clear();
+    for (const auto& part : parts) append_bf16(part, staged);
+    upload(base + offset, staged.data(), staged.size() * 2);
+  };
+  auto put_vector = [&](size_t offset, const float* v, int64_t n) {
+    upload(base + offset, v, static_cast<size_t>(n) * 4);
+  };
+  put_matrices(layout.token_embd, {w.token_embd});
+  if (!tied) put_matrices(layout.output, {w.output});
+  put_vector(layout.output_norm, w.output_norm, c.dim);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
+    const auto& o = layout.layers[static_cast<size_t>(l)];
+    put_vector(o.attn_norm, L.attn_norm, c.dim);
+    put_matrices(o.wqkv, {L.wq, L.wk, L.wv});
+    if (c.qk_norm) {
+      put_vector(o.q_norm, L.q_norm, c.head_dim);
+      put_vector(o.k_norm, L.k_norm, c.head_dim);
+    }
+    put_matrices(o.wo, {L.wo});
+    put_vector(o.ffn_norm, L.ffn_norm, c.dim);
+    put_matrices(o.w_gate_up, {L.w_gate, L.w_up});
+    put_matrices(o.w_down, {L.w_down});
+  }
+  return m;
+}
+
+std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig config, uint64_t seed,
+                                                                    const CudaModelOptions& options) {
+  std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
+  const ModelConfig& c = m->config_;
+  const WeightLayout layout(c, false, false);
+  uint8_t* base = m->layers_->allocate_weights(layout);
+  uint64_t stream_id = seed * 0x9e3779b97f4a7c15ull;
+  auto random = [&](size_t offset, int64_t rows, int64_t cols) {
+    kc::fill_uniform_bf16(base + offset, rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)), ++stream_id << 40,
+                          m->runner_->stream());
+  };
+  auto ones = [&](size_t offset, int64_t n) {
+    kc::fill_f32(reinterpret_cast<float*>(base + offset), n, 1.0f, m->runner_->stream());
+  };
+  random(layout.token_embd, c.vocab_size, c.dim);
+  random(layout.output, c.vocab_size, c.dim);
+  ones(layout.output_norm, c.dim);
+  for (const auto& o : layout.layers) {
+    ones(o.attn_norm, c.dim);
+    random(o.wqkv, qkv_rows(c), c.dim);
+    if (c.qk_norm) {
+      ones(o.q_norm, c.head_dim);
+      ones(o.k_norm, c.head_dim);
+    }
+    random(o.wo, c.dim, q_width(c));
+    ones(o.ffn_norm, c.dim);
+    random(o.w_gate_up, 2 * int64_t{c.ffn_dim}, c.dim);
+    random(o.w_down, c.dim, c.ffn_dim);
+  }
+  kc::check_cuda(cudaStreamSynchronize(m->runner_->stream()), "initialising random weights");
+  return m;
+}
+
+}  // namespace exactly
