@@ -53,6 +53,7 @@
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/prefill_schedule.h"
+#include "kernels/cuda/sm90_prefill/epilogue.cuh"
 #include "kernels/cuda/sm90_prefill/features.cuh"
 #include "kernels/cuda/sm90_prefill/hook.cuh"
 #include "kernels/cuda/sm90_prefill/producer.cuh"
@@ -62,75 +63,6 @@
 #include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
-
-// The end of a piece of a split item (sm90_ws_split) in a consumer warp: its
-// partial result (o unnormalised, the rows' raw maxima mx and sums) into the
-// workspace, then an arrival for the warp's rows. The last of the item's
-// pieces to arrive merges them all in piece order, whichever arrived last,
-// into o and sum and returns true (store them); the others return false.
-// Each lane fences its own writes before the count and after reading it
-// (the pattern of a last-block reduction); the pieces are read from L2.
-template <class F>
-__device__ __forceinline__ bool sm90_ws_merge_piece(const Sm90WsSchedule& sched, const Sm90WsDesc& w,
-                                                    float (&o)[F::kHeadDim / 2], const float (&mx)[2],
-                                                    float (&sum)[2], int ctid, float scale_log2, int bn) {
-  using S = Sm90WsShape<F>;
-  constexpr int D = F::kHeadDim, CLUSTER = F::kCluster;
-  constexpr int kChunks = Sm90WsPartial<D>::kChunks, kThreads = S::kConsumerThreads;
-  // Which of the item's query blocks this CTA holds: in a cluster the CTAs
-  // take the two blocks in turns, so the CTA's rank does not say.
-  const int half = (w.m0 / S::kBM) % CLUSTER;
-  const int pieces = sched.split_pieces, split = w.piece / pieces, first = split * pieces;
-  const int tiles = (w.pair_keys + bn - 1) / bn;
-  auto slot = [&](int piece) {
-    return reinterpret_cast<float4*>(sched.partials) + (int64_t{piece} * CLUSTER + half) * kChunks * kThreads + ctid;
-  };
-  // A piece of an item shorter than `pieces` tiles may be empty: it never ran.
-  auto ran = [&](int part) { return sm90_ws_part_first(tiles, part, pieces) != sm90_ws_part_end(tiles, part, pieces); };
-  float4* mine = slot(w.piece);
-#pragma unroll
-  for (int c = 0; c < D / 8; ++c)
-    mine[c * kThreads] = make_float4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
-  mine[(kChunks - 1) * kThreads] = make_float4(mx[0], mx[1], sum[0], sum[1]);
-  __threadfence();
-  __syncwarp();
-  int* arrivals = sched.arrivals + (split * CLUSTER + half) * S::kConsumerWarps + ctid / 32;
-  int last = 0;
-  if (ctid % 32 == 0) last = atomicAdd(arrivals, 1) == min(pieces, tiles) - 1;
-  if (!__shfl_sync(0xffffffffu, last, 0)) return false;
-  if (ctid % 32 == 0) *arrivals = 0;  // every piece has arrived: zero for the next launch
-  __threadfence();
-  float base[2] = {-INFINITY, -INFINITY};
-  for (int part = 0; part < pieces; ++part) {
-    if (!ran(part)) continue;
-    const float4 ml = __ldcg(slot(first + part) + (kChunks - 1) * kThreads);
-    if (ml.z > 0.f) base[0] = fmaxf(base[0], ml.x * scale_log2);
-    if (ml.w > 0.f) base[1] = fmaxf(base[1], ml.y * scale_log2);
-  }
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-  sum[0] = sum[1] = 0.f;
-  for (int part = 0; part < pieces; ++part) {
-    if (!ran(part)) continue;
-    const float4* from = slot(first + part);
-    const float4 ml = __ldcg(from + (kChunks - 1) * kThreads);
-    // A piece's output is relative to 2^(its maximum x scale); a row that saw
-    // no key there has a zero sum and adds nothing.
-    const float f0 = ml.z > 0.f ? exp2_approx(fmaf(ml.x, scale_log2, -base[0])) : 0.f;
-    const float f1 = ml.w > 0.f ? exp2_approx(fmaf(ml.y, scale_log2, -base[1])) : 0.f;
-    sum[0] += ml.z * f0;
-    sum[1] += ml.w * f1;
-#pragma unroll
-    for (int c = 0; c < D / 8; ++c) {
-      const float4 v = __ldcg(from + c * kThreads);
-      o[4 * c] += v.x * f0;
-      o[4 * c + 1] += v.y * f0;
-      o[4 * c + 2] += v.z * f1;
-      o[4 * c + 3] += v.w * f1;
-    }
-  }
-  return true;
-}
 
 // q_map: the queries [tokens, heads, D] (make_heads_tensor_map), in boxes of
 // a query block's 64 x WG tokens; read only with QTMA.
@@ -177,7 +109,6 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
   const int warp_row0 = (ctid / 32) * 16;
   const int64_t token_stride = int64_t{p.n_heads} * D;
   const T* q = static_cast<const T*>(p.q);
-  T* out = static_cast<T*>(p.out);
 
   // With kQShared the scores read Q straight from shared memory (as
   // cuDNN's and FlashAttention-3's kernels do): no registers hold it, and its
@@ -239,57 +170,6 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   };
-  auto store_o = [&](const Sm90WsDesc& w, const float (&inv)[2]) {
-    if constexpr (Hook::skips_stores()) {
-      return;
-    } else if constexpr (F::kQuadStores) {
-      // Lane q of a row's quad holds columns 8 dt + 2q, +1 for every dt. For
-      // each group of four dt, two butterfly exchanges (lanes q ^ 1, then q ^ 2,
-      // each swapping the two words whose index bit differs from q's)
-      // transpose the quad's 4 x 4 words, so that lane q holds dt = 4g + q's
-      // eight columns, 16 bytes. The shuffles run on every lane; only the
-      // stores test the row.
-      const bool bit0 = (lane & 1) != 0, bit1 = (lane & 2) != 0;
-      const int q4 = lane % 4;
-      // One exchange with lane ^ mask of the pair (a[lo], a[hi]): a lane whose
-      // bit is set keeps a[hi] and takes the partner's a[hi] into a[lo].
-      auto butterfly = [](uint32_t (&a)[4], bool bit, int mask, int lo, int hi) {
-        const uint32_t got = __shfl_xor_sync(0xffffffffu, bit ? a[lo] : a[hi], mask);
-        a[lo] = bit ? got : a[lo];
-        a[hi] = bit ? a[hi] : got;
-      };
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
-        T* dst_row = out + (w.q_begin + row) * token_stride + w.head * D;
-#pragma unroll
-        for (int g = 0; g < D / 32; ++g) {
-          uint32_t a[4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            a[i] = Elem<T>::pack(o[4 * (4 * g + i) + 2 * r] * inv[r], o[4 * (4 * g + i) + 2 * r + 1] * inv[r]);
-          butterfly(a, bit0, 1, 0, 1);
-          butterfly(a, bit0, 1, 2, 3);
-          butterfly(a, bit1, 2, 0, 2);
-          butterfly(a, bit1, 2, 1, 3);
-          if (row < w.q_len)
-            *reinterpret_cast<uint4*>(dst_row + 32 * g + 8 * q4) = make_uint4(a[0], a[1], a[2], a[3]);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = w.m0 + warp_row0 + lane / 4 + 8 * r;
-        if (row >= w.q_len) continue;
-        uint32_t* dst =
-            reinterpret_cast<uint32_t*>(out + (w.q_begin + row) * token_stride + w.head * D + (lane % 4) * 2);
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt)
-          dst[dt * 4] = Elem<T>::pack(o[4 * dt + 2 * r] * inv[r], o[4 * dt + 2 * r + 1] * inv[r]);
-      }
-    }
-  };
-
   float sc[BN / 2];
   uint32_t pk[BN / 16][4];
 
@@ -383,6 +263,7 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
   // live) its Q is loaded into qf.
   int k = 0;
   const Sm90WsTileScheduler<F> items(st, sched, p);
+  const Sm90WsEpilogue<F, Hook> epilogue(p, sched, ctid);
   auto item_at = [&](int j) { return items.at(j); };
   bool more = false;  // item k + 1 exists
   auto fetch_next = [&] {
@@ -516,10 +397,9 @@ __global__ void __launch_bounds__(128 * (F::kConsumerWarpgroups + 1), 1)
     }
     const int done = next ? k - 1 : k;
     const Sm90WsDesc w_done = item_at(done);
-    if (w_done.piece < 0 ||
-        sm90_ws_merge_piece<F>(sched, w_done, o, row_max, row_sum, ctid, p.scale_log2, BN)) {
+    if (w_done.piece < 0 || epilogue.merge_pieces(w_done, o, row_max, row_sum)) {
       const float inv[2] = {row_sum[0] > 0.f ? 1.f / row_sum[0] : 0.f, row_sum[1] > 0.f ? 1.f / row_sum[1] : 0.f};
-      store_o(w_done, inv);
+      epilogue.store(w_done, o, inv);
     }
     items.free(done);
     if (!next) break;
