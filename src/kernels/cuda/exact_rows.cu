@@ -218,15 +218,17 @@ bool take_prefill_kernel(ExactRowsPath path, int head_dim, int64_t groups, int m
   return path == ExactRowsPath::kAuto && head_dim == 128 && groups <= 32 && max_seq_len > 1024;
 }
 
-// The split path for at most this many row groups over at most this many
-// keys, where the caller gives it a workspace (exact_rows_workspace_bytes).
+// The split path may run at most this many row groups over at most this
+// many keys, where the caller gives it a workspace (exact_rows_workspace_bytes
+// sizes one for them). Unforced, it takes up to kExactSplitAutoGroups.
 constexpr int64_t kExactSplitMaxGroups = 64;
 constexpr int kExactSplitMaxKeys = 16384;
+constexpr int64_t kExactSplitAutoGroups = 0;
 
 bool take_split(ExactRowsPath path, int64_t groups, int max_seq_len, int64_t needed, int64_t workspace_bytes) {
-  if (needed > workspace_bytes) return false;
+  if (needed > workspace_bytes || groups > kExactSplitMaxGroups || max_seq_len > kExactSplitMaxKeys) return false;
   if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kSplit;
-  return groups <= kExactSplitMaxGroups && max_seq_len <= kExactSplitMaxKeys;
+  return groups <= kExactSplitAutoGroups;
 }
 
 // EXACTLY_EXACT_ROWS (one, windows, cluster, split) forces a path where the caller
@@ -284,7 +286,8 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
 int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len) {
   const int64_t row_groups = (group + 15) / 16, per_seq = int64_t{n_kv_heads} * row_groups;
   const int64_t seqs = kExactSplitMaxGroups / per_seq;
-  if (seqs == 0 || max_seq_len > kExactSplitMaxKeys) return 0;
+  const bool splits = kExactSplitAutoGroups > 0 || forced_path() == ExactRowsPath::kSplit;
+  if (!splits || seqs == 0 || max_seq_len > kExactSplitMaxKeys) return 0;
   return exact_rows_split_bytes(static_cast<int>(seqs), n_kv_heads, group, 1, max_seq_len);
 }
 
