@@ -1,6 +1,6 @@
 // Lab for a whole decode step of a Llama-3-8B-shaped model, built
 // from the production kernels (libexactly_kernels_cuda) in the order the CUDA
-// model runs them (src/model/cuda/llama_cuda.cc, run_layers), captured in one
+// model runs them (src/model/cuda/llama_cuda_layers.cc, run_layers), captured in one
 // CUDA graph and timed. Then the same step with one kind of kernel left out
 // at a time: what a kind costs in place, gaps included, is the difference.
 // Outputs are meaningless (random weights, and the ablations break the data
