@@ -55,7 +55,11 @@ struct Stmt {
   // kFilterBlock: a body rendered, then passed through `expr`, a filter chain
   // over the name kFilterBodyName.
   // kWith: `targets` bound to `values` (evaluated outside) in a scope of the body's own.
-  enum class Kind { kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kBlock, kFilterBlock, kWith };
+  // kCallBlock: `expr` (a call) made with a keyword `caller`, a macro of
+  // `params` and `defaults` whose body is `body`.
+  enum class Kind {
+    kText, kOutput, kIf, kFor, kSet, kSetBlock, kMacro, kBreak, kContinue, kBlock, kFilterBlock, kWith, kCallBlock
+  };
 
   Kind kind;
   Location where;
@@ -66,14 +70,16 @@ struct Stmt {
   std::vector<std::string> targets;   // kFor / kSet names; several unpack a sequence
   std::string target_attribute;       // kSet / kSetBlock: `set ns.attribute = ...`
   ExprPtr loop_filter;                // kFor: `for x in xs if cond`
-  Body body;                          // kFor, kSetBlock, kMacro
+  bool recursive = false;             // kFor: `for ... recursive`, whose body may call loop(items)
+  Body body;                          // kFor, kSetBlock, kMacro, kCallBlock
   Body else_body;                     // kFor: rendered when nothing was iterated
   std::string name;                   // kMacro
-  std::vector<std::string> params;    // kMacro
-  std::vector<ExprPtr> defaults;      // kMacro: one per param, null when none
+  std::vector<std::string> params;    // kMacro, kCallBlock
+  std::vector<ExprPtr> defaults;      // kMacro, kCallBlock: one per param, null when none
   std::vector<ExprPtr> values;        // kWith: one per target
   bool takes_varargs = false;         // kMacro: its body reads `varargs` (extra positional arguments)
   bool takes_kwargs = false;          // kMacro: its body reads `kwargs` (extra keyword arguments)
+  bool takes_caller = false;          // kMacro: its body reads `caller` (a call block's body)
 };
 
 // The name a filter block's chain reads its rendered body from; no template can spell it.

@@ -2,6 +2,7 @@
 // semantics. They throw EvalError; the evaluator adds the template location.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "tokenizer/jinja_limits.h"
@@ -27,6 +28,17 @@ bool contains(const Value& container, const Value& item);
 int64_t length(const Value& v);
 // Python iter(): list items, string characters, dict keys; Undefined is empty.
 ValueList iterate(const Value& v);
+
+// ---- jinja_json.cc: json.dumps ----
+struct JsonOptions {
+  bool ensure_ascii = false;
+  std::optional<std::string> indent;  // one level's indentation; none: everything on one line
+  std::string item_separator = ", ";
+  std::string key_separator = ": ";
+  bool sort_keys = false;
+};
+std::string json_dumps(const Value& v, const JsonOptions& options);
+Value tojson_filter(const Value& subject, const CallArgs& args);
 
 // ---- jinja_filters.cc ----
 Value apply_filter(const std::string& name, const Value& subject, const CallArgs& args);

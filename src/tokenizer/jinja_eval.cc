@@ -5,20 +5,43 @@
 
 #include "core/error.h"
 #include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja_globals.h"
 
 namespace exactly::jinja {
 namespace {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
-using Scope = std::unordered_map<std::string, Value>;
+// The names a body sees: its own frame's, then its parent's, and so on up
+// to the builtins. A loop or `with` body's parent is the frame it runs in; a
+// macro's is the template's top level, whoever calls it; a call block's
+// caller() and a recursive loop's loop() run in frames whose parent is where
+// the block stands, above the frames of the macro or loop that calls them.
+struct Frame {
+  Scope names;
+  size_t parent = 0;
+};
+
+// Set while a call block or a recursive loop runs: its caller() or loop()
+// refers to frames that exist only until then.
+class Active {
+ public:
+  Active() : flag_(std::make_shared<bool>(true)) {}
+  ~Active() { *flag_ = false; }
+  Active(const Active&) = delete;
+  Active& operator=(const Active&) = delete;
+  std::shared_ptr<const bool> flag() const { return flag_; }
+
+ private:
+  std::shared_ptr<bool> flag_;
+};
 
 class Evaluator {
  public:
-  Evaluator(const ValueDict& variables, const RenderOptions& options) : options_(options) {
-    scopes_.push_back(builtin_globals());
-    scopes_.emplace_back();
-    for (const auto& [name, value] : variables.items) scopes_.back()[name] = value;
+  Evaluator(const ValueDict& variables, const RenderOptions& options) {
+    frames_.push_back({builtin_globals(options), 0});
+    frames_.push_back({Scope{}, 0});
+    for (const auto& [name, value] : variables.items) frames_.back().names[to_str(name)] = value;
   }
 
   std::string run(const Body& body) {
@@ -31,14 +54,27 @@ class Evaluator {
   // ---- scopes ----
 
   Value lookup(const std::string& name) const {
-    // A macro sees its own scopes and the template's top level, not its caller's locals.
-    for (size_t i = scopes_.size(); i-- > 0;) {
-      if (i < visible_from_ && i > 1) continue;
-      auto it = scopes_[i].find(name);
-      if (it != scopes_[i].end()) return it->second;
+    for (size_t i = frames_.size() - 1;; i = frames_[i].parent) {
+      auto it = frames_[i].names.find(name);
+      if (it != frames_[i].names.end()) return it->second;
+      if (i == 0) return Value::undefined("'" + name + "' is undefined");
     }
-    return Value::undefined("'" + name + "' is undefined");
   }
+
+  Scope& names() { return frames_.back().names; }
+
+  // A frame for as long as it lives, over `parent` (by default the current one).
+  class Pushed {
+   public:
+    explicit Pushed(Evaluator& e, Scope names = {}) : Pushed(e, e.frames_.size() - 1, std::move(names)) {}
+    Pushed(Evaluator& e, size_t parent, Scope names) : e_(e) { e_.frames_.push_back({std::move(names), parent}); }
+    ~Pushed() { e_.frames_.pop_back(); }
+    Pushed(const Pushed&) = delete;
+    Pushed& operator=(const Pushed&) = delete;
+
+   private:
+    Evaluator& e_;
+  };
 
   void assign(const std::vector<std::string>& targets, const Value& value, Scope& scope) {
     if (targets.size() == 1) {
@@ -105,23 +141,22 @@ class Evaluator {
       case Stmt::Kind::kFor: exec_for(s); return Flow::kNormal;
       case Stmt::Kind::kSet: set(s, eval(*s.expr)); return Flow::kNormal;
       case Stmt::Kind::kSetBlock: set(s, Value::from_string(capture(s.body))); return Flow::kNormal;
-      case Stmt::Kind::kMacro: scopes_.back()[s.name] = make_macro(s); return Flow::kNormal;
+      case Stmt::Kind::kMacro: names()[s.name] = make_macro(s, s.name); return Flow::kNormal;
+      case Stmt::Kind::kCallBlock: exec_call_block(s); return Flow::kNormal;
       case Stmt::Kind::kBreak: return Flow::kBreak;
       case Stmt::Kind::kContinue: return Flow::kContinue;
       case Stmt::Kind::kBlock: return exec_body(s.body);
       case Stmt::Kind::kWith: {
         Scope scope;
         for (size_t i = 0; i < s.targets.size(); ++i) scope[s.targets[i]] = eval(*s.values[i]);
-        scopes_.push_back(std::move(scope));
-        const Flow flow = exec_body(s.body);
-        scopes_.pop_back();
-        return flow;
+        Pushed frame(*this, std::move(scope));
+        return exec_body(s.body);
       }
       case Stmt::Kind::kFilterBlock: {
         Value body = Value::from_string(capture(s.body));
-        scopes_.back()[kFilterBodyName] = body;
+        names()[kFilterBodyName] = body;
         Value filtered = eval(*s.expr);
-        scopes_.back().erase(kFilterBodyName);
+        names().erase(kFilterBodyName);
         out_ += to_str(filtered);
         return Flow::kNormal;
       }
@@ -131,7 +166,7 @@ class Evaluator {
 
   void set(const Stmt& s, const Value& value) {
     if (s.target_attribute.empty()) {
-      assign(s.targets, value, scopes_.back());
+      assign(s.targets, value, names());
       return;
     }
     Value ns = lookup(s.targets[0]);
@@ -151,95 +186,144 @@ class Evaluator {
     return captured;
   }
 
+  // ---- loops ----
+
+  // Where a recursive loop's loop(items) renders its body again: over the
+  // frame the `for` stands in, one level deeper.
+  struct LoopSite {
+    size_t parent;
+    int depth;
+    std::shared_ptr<const bool> active;
+  };
+
   void exec_for(const Stmt& s) {
-    ValueList items = iterate(eval(*s.expr));
-    scopes_.emplace_back();
-    if (s.loop_filter) {
-      ValueList kept;
-      for (const Value& item : items) {
-        WorkMeter::charge(kStepWork);
-        assign(s.targets, item, scopes_.back());
-        if (eval(*s.loop_filter).truthy()) kept.push_back(item);
+    Active active;
+    run_loop(s, eval(*s.expr), LoopSite{frames_.size() - 1, 1, active.flag()});
+  }
+
+  void run_loop(const Stmt& s, const Value& iterable, const LoopSite& site) {
+    ValueList items = iterate(iterable);
+    {
+      Pushed frame(*this, site.parent, {});
+      if (s.loop_filter) {
+        ValueList kept;
+        for (const Value& item : items) {
+          WorkMeter::charge(kStepWork);
+          assign(s.targets, item, names());
+          if (eval(*s.loop_filter).truthy()) kept.push_back(item);
+        }
+        items = std::move(kept);
       }
-      items = std::move(kept);
+      for (size_t i = 0; i < items.size(); ++i) {
+        WorkMeter::charge(kIterationWork);
+        assign(s.targets, items[i], names());
+        names()["loop"] = loop_value(s, items, i, site);
+        if (exec_body(s.body) == Flow::kBreak) break;
+      }
     }
-    for (size_t i = 0; i < items.size(); ++i) {
-      WorkMeter::charge(kIterationWork);
-      assign(s.targets, items[i], scopes_.back());
-      scopes_.back()["loop"] = loop_value(items, i);
-      if (exec_body(s.body) == Flow::kBreak) break;
-    }
-    scopes_.pop_back();
     if (items.empty()) {
-      scopes_.emplace_back();
+      Pushed frame(*this, site.parent, {});
       exec_body(s.else_body);
-      scopes_.pop_back();
     }
   }
 
-  static Value loop_value(const ValueList& items, size_t i) {
+  Value loop_value(const Stmt& s, const ValueList& items, size_t i, const LoopSite& site) {
     auto n = static_cast<int64_t>(items.size());
     auto index = static_cast<int64_t>(i);
-    ValueDict loop;
-    loop.set("index", Value::from_int(index + 1));
-    loop.set("index0", Value::from_int(index));
-    loop.set("revindex", Value::from_int(n - index));
-    loop.set("revindex0", Value::from_int(n - index - 1));
-    loop.set("first", Value::from_bool(i == 0));
-    loop.set("last", Value::from_bool(index == n - 1));
-    loop.set("length", Value::from_int(n));
-    loop.set("depth", Value::from_int(1));
-    loop.set("depth0", Value::from_int(0));
-    loop.set("previtem", i > 0 ? items[i - 1] : Value::undefined("'loop.previtem' is undefined"));
-    loop.set("nextitem", index + 1 < n ? items[i + 1] : Value::undefined("'loop.nextitem' is undefined"));
-    loop.set("cycle", Value::from_function([i](CallArgs& args) {
-               if (args.positional.empty()) throw EvalError("no items for cycling given");
-               return args.positional[i % args.positional.size()];
-             }));
-    return Value::from_dict(std::move(loop));
+    auto loop = std::make_shared<ValueDict>();
+    loop->set("index", Value::from_int(index + 1));
+    loop->set("index0", Value::from_int(index));
+    loop->set("revindex", Value::from_int(n - index));
+    loop->set("revindex0", Value::from_int(n - index - 1));
+    loop->set("first", Value::from_bool(i == 0));
+    loop->set("last", Value::from_bool(index == n - 1));
+    loop->set("length", Value::from_int(n));
+    loop->set("depth", Value::from_int(site.depth));
+    loop->set("depth0", Value::from_int(site.depth - 1));
+    loop->set("previtem", i > 0 ? items[i - 1] : Value::undefined("'loop.previtem' is undefined"));
+    loop->set("nextitem", index + 1 < n ? items[i + 1] : Value::undefined("'loop.nextitem' is undefined"));
+    loop->set("cycle", Value::from_function([i](CallArgs& args) {
+                if (args.positional.empty()) throw EvalError("no items for cycling given");
+                return args.positional[i % args.positional.size()];
+              }));
+    if (!s.recursive) return Value::from_dict(std::move(*loop));
+    const Stmt* stmt = &s;
+    LoopSite inner{site.parent, site.depth + 1, site.active};
+    return Value::new_object("LoopContext", loop, [this, stmt, inner](CallArgs& args) {
+      if (!*inner.active) throw EvalError("loop() called after its recursive loop ended");
+      if (args.positional.size() != 1 || !args.keyword.empty()) throw EvalError("loop() takes one iterable");
+      std::string saved = std::move(out_);
+      out_.clear();
+      run_loop(*stmt, args.positional[0], inner);
+      std::swap(saved, out_);
+      return Value::from_string(std::move(saved));
+    });
   }
 
-  Value make_macro(const Stmt& s) {
+  // ---- macros and call blocks ----
+
+  // A macro (or a call block's caller, named "caller") whose body renders in
+  // a frame over `parent`, valid while `active` holds.
+  Value make_macro(const Stmt& s, const std::string& name, size_t parent = 1,
+                   std::shared_ptr<const bool> active = nullptr) {
     const Stmt* macro = &s;
-    return Value::from_function([this, macro](CallArgs& args) {
-      const size_t n_params = macro->params.size();
-      if (args.positional.size() > n_params && !macro->takes_varargs)
-        throw EvalError("macro '" + macro->name + "' takes not more than " + std::to_string(n_params) +
-                        " argument(s)");
-      ValueDict extra_keywords;
-      for (const auto& [key, value] : args.keyword) {
-        if (std::find(macro->params.begin(), macro->params.end(), key) != macro->params.end()) continue;
-        if (!macro->takes_kwargs) throw EvalError("macro '" + macro->name + "' takes no keyword argument '" + key + "'");
-        extra_keywords.set(key, value);
-      }
-      Scope scope;
-      if (macro->takes_varargs)
-        scope["varargs"] = Value::from_tuple(
-            args.positional.size() > n_params
-                ? ValueList(args.positional.begin() + static_cast<long>(n_params), args.positional.end())
-                : ValueList{});
-      if (macro->takes_kwargs) scope["kwargs"] = Value::from_dict(std::move(extra_keywords));
-      for (size_t i = 0; i < macro->params.size(); ++i) {
-        Value v = args.get(i, macro->params[i]);
-        if (v.is_undefined() && macro->defaults[i]) v = eval(*macro->defaults[i]);
-        if (v.is_undefined()) v = Value::undefined("'" + macro->params[i] + "' is undefined");
-        scope[macro->params[i]] = v;
-      }
-      size_t saved_visible = visible_from_;
-      scopes_.push_back(std::move(scope));
-      visible_from_ = scopes_.size() - 1;
-      std::string text;
-      try {
-        text = capture(macro->body);
-      } catch (...) {
-        scopes_.pop_back();
-        visible_from_ = saved_visible;
-        throw;
-      }
-      scopes_.pop_back();
-      visible_from_ = saved_visible;
-      return Value::from_string(std::move(text));
+    return Value::from_function([this, macro, name, parent, active](CallArgs& args) {
+      if (active && !*active) throw EvalError("caller() called after its call block ended");
+      Scope scope = bind_arguments(*macro, name, args);
+      Pushed frame(*this, parent, std::move(scope));
+      return Value::from_string(capture(macro->body));
     });
+  }
+
+  Scope bind_arguments(const Stmt& macro, const std::string& name, CallArgs& args) {
+    const size_t n_params = macro.params.size();
+    if (args.positional.size() > n_params && !macro.takes_varargs)
+      throw EvalError("macro '" + name + "' takes not more than " + std::to_string(n_params) + " argument(s)");
+    Scope scope;
+    ValueDict extra_keywords;
+    for (const auto& [key, value] : args.keyword) {
+      if (std::find(macro.params.begin(), macro.params.end(), key) != macro.params.end()) continue;
+      if (key == "caller" && macro.takes_caller) {
+        scope["caller"] = value;
+        continue;
+      }
+      if (!macro.takes_kwargs) throw EvalError("macro '" + name + "' takes no keyword argument '" + key + "'");
+      extra_keywords.set(key, value);
+    }
+    if (macro.takes_caller && !scope.count("caller")) scope["caller"] = Value::undefined("No caller defined");
+    if (macro.takes_varargs)
+      scope["varargs"] = Value::from_tuple(
+          args.positional.size() > n_params
+              ? ValueList(args.positional.begin() + static_cast<long>(n_params), args.positional.end())
+              : ValueList{});
+    if (macro.takes_kwargs) scope["kwargs"] = Value::from_dict(std::move(extra_keywords));
+    for (size_t i = 0; i < n_params; ++i) {
+      Value v = args.get(i, macro.params[i]);
+      if (v.is_undefined() && macro.defaults[i]) v = eval(*macro.defaults[i]);
+      if (v.is_undefined()) v = Value::undefined("'" + macro.params[i] + "' is undefined");
+      scope[macro.params[i]] = v;
+    }
+    return scope;
+  }
+
+  // `{% call(params) f(args) %}body{% endcall %}`: f(args, caller=...) where
+  // caller(params) renders the body where the block stands.
+  void exec_call_block(const Stmt& s) {
+    Active active;
+    const Value caller = make_macro(s, "caller", frames_.size() - 1, active.flag());
+    const Expr& call = *s.expr;
+    const Value callee = eval(*call.children[0]);
+    CallArgs args = eval_args(call);
+    args.keyword.emplace_back("caller", caller);
+    out_ += to_str(invoke(callee, args));
+  }
+
+  static Value invoke(const Value& callee, CallArgs& args) {
+    if (!callee.function) {
+      if (callee.is_undefined()) throw EvalError(callee.undefined_name);
+      throw EvalError("'" + callee.type_name() + "' object is not callable");
+    }
+    return (*callee.function)(args);
   }
 
   // ---- expressions ----
@@ -286,8 +370,7 @@ class Evaluator {
         ValueDict d;
         for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
           Value key = eval(*e.children[i]);
-          if (!key.is_string()) throw EvalError("dict keys must be strings, got " + key.type_name());
-          d.set(key.text, eval(*e.children[i + 1]));
+          d.set(std::move(key), eval(*e.children[i + 1]));
         }
         return Value::from_dict(std::move(d));
       }
@@ -299,12 +382,8 @@ class Evaluator {
       }
       case K::kCall: {
         Value callee = eval(*e.children[0]);
-        if (callee.kind != Value::Kind::kFunction) {
-          if (callee.is_undefined()) throw EvalError(callee.undefined_name);
-          throw EvalError("'" + callee.type_name() + "' object is not callable");
-        }
         CallArgs args = eval_args(e);
-        return (*callee.function)(args);
+        return invoke(callee, args);
       }
       case K::kFilter: {
         if (!is_known_filter(e.name)) throw EvalError("no filter named '" + e.name + "'");
@@ -354,60 +433,7 @@ class Evaluator {
     return true;
   }
 
-  // ---- globals ----
-
-  Scope builtin_globals() {
-    Scope g;
-    g["range"] = Value::from_function([](CallArgs& args) {
-      std::vector<int64_t> bounds;
-      for (const Value& v : args.positional) {
-        if (!v.is_integral()) throw EvalError("range() arguments must be integers");
-        bounds.push_back(v.as_int());
-      }
-      if (bounds.empty() || bounds.size() > 3) throw EvalError("range expected 1 to 3 arguments");
-      int64_t start = bounds.size() > 1 ? bounds[0] : 0;
-      int64_t stop = bounds.size() > 1 ? bounds[1] : bounds[0];
-      int64_t step = bounds.size() > 2 ? bounds[2] : 1;
-      if (step == 0) throw EvalError("range() arg 3 must not be zero");
-      ValueList out;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        if (out.size() >= 100000) throw EvalError("range too big");  // jinja2's sandbox limit
-        out.push_back(Value::from_int(i));
-      }
-      return Value::from_list(std::move(out));
-    });
-    auto make_mapping = [](CallArgs& args, bool is_namespace) {
-      ValueDict d;
-      for (const Value& p : args.positional) {
-        if (!p.is_dict()) throw EvalError("expected a mapping argument");
-        for (const auto& [k, v] : p.dict->items) d.set(k, v);
-      }
-      for (const auto& [k, v] : args.keyword) d.set(k, v);
-      return is_namespace ? Value::new_namespace(std::move(d)) : Value::from_dict(std::move(d));
-    };
-    g["namespace"] = Value::from_function([make_mapping](CallArgs& args) { return make_mapping(args, true); });
-    g["dict"] = Value::from_function([make_mapping](CallArgs& args) { return make_mapping(args, false); });
-    g["raise_exception"] = Value::from_function([](CallArgs& args) -> Value {
-      throw EvalError(to_str(args.get(0, "message")));
-    });
-    g["strftime_now"] = Value::from_function([this](CallArgs& args) {
-      std::tm now{};
-      if (options_.now) {
-        now = *options_.now;
-      } else {
-        std::time_t t = std::time(nullptr);
-        localtime_r(&t, &now);
-      }
-      char buf[512];
-      size_t n = std::strftime(buf, sizeof(buf), to_str(args.get(0, "format")).c_str(), &now);
-      return Value::from_string(std::string(buf, n));
-    });
-    return g;
-  }
-
-  const RenderOptions& options_;
-  std::vector<Scope> scopes_;  // [0] builtins, [1] template top level, then loops and macro calls
-  size_t visible_from_ = 0;    // scopes below this (except 0 and 1) are a macro caller's, hidden
+  std::vector<Frame> frames_;  // [0] builtins, [1] template top level, then loops and macro calls
   int depth_ = 0;              // evaluations in progress, nested
   std::string out_;
 };

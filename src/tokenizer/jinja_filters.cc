@@ -126,14 +126,6 @@ std::string join(const Value& subject, const CallArgs& args) {
   return out;
 }
 
-Value tojson(const Value& subject, const CallArgs& args) {
-  Value indent = args.get(1, "indent", Value::none());
-  if (indent.is_none()) return Value::from_string(to_json(subject, 0, false));
-  if (!indent.is_integral()) throw EvalError("tojson indent must be an integer");
-  if (indent.as_int() > 64) throw EvalError("tojson indent above 64");
-  return Value::from_string(to_json(subject, static_cast<int>(std::max<int64_t>(0, indent.as_int())), true));
-}
-
 // Markup escaping, as jinja2's `e` gives it on a plain string.
 std::string html_escape(const std::string& text) {
   std::string out;
@@ -244,7 +236,7 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
                ? Value::undefined("'dict object' has no attribute '" + attribute + "'")
                : get_attribute(subject, attribute);
   }
-  if (name == "tojson") return tojson(subject, args);
+  if (name == "tojson") return tojson_filter(subject, args);
   if (name == "length" || name == "count") return Value::from_int(length(subject));
   if (name == "list") return Value::from_list(iterate(subject));
   if (name == "first") {
@@ -266,7 +258,7 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
     if (subject.is_undefined()) return Value::from_list({});
     if (!subject.is_dict()) throw EvalError("items filter needs a mapping, got " + subject.type_name());
     ValueList out;
-    for (const auto& [k, v] : subject.dict->items) out.push_back(Value::from_tuple({Value::from_string(k), v}));
+    for (const auto& [k, v] : subject.dict->items) out.push_back(Value::from_tuple({k, v}));
     return Value::from_list(std::move(out));
   }
   if (name == "selectattr" || name == "rejectattr") return filter_items(subject, args, true, name == "selectattr");

@@ -100,8 +100,8 @@ Value apply_list_filter(const std::string& name, const Value& subject, const Cal
     ValueList items;
     std::vector<Value> keys;
     for (const auto& [k, v] : subject.dict->items) {
-      items.push_back(Value::from_tuple({Value::from_string(k), v}));
-      keys.push_back(sort_key(by == "key" ? Value::from_string(k) : v, Value::undefined(), flag(args, 0, "case_sensitive")));
+      items.push_back(Value::from_tuple({k, v}));
+      keys.push_back(sort_key(by == "key" ? k : v, Value::undefined(), flag(args, 0, "case_sensitive")));
     }
     return Value::from_list(sorted_by(std::move(items), keys, flag(args, 2, "reverse")));
   }

@@ -19,14 +19,15 @@ Value dict_method(const Value& self, const std::string& name) {
   return Value::from_function([dict, name](CallArgs& args) -> Value {
     if (name == "get") {
       const Value key = args.get(0, "key");
-      const Value* found = key.is_string() ? dict->find(key.text) : nullptr;
+      check_hashable(key);
+      const Value* found = dict->find(key);
       return found ? *found : args.get(1, "default", Value::none());
     }
     ValueList out;
     for (const auto& [k, v] : dict->items) {
-      if (name == "keys") out.push_back(Value::from_string(k));
+      if (name == "keys") out.push_back(k);
       else if (name == "values") out.push_back(v);
-      else out.push_back(Value::from_tuple({Value::from_string(k), v}));
+      else out.push_back(Value::from_tuple({k, v}));
     }
     return Value::from_list(std::move(out));
   });
@@ -139,9 +140,11 @@ Value get_attribute(const Value& obj, const std::string& name) {
       if (name == "items" || name == "keys" || name == "values" || name == "get") return dict_method(obj, name);
       [[fallthrough]];
     case Value::Kind::kNamespace:
+    case Value::Kind::kObject:
       if (const Value* v = obj.dict->find(name)) return *v;
       break;
     case Value::Kind::kList:
+      if (obj.group && (name == "grouper" || name == "list")) return (*obj.list)[name == "grouper" ? 0 : 1];
       if (name == "index" || name == "count") return list_method(obj, name);
       break;
     default: break;
@@ -174,6 +177,8 @@ Value get_item(const Value& obj, const Value& key) {
         if (const Value* v = obj.dict->find(key.text)) return *v;
         return get_attribute(obj, key.text);
       }
+      check_hashable(key);
+      if (const Value* v = obj.dict->find(key)) return *v;
       break;
     default: break;
   }
@@ -285,7 +290,8 @@ bool contains(const Value& container, const Value& item) {
       return std::any_of(container.list->begin(), container.list->end(),
                          [&](const Value& v) { return equals(v, item); });
     case Value::Kind::kDict:
-      return item.is_string() && container.dict->find(item.text) != nullptr;
+      check_hashable(item);
+      return container.dict->find(item) != nullptr;
     default: throw EvalError("argument of type '" + container.type_name() + "' is not iterable");
   }
 }
@@ -319,7 +325,7 @@ ValueList iterate(const Value& v) {
     case Value::Kind::kDict: {
       WorkMeter::charge(v.dict->items.size() * sizeof(Value));
       ValueList out;
-      for (const auto& item : v.dict->items) out.push_back(Value::from_string(item.first));
+      for (const auto& item : v.dict->items) out.push_back(item.first);
       return out;
     }
     default: throw EvalError("'" + v.type_name() + "' object is not iterable");

@@ -145,13 +145,14 @@ class Parser {
     if (name == "generation") return parse_block(tag.where, "endgeneration");
     if (name == "filter") return parse_filter_block(tag.where);
     if (name == "with") return parse_with(tag.where);
+    if (name == "call") return parse_call_block(tag.where);
     if (name == "break" || name == "continue") {
       expect(TokenKind::kBlockEnd, "'%}'");
       return make_stmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue, tag.where);
     }
     static const std::set<std::string> kEndTags = {"endif",    "elif",          "else",     "endfor",
                                                    "endset",   "endmacro",      "endfilter", "endgeneration",
-                                                   "endraw",   "endwith"};
+                                                   "endraw",   "endwith",       "endcall"};
     if (kEndTags.count(name)) fail(tag.where, "unexpected '" + name + "' (no open block takes it)");
     fail(tag.where, "unknown tag '" + name + "'");
   }
@@ -184,7 +185,7 @@ class Parser {
     if (!skip_name("in")) fail(peek().where, "expected 'in' in for loop, found " + describe(peek()));
     s->expr = parse_or();
     if (skip_name("if")) s->loop_filter = parse_expression();
-    if (at_name("recursive")) fail(peek().where, "recursive for loops are not supported");
+    s->recursive = skip_name("recursive");
     expect(TokenKind::kBlockEnd, "'%}'");
     std::string end_tag;
     s->body = parse_body({"else", "endfor"}, end_tag, "for", where);
@@ -266,19 +267,44 @@ class Parser {
     auto s = make_stmt(Stmt::Kind::kMacro, where);
     s->name = expect_name("a macro name");
     expect_operator("(");
-    while (!at_operator(")")) {
-      s->params.push_back(expect_name("a parameter name"));
-      s->defaults.push_back(skip_operator("=") ? parse_expression() : nullptr);
-      if (!skip_operator(",")) break;
-    }
-    expect_operator(")");
+    parse_params(*s);
     expect(TokenKind::kBlockEnd, "'%}'");
     std::string end_tag;
     s->body = parse_body({"endmacro"}, end_tag, "macro", where);
     expect(TokenKind::kBlockEnd, "'%}'");
-    // As jinja2 decides: a macro takes extra arguments only where its body reads them.
-    s->takes_varargs = mentions(s->body, "varargs");
-    s->takes_kwargs = mentions(s->body, "kwargs");
+    find_special_names(*s);
+    s->takes_caller = mentions(s->body, "caller");
+    return s;
+  }
+
+  // `(a, b=default)` after the opening parenthesis.
+  void parse_params(Stmt& s) {
+    while (!at_operator(")")) {
+      s.params.push_back(expect_name("a parameter name"));
+      s.defaults.push_back(skip_operator("=") ? parse_expression() : nullptr);
+      if (!skip_operator(",")) break;
+    }
+    expect_operator(")");
+  }
+
+  // As jinja2 decides: a macro takes extra arguments only where its body reads them.
+  static void find_special_names(Stmt& s) {
+    s.takes_varargs = mentions(s.body, "varargs");
+    s.takes_kwargs = mentions(s.body, "kwargs");
+  }
+
+  // `{% call(params) f(args) %}body{% endcall %}`.
+  StmtPtr parse_call_block(Location where) {
+    auto s = make_stmt(Stmt::Kind::kCallBlock, where);
+    if (skip_operator("(")) parse_params(*s);
+    Location at = peek().where;
+    s->expr = parse_expression();
+    if (s->expr->kind != Expr::Kind::kCall) fail(at, "expected a call after 'call'");
+    expect(TokenKind::kBlockEnd, "'%}'");
+    std::string end_tag;
+    s->body = parse_body({"endcall"}, end_tag, "call", where);
+    expect(TokenKind::kBlockEnd, "'%}'");
+    find_special_names(*s);
     return s;
   }
 

@@ -10,19 +10,48 @@
 
 namespace exactly::jinja {
 
-const Value* ValueDict::find(const std::string& key) const {
+const Value* ValueDict::find(const Value& key) const {
+  if (key.is_string()) return find(key.text);
+  WorkMeter::charge(items.size());
   for (const auto& [k, v] : items)
-    if (k == key) return &v;
+    if (!k.is_string() && equals(k, key)) return &v;
   return nullptr;
 }
 
-void ValueDict::set(const std::string& key, Value value) {
-  for (auto& [k, v] : items)
-    if (k == key) {
-      v = std::move(value);
+const Value* ValueDict::find(const std::string& key) const {
+  for (const auto& [k, v] : items)
+    if (k.is_string() && k.text == key) return &v;
+  return nullptr;
+}
+
+void ValueDict::set(Value key, Value value) {
+  check_hashable(key);
+  if (Value* found = const_cast<Value*>(find(key))) {
+    *found = std::move(value);
+    return;
+  }
+  items.emplace_back(std::move(key), std::move(value));
+}
+
+void ValueDict::set(const std::string& key, Value value) { set(Value::from_string(key), std::move(value)); }
+
+void check_hashable(const Value& key) {
+  switch (key.kind) {
+    case Value::Kind::kNone:
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+    case Value::Kind::kFloat:
+    case Value::Kind::kString: return;
+    case Value::Kind::kList:
+      if (!key.tuple) break;
+      for (const Value& item : *key.list) check_hashable(item);
       return;
-    }
-  items.emplace_back(key, std::move(value));
+    case Value::Kind::kUndefined:
+      throw EvalError("a dict key is undefined" + (key.undefined_name.empty() ? "" : " (" + key.undefined_name + ")"));
+    default:
+      throw EvalError("a " + key.type_name() + " as a dict key is not supported");
+  }
+  throw EvalError("TypeError: unhashable type: '" + key.type_name() + "'");
 }
 
 Value Value::undefined(std::string name) {
@@ -94,6 +123,7 @@ Value Value::from_dict(ValueDict d) {
   Value v;
   v.kind = Kind::kDict;
   measure(v, d.items, [](const auto& item) -> const Value& { return item.second; });
+  for (const auto& item : d.items) v.holds_namespace |= item.first.holds_namespace;
   v.dict = std::make_shared<ValueDict>(std::move(d));
   return v;
 }
@@ -110,6 +140,15 @@ Value Value::from_function(Function f) {
   v.function = std::make_shared<const Function>(std::move(f));
   return v;
 }
+Value Value::new_object(std::string type_name, std::shared_ptr<ValueDict> attributes, Function call) {
+  Value v;
+  v.kind = Kind::kObject;
+  v.text = std::move(type_name);
+  v.dict = std::move(attributes);
+  for (const auto& item : v.dict->items) v.holds_namespace |= item.second.holds_namespace;
+  if (call) v.function = std::make_shared<const Function>(std::move(call));
+  return v;
+}
 
 bool Value::truthy() const {
   switch (kind) {
@@ -122,7 +161,8 @@ bool Value::truthy() const {
     case Kind::kList: return !list->empty();
     case Kind::kDict: return !dict->items.empty();
     case Kind::kNamespace:
-    case Kind::kFunction: return true;
+    case Kind::kFunction:
+    case Kind::kObject: return true;
   }
   return false;
 }
@@ -139,6 +179,7 @@ std::string Value::type_name() const {
     case Kind::kDict: return "dict";
     case Kind::kNamespace: return "Namespace";
     case Kind::kFunction: return "function";
+    case Kind::kObject: return text;
   }
   return "?";
 }
@@ -233,91 +274,7 @@ std::string string_repr(const std::string& s) {
   return out;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (u < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", u);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-void json_into(const Value& v, int indent, bool pretty, int depth, std::string& out) {
-  // Python's separators: ", " and ": " on one line; "," then a newline when indenting.
-  auto newline = [&](int level) {
-    out += '\n';
-    out.append(static_cast<size_t>(indent * level), ' ');
-  };
-  switch (v.kind) {
-    case Value::Kind::kNone: out += "null"; return;
-    case Value::Kind::kBool: out += v.boolean ? "true" : "false"; return;
-    case Value::Kind::kInt: out += std::to_string(v.integer); return;
-    case Value::Kind::kFloat:
-      if (std::isnan(v.real)) out += "NaN";
-      else if (std::isinf(v.real)) out += v.real < 0 ? "-Infinity" : "Infinity";
-      else out += float_repr(v.real);
-      return;
-    case Value::Kind::kString: out += json_string(v.text); return;
-    case Value::Kind::kList: {
-      if (v.list->empty()) {
-        out += "[]";
-        return;
-      }
-      out += '[';
-      for (size_t i = 0; i < v.list->size(); ++i) {
-        if (i > 0) out += pretty ? "," : ", ";
-        if (pretty) newline(depth + 1);
-        json_into((*v.list)[i], indent, pretty, depth + 1, out);
-        check_string_size(out.size());
-      }
-      if (pretty) newline(depth);
-      out += ']';
-      return;
-    }
-    case Value::Kind::kDict: {
-      if (v.dict->items.empty()) {
-        out += "{}";
-        return;
-      }
-      out += '{';
-      for (size_t i = 0; i < v.dict->items.size(); ++i) {
-        if (i > 0) out += pretty ? "," : ", ";
-        if (pretty) newline(depth + 1);
-        out += json_string(v.dict->items[i].first) + ": ";
-        json_into(v.dict->items[i].second, indent, pretty, depth + 1, out);
-        check_string_size(out.size());
-      }
-      if (pretty) newline(depth);
-      out += '}';
-      return;
-    }
-    default: throw std::runtime_error("Object of type " + v.type_name() + " is not JSON serializable");
-  }
-}
-
 }  // namespace
-
-std::string to_json(const Value& v, int indent, bool pretty) {
-  std::string out;
-  json_into(v, indent, pretty, 0, out);
-  return out;
-}
 
 std::string to_repr(const Value& v) {
   if (v.kind == Value::Kind::kString) return string_repr(v.text);
@@ -346,13 +303,15 @@ std::string to_str(const Value& v) {
       std::string out = "{";
       for (size_t i = 0; i < v.dict->items.size(); ++i) {
         if (i) out += ", ";
-        append_bounded(out, string_repr(v.dict->items[i].first) + ": ");
+        append_bounded(out, to_repr(v.dict->items[i].first) + ": ");
         append_bounded(out, to_repr(v.dict->items[i].second));
       }
       return out + "}";
     }
     case Value::Kind::kNamespace: return "<Namespace>";
     case Value::Kind::kFunction: return "<function>";
+    case Value::Kind::kObject:  // jinja2 prints the object's address, which no other renderer can match
+      throw EvalError("printing a " + v.text + " object is not supported");
   }
   return "";
 }

@@ -26,17 +26,24 @@ struct CallArgs;
 
 using ValueList = std::vector<Value>;
 
-// Insertion-ordered string-keyed map, like a Python dict built from JSON.
+// Insertion-ordered map, like a Python dict. Keys are hashable values (str,
+// int, float, bool, None, tuples of them) compared as Python compares them,
+// so 1, 1.0 and True are one key; the first key given stays, as in Python.
 struct ValueDict {
-  std::vector<std::pair<std::string, Value>> items;
+  std::vector<std::pair<Value, Value>> items;
+  const Value* find(const Value& key) const;
   const Value* find(const std::string& key) const;
+  // Throws EvalError for an unhashable key (a list, a dict, Undefined).
+  void set(Value key, Value value);
   void set(const std::string& key, Value value);
 };
 
 using Function = std::function<Value(CallArgs&)>;
 
 struct Value {
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kFunction };
+  // kObject: an object of jinja2's own (cycler, recursive loop) with
+  // attributes in `dict`, callable where `function` is set; `text` names its type.
+  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kFunction, kObject };
 
   Kind kind = Kind::kUndefined;
   bool boolean = false;
@@ -46,8 +53,9 @@ struct Value {
   bool markup = false;                     // kString marked safe (jinja2's Markup): `escape` leaves it as it is
   std::shared_ptr<const ValueList> list;   // kList (also used for tuples)
   bool tuple = false;                      // kList built as a tuple: prints (a, b), never equals a list
-  std::shared_ptr<ValueDict> dict;         // kDict (treated as immutable) and kNamespace (mutable)
-  std::shared_ptr<const Function> function;
+  bool group = false;                      // a tuple from groupby: .grouper and .list name its two items
+  std::shared_ptr<ValueDict> dict;         // kDict (treated as immutable), kNamespace (mutable), kObject
+  std::shared_ptr<const Function> function;  // kFunction, and a callable kObject
   std::string undefined_name;              // why it is undefined, worded as jinja2 does
   // Lists and dicts nested in this value (0 for a scalar, 1 for a flat list),
   // counted when it is built; a namespace counts as one level whatever it
@@ -70,6 +78,8 @@ struct Value {
   static Value from_dict(ValueDict d);
   static Value new_namespace(ValueDict d);
   static Value from_function(Function f);
+  // An object of type `type_name` with `attributes`; callable when `call` is set.
+  static Value new_object(std::string type_name, std::shared_ptr<ValueDict> attributes, Function call = nullptr);
   // JSON nested deeper than kMaxJsonDepth is refused (Error): the conversion
   // and everything that walks a Value later recurse once per level.
   static constexpr int kMaxJsonDepth = kMaxValueDepth;
@@ -107,8 +117,11 @@ std::string to_repr(const Value& v);
 // Python float repr: shortest round-trip digits, "1.0", "1e+16", "inf".
 std::string float_repr(double d);
 // json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=False), the
-// `tojson` filter that Hugging Face installs for chat templates.
+// `tojson` filter that Hugging Face installs for chat templates
+// (jinja_json.cc, with its other arguments).
 std::string to_json(const Value& v, int indent, bool pretty);
+// Throws EvalError unless `key` may be a dict key (Python's hash() accepts it).
+void check_hashable(const Value& key);
 // Python ==.
 bool equals(const Value& a, const Value& b);
 
@@ -134,7 +147,8 @@ Value Value::from_json(const Json& j, int depth) {
     }
     case nlohmann::json::value_t::object: {
       ValueDict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), from_json(it.value(), depth + 1));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        d.items.emplace_back(from_string(it.key()), from_json(it.value(), depth + 1));
       return from_dict(std::move(d));
     }
     default: return none();

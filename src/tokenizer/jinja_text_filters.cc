@@ -1,0 +1,1 @@
+#include "tokenizer/jinja_builtins.h"
