@@ -5,6 +5,7 @@
 #include "core/format.h"
 #include "loader/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece_spec.h"
 
 namespace exactly {
 namespace {
@@ -53,6 +54,7 @@ TokenizerSpec Tokenizer::spec_from_gguf(const GGUFFile& file) {
   spec.add_eos = file.get_bool("tokenizer.ggml.add_eos_token");
   spec.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix");
   if (auto tmpl = file.get_string("tokenizer.chat_template")) spec.chat_template = *tmpl;
+  if (spec.model == "bert") read_wordpiece_gguf(spec);
   return spec;
 }
 

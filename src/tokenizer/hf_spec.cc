@@ -1,6 +1,7 @@
 // Reading TokenizerSpec from a Hugging Face checkpoint: tokenizer.json holds
 // the vocabulary, merges, added tokens and pre-tokenizer (byte-level BPE as
-// "gpt2", SentencePiece-style BPE with byte_fallback as "llama"); tokenizer_config.json
+// "gpt2", SentencePiece-style BPE with byte_fallback as "llama", WordPiece as
+// "bert"); tokenizer_config.json
 // the chat template and the BOS/EOS texts.
 #include <algorithm>
 #include <cctype>
@@ -15,6 +16,7 @@
 #include "loader/json_file.h"
 #include "tokenizer/hf_pre_tokenizer.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/wordpiece_spec.h"
 
 namespace exactly {
 namespace {
@@ -247,9 +249,10 @@ void spm_types_and_scores(const JsonObject& model, TokenizerSpec& spec) {
 }
 
 // BOS/EOS that encoding adds, as the post-processor's template says (Llama 3:
-// "<|begin_of_text|> $A"). Returns the template's leading token, if any.
+// "<|begin_of_text|> $A"; BERT: "[CLS] $A [SEP]"). Returns the template's
+// leading token, if any; `last` gets its trailing one.
 std::optional<int32_t> read_post_processor(const JsonObject& proc, const TokenizerSpec& spec, bool& add_bos,
-                                           bool& add_eos) {
+                                           bool& add_eos, std::optional<int32_t>& last) {
   const std::string type = proc.require_string("type");
   std::optional<int32_t> bos;
   if (type == "Sequence") {
@@ -257,7 +260,7 @@ std::optional<int32_t> read_post_processor(const JsonObject& proc, const Tokeniz
     if (!list.is_array()) proc.fail("processors", "must be a list");
     for (size_t i = 0; i < list.size(); ++i) {
       const JsonObject p(proc.path(), list[i], proc.key_path(strformat("processors[%zu]", i)));
-      if (auto b = read_post_processor(p, spec, add_bos, add_eos)) bos = b;
+      if (auto b = read_post_processor(p, spec, add_bos, add_eos, last)) bos = b;
     }
   } else if (type == "TemplateProcessing") {
     const json& single = proc.require("single");
@@ -272,7 +275,19 @@ std::optional<int32_t> read_post_processor(const JsonObject& proc, const Tokeniz
     };
     bos = special(single.front());
     add_bos = bos.has_value();
-    add_eos = single.size() > 1 && special(single.back()).has_value();
+    if (single.size() > 1) last = special(single.back());
+    add_eos = last.has_value();
+  } else if (type == "BertProcessing") {  // "[CLS] $A [SEP]" written as {"cls": [text, id], "sep": [text, id]}
+    auto named = [&](const char* key) {
+      const json& pair = proc.require(key);
+      const auto id = pair.is_array() && !pair.empty() && pair[0].is_string()
+                          ? find_id(spec, pair[0].get<std::string>()) : std::nullopt;
+      if (!id) proc.fail(key, strformat("must be [text, id] of a token in the vocabulary, not %s", pair.dump().c_str()));
+      return id;
+    };
+    bos = named("cls");
+    last = named("sep");
+    add_bos = add_eos = true;
   } else if (type != "ByteLevel") {  // ByteLevel only adjusts offsets
     proc.fail("type", strformat("is the post-processor '%s', which is not supported", type.c_str()));
   }
@@ -333,27 +348,39 @@ TokenizerSpec Tokenizer::spec_from_hf(const std::string& dir) {
   const JsonFile file = JsonFile::read(dir + "/tokenizer.json");
   const JsonObject root(file.path, file.root, "");
   const JsonObject model = root.object("model");
-  const bool sentencepiece = check_bpe_model(model);
+  const bool wordpiece = model.require_string("type") == "WordPiece";
+  const bool sentencepiece = !wordpiece && check_bpe_model(model);
   TokenizerSpec spec;
   if (sentencepiece) {
     spec.model = "llama";
     read_space_handling(root, spec);
-  } else {
+  } else if (!wordpiece) {
     spec.model = "gpt2";
     spec.pre = hf_pre_tokenizer_name(root);
     spec.normalize_nfc = hf_normalizes_nfc(root);
     spec.ignore_merges = model.get_bool("ignore_merges").value_or(false);
   }
   read_vocab(root, model, spec);
-  spec.merges = read_merges(model);
+  if (wordpiece) {
+    read_wordpiece_json(root, model, spec);
+  } else {
+    spec.merges = read_merges(model);
+  }
   if (sentencepiece) spm_types_and_scores(model, spec);
   bool add_bos = false, add_eos = false;
+  std::optional<int32_t> last;
   if (const json* proc = root.find("post_processor")) {
-    spec.bos = read_post_processor(JsonObject(file.path, *proc, "post_processor"), spec, add_bos, add_eos);
+    spec.bos = read_post_processor(JsonObject(file.path, *proc, "post_processor"), spec, add_bos, add_eos, last);
   }
   spec.add_bos = add_bos;
   spec.add_eos = add_eos;
+  const std::optional<int32_t> model_unk = spec.unk;
   read_tokenizer_config(dir, spec);
+  if (wordpiece) {
+    spec.unk = model_unk;  // the WordPiece model spells unknown words with its own unk_token
+    // BERT's [SEP] ends every encoded text but is no tokenizer_config eos_token.
+    if (add_eos && !spec.eos) spec.eos = last;
+  }
   return spec;
 }
 

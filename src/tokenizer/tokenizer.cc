@@ -8,6 +8,7 @@
 #include "loader/gguf.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/wordpiece_tokenizer.h"
 
 namespace exactly {
 namespace {
@@ -29,7 +30,8 @@ constexpr std::array<std::string_view, 7> kEndOfTurnTexts = {
 std::unique_ptr<Tokenizer> Tokenizer::create(const TokenizerSpec& spec) {
   if (spec.model == "gpt2") return std::make_unique<BpeTokenizer>(spec);
   if (spec.model == "llama") return std::make_unique<SpmTokenizer>(spec);
-  throw FileFormatError(strformat("tokenizer.ggml.model: unsupported tokenizer model '%s' (supported: gpt2, llama)",
+  if (spec.model == "bert") return std::make_unique<WordPieceTokenizer>(spec);
+  throw FileFormatError(strformat("tokenizer.ggml.model: unsupported tokenizer model '%s' (supported: gpt2, llama, bert)",
                                   spec.model.c_str()));
 }
 

@@ -1,7 +1,8 @@
 // Text <-> token ids for the vocabularies stored in GGUF metadata:
 // byte-level BPE (tokenizer.ggml.model = "gpt2") with the pre-tokenizer chosen
 // by tokenizer.ggml.pre, and SentencePiece-style vocabularies ("llama"); and
-// for the byte-level and SentencePiece-style BPE of a Hugging Face tokenizer.json.
+// for the byte-level and SentencePiece-style BPE of a Hugging Face tokenizer.json;
+// and WordPiece vocabularies ("bert" in GGUF, WordPiece in a tokenizer.json).
 #pragma once
 
 #include <cstdint>
@@ -21,10 +22,22 @@ enum class TokenType : int32_t {  // tokenizer.ggml.token_type values
   kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
 };
 
+// How a WordPiece vocabulary ("bert") normalizes, splits and decodes text:
+// the options of Hugging Face's BertNormalizer, WordPiece model and decoder.
+struct WordPieceOptions {
+  bool clean_text = true;            // drop control characters, whitespace as " "
+  bool handle_chinese_chars = true;  // each CJK ideograph a word of its own
+  bool strip_accents = true;         // NFD, then drop nonspacing marks
+  bool lowercase = true;
+  std::string continuing_prefix = "##";  // marks a token that continues a word
+  size_t max_input_chars_per_word = 100; // longer words become the unknown token
+  bool cleanup = true;               // the decoder joins " ." into "." and the like
+};
+
 // The tokenizer.ggml.* metadata as plain values, so a tokenizer can be built
 // without a GGUF file (tests build small vocabularies this way).
 struct TokenizerSpec {
-  std::string model;                // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+  std::string model;                // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece), "bert" (WordPiece)
   std::string pre = "default";      // tokenizer.ggml.pre (byte-level BPE only)
   std::vector<std::string> tokens;  // [vocab] token texts
   std::vector<TokenType> types;     // [vocab], or empty for all kNormal
@@ -51,6 +64,9 @@ struct TokenizerSpec {
   // each text between special tokens is put in Unicode Normalization Form C
   // before it is split.
   bool normalize_nfc = false;
+  // "bert": tokens as a tokenizer.json has them (a continuing token starts
+  // with continuing_prefix; a GGUF's word-initial marker is already removed).
+  WordPieceOptions wordpiece;
   std::string chat_template;
 };
 

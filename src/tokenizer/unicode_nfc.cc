@@ -39,7 +39,9 @@ uint8_t combining_class(char32_t cp) {
   return it != end && it->cp == cp ? it->ccc : 0;
 }
 
-void decompose(char32_t cp, std::vector<char32_t>& out) {
+}  // namespace
+
+void append_canonical_decomposition(char32_t cp, std::vector<char32_t>& out) {
   if (cp >= kSBase && cp < kSBase + kSCount) {
     const char32_t s = cp - kSBase;
     out.push_back(kLBase + s / kNCount);
@@ -56,6 +58,24 @@ void decompose(char32_t cp, std::vector<char32_t>& out) {
   }
   out.insert(out.end(), kDecompositionData + it->first, kDecompositionData + it->first + it->length);
 }
+
+void canonical_order(std::vector<char32_t>& d) {
+  // Each run of non-starters sorted by combining class, stably (marks of one
+  // class keep their order).
+  for (size_t i = 0; i < d.size();) {
+    if (combining_class(d[i]) == 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < d.size() && combining_class(d[j]) != 0) ++j;
+    std::stable_sort(d.begin() + static_cast<ptrdiff_t>(i), d.begin() + static_cast<ptrdiff_t>(j),
+                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+    i = j;
+  }
+}
+
+namespace {
 
 // The primary composite of (first, second), or 0.
 char32_t compose(char32_t first, char32_t second) {
@@ -77,20 +97,8 @@ char32_t compose(char32_t first, char32_t second) {
 void normalize_run(std::vector<char32_t>& cps) {
   std::vector<char32_t> d;
   d.reserve(cps.size());
-  for (char32_t cp : cps) decompose(cp, d);
-  // Canonical ordering: each run of non-starters sorted by combining class,
-  // stably (marks of one class keep their order).
-  for (size_t i = 0; i < d.size();) {
-    if (combining_class(d[i]) == 0) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < d.size() && combining_class(d[j]) != 0) ++j;
-    std::stable_sort(d.begin() + static_cast<ptrdiff_t>(i), d.begin() + static_cast<ptrdiff_t>(j),
-                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
-    i = j;
-  }
+  for (char32_t cp : cps) append_canonical_decomposition(cp, d);
+  canonical_order(d);
   // Canonical composition: a character joins the last starter unless a
   // character between them is a starter or has a class >= its own.
   cps.clear();

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace exactly::unicode {
 
@@ -17,5 +18,11 @@ std::string nfc(std::string_view utf8);
 // Whether nfc(utf8) would return utf8 unchanged, checked cheaply for the
 // common case of text without combining marks or decomposable characters.
 bool maybe_not_nfc(std::string_view utf8);
+
+// The two steps of NFD, for normalizers that decompose (WordPiece's strip_accents):
+// appends the full canonical decomposition of `cp` ...
+void append_canonical_decomposition(char32_t cp, std::vector<char32_t>& out);
+// ... and sorts each run of non-starters by combining class, stably.
+void canonical_order(std::vector<char32_t>& cps);
 
 }  // namespace exactly::unicode
