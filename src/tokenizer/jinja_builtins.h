@@ -47,9 +47,16 @@ bool apply_test(const std::string& name, const Value& subject, const CallArgs& a
 bool is_known_test(const std::string& name);
 bool is_known_filter(const std::string& name);
 
-// ---- jinja_list_filters.cc: sort, dictsort, sum, min, max, unique, batch, slice ----
+// Markup escaping of & < > " ', as markupsafe's escape does it.
+std::string html_escape(const std::string& text);
+
+// ---- jinja_list_filters.cc: sort, dictsort, sum, min, max, unique, batch, slice, groupby ----
 bool is_list_filter(const std::string& name);
 Value apply_list_filter(const std::string& name, const Value& subject, const CallArgs& args);
+
+// ---- jinja_text_filters.cc: striptags, wordcount, wordwrap, urlencode, xmlattr, pprint ----
+bool is_text_filter(const std::string& name);
+Value apply_text_filter(const std::string& name, const Value& subject, const CallArgs& args);
 
 // ---- jinja_format.cc ----
 // Python `fmt % args` (args a tuple of values, a mapping for %(key)s, or one value).

@@ -126,22 +126,6 @@ std::string join(const Value& subject, const CallArgs& args) {
   return out;
 }
 
-// Markup escaping, as jinja2's `e` gives it on a plain string.
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  check_string_size(out.size());
-  return out;
-}
 
 // indent(width=4, first=False, blank=False): every line after the first (and
 // the first with `first`) prefixed by width spaces, or by width itself when it
@@ -205,6 +189,23 @@ Value round_number(const Value& subject, const CallArgs& args) {
 
 }  // namespace
 
+// Markup escaping, as jinja2's `e` gives it on a plain string.
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  check_string_size(out.size());
+  return out;
+}
+
 bool is_known_filter(const std::string& name) {
   static const char* kFilters[] = {"trim",   "length", "count",  "tojson",     "default",    "d",      "upper",
                                    "lower",  "title",  "capitalize", "replace", "join",    "first",  "last",
@@ -212,7 +213,7 @@ bool is_known_filter(const std::string& name) {
                                    "rejectattr", "select", "reject", "map",   "safe",       "abs",    "reverse",
                                    "e",      "escape", "indent", "center",     "truncate",   "round",  "format",
                                    "attr"};
-  return is_list_filter(name) ||
+  return is_list_filter(name) || is_text_filter(name) ||
          std::any_of(std::begin(kFilters), std::end(kFilters), [&](const char* f) { return name == f; });
 }
 
@@ -228,6 +229,7 @@ Value apply_filter(const std::string& name, const Value& subject, const CallArgs
     return marked;
   }
   if (is_list_filter(name)) return apply_list_filter(name, subject, args);
+  if (is_text_filter(name)) return apply_text_filter(name, subject, args);
   if (name == "round") return round_number(subject, args);
   if (name == "attr") {  // an attribute, never a key: jinja2's sandbox reads only what getattr would
     const std::string attribute = to_str(args.get(0, "name"));

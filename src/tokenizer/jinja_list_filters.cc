@@ -1,5 +1,5 @@
 // jinja2's filters over sequences that sort, aggregate or regroup them:
-// sort, dictsort, unique, min, max, sum, batch and slice. Items compare as
+// sort, dictsort, unique, min, max, sum, batch, slice and groupby. Items compare as
 // Python compares them; strings compare lower-cased unless case_sensitive,
 // as jinja2's defaults have it.
 #include <algorithm>
@@ -79,10 +79,44 @@ Value extreme(const Value& subject, const CallArgs& args, bool largest) {
   return items[best];
 }
 
+// groupby(attribute, default=None, case_sensitive=False): the items sorted
+// by the attribute (`default` where an item lacks it), cut where it changes;
+// each group a (grouper, list) tuple whose grouper is the first item's value,
+// in its own case.
+Value group_by(const Value& subject, const CallArgs& args) {
+  const Value attribute = args.get(0, "attribute");
+  const Value fallback = args.get(1, "default", Value::none());
+  const bool case_sensitive = flag(args, 2, "case_sensitive");
+  auto value_of = [&](const Value& item) {
+    Value v = lookup_path(item, to_str(attribute));
+    return v.is_undefined() && !fallback.is_none() ? fallback : v;
+  };
+  auto fold = [&](Value v) { return v.is_string() && !case_sensitive ? Value::from_string(py_lower(v.text)) : v; };
+  ValueList items = iterate(subject);
+  std::vector<Value> keys;
+  for (const Value& item : items) keys.push_back(fold(value_of(item)));
+  std::vector<size_t> order(items.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  WorkMeter::charge(items.size() * 20);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return compare(keys[a], keys[b]) < 0; });
+  ValueList groups;
+  for (size_t start = 0; start < order.size();) {
+    size_t end = start + 1;
+    while (end < order.size() && equals(keys[order[start]], keys[order[end]])) ++end;
+    ValueList members;
+    for (size_t i = start; i < end; ++i) members.push_back(items[order[i]]);
+    Value group = Value::from_tuple({value_of(items[order[start]]), Value::from_list(std::move(members))});
+    group.group = true;
+    groups.push_back(std::move(group));
+    start = end;
+  }
+  return Value::from_list(std::move(groups));
+}
+
 }  // namespace
 
 bool is_list_filter(const std::string& name) {
-  static const char* kFilters[] = {"sort", "dictsort", "unique", "min", "max", "sum", "batch", "slice"};
+  static const char* kFilters[] = {"sort", "dictsort", "unique", "min", "max", "sum", "batch", "slice", "groupby"};
   return std::any_of(std::begin(kFilters), std::end(kFilters), [&](const char* f) { return name == f; });
 }
 
@@ -120,6 +154,7 @@ Value apply_list_filter(const std::string& name, const Value& subject, const Cal
     return Value::from_list(std::move(out));
   }
   if (name == "min" || name == "max") return extreme(subject, args, name == "max");
+  if (name == "groupby") return group_by(subject, args);
   if (name == "sum") {
     const Value attribute = args.get(0, "attribute");
     Value total = args.get(1, "start", Value::from_int(0));

@@ -184,6 +184,30 @@ std::string py_strip(const std::string& s, const Value& chars, bool left, bool r
   return encode_utf8({cps.begin() + static_cast<long>(begin), cps.begin() + static_cast<long>(end)});
 }
 
+// str.casefold(): lower(), except where Unicode folds a letter otherwise:
+// sharp s to "ss", final sigma and the Greek symbol forms to their letters.
+std::string py_casefold(const std::string& s) {
+  std::vector<char32_t> out;
+  for (char32_t c : decode_utf8(s)) {
+    switch (c) {
+      case 0xDF: case 0x1E9E: out.insert(out.end(), {'s', 's'}); continue;
+      case 0x17F: c = 's'; break;
+      case 0xB5: c = 0x3BC; break;
+      case 0x3C2: c = 0x3C3; break;
+      case 0x3D0: c = 0x3B2; break;
+      case 0x3D1: c = 0x3B8; break;
+      case 0x3D5: c = 0x3C6; break;
+      case 0x3D6: c = 0x3C0; break;
+      case 0x3F0: c = 0x3BA; break;
+      case 0x3F1: c = 0x3C1; break;
+      case 0x3F5: c = 0x3B5; break;
+      default: c = to_lower(c);
+    }
+    out.push_back(c);
+  }
+  return encode_utf8(out);
+}
+
 std::string py_upper(const std::string& s) { return map_chars(s, to_upper); }
 std::string py_lower(const std::string& s) { return map_chars(s, to_lower); }
 
@@ -261,7 +285,7 @@ bool is_string_method(const std::string& name) {
                                    "count",      "join",       "removeprefix", "removesuffix", "partition",
                                    "rpartition", "isalpha",    "isdecimal",  "isdigit",    "isalnum",  "isspace",
                                    "isupper",    "islower",    "zfill",      "ljust",      "rjust",    "center",
-                                   "format"};
+                                   "format",     "casefold"};
   return std::any_of(std::begin(kMethods), std::end(kMethods), [&](const char* m) { return name == m; });
 }
 
@@ -283,6 +307,7 @@ Value call_string_method(const std::string& self, const std::string& name, const
   }
   if (name == "isupper" || name == "islower") return Value::from_bool(cased_as(self, name == "isupper"));
   if (name == "swapcase") return Value::from_string(map_chars(self, swap_case));
+  if (name == "casefold") return Value::from_string(py_casefold(self));
   if (name == "zfill" || name == "ljust" || name == "rjust" || name == "center") {
     const int64_t width = count_int(args.get(0, "width"), 0);
     if (name != "zfill") {

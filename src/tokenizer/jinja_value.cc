@@ -175,7 +175,7 @@ std::string Value::type_name() const {
     case Kind::kInt: return "int";
     case Kind::kFloat: return "float";
     case Kind::kString: return "str";
-    case Kind::kList: return "list";
+    case Kind::kList: return tuple ? "tuple" : "list";
     case Kind::kDict: return "dict";
     case Kind::kNamespace: return "Namespace";
     case Kind::kFunction: return "function";
@@ -278,7 +278,7 @@ std::string string_repr(const std::string& s) {
 
 std::string to_repr(const Value& v) {
   if (v.kind == Value::Kind::kString) return string_repr(v.text);
-  if (v.kind == Value::Kind::kUndefined) return "";
+  if (v.kind == Value::Kind::kUndefined) return "Undefined";  // jinja2's Undefined in a container
   return to_str(v);
 }
 
