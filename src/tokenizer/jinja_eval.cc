@@ -107,7 +107,7 @@ class Evaluator {
       if (++depth_ > kMaxEvalDepth) {
         --depth_;
         throw EvalError("evaluation nests more than " + std::to_string(kMaxEvalDepth) +
-                        " deep (a macro that calls itself without end?)");
+                        " deep (a macro, call block or recursive loop that calls itself without end?)");
       }
       WorkMeter::charge(kStepWork);
     }

@@ -177,8 +177,9 @@ Value get_item(const Value& obj, const Value& key) {
         if (const Value* v = obj.dict->find(key.text)) return *v;
         return get_attribute(obj, key.text);
       }
-      check_hashable(key);
-      if (const Value* v = obj.dict->find(key)) return *v;
+      // Python's TypeError for an unhashable key is, to jinja2, a missing item.
+      if (is_hashable(key))
+        if (const Value* v = obj.dict->find(key)) return *v;
       break;
     default: break;
   }

@@ -35,6 +35,11 @@ void ValueDict::set(Value key, Value value) {
 
 void ValueDict::set(const std::string& key, Value value) { set(Value::from_string(key), std::move(value)); }
 
+bool is_hashable(const Value& key) {
+  if (key.is_list() && key.tuple) return std::all_of(key.list->begin(), key.list->end(), is_hashable);
+  return key.kind == Value::Kind::kNone || key.is_number() || key.is_string();
+}
+
 void check_hashable(const Value& key) {
   switch (key.kind) {
     case Value::Kind::kNone:

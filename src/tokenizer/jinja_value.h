@@ -122,6 +122,7 @@ std::string float_repr(double d);
 std::string to_json(const Value& v, int indent, bool pretty);
 // Throws EvalError unless `key` may be a dict key (Python's hash() accepts it).
 void check_hashable(const Value& key);
+bool is_hashable(const Value& key);
 // Python ==.
 bool equals(const Value& a, const Value& b);
 
