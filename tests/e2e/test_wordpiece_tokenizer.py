@@ -114,6 +114,7 @@ def texts() -> list[str]:
 
 
 # (case id, lowercase, strip_accents, max_input_chars_per_word, BertProcessing)
+# The options of the ids with bert_tokenizer's arguments.
 CASES = [
     ("uncased", True, None, 100, False),
     ("cased", False, None, 100, True),
@@ -126,11 +127,11 @@ CASES = [
 def case(request):
     name, lowercase, strip_accents, max_chars, bert_processing = request.param
     vocab = trained_vocab(lowercase, strip_accents)
-    return name, vocab, bert_tokenizer(vocab, lowercase, strip_accents, max_chars, bert_processing)
+    return request.param, vocab, bert_tokenizer(vocab, lowercase, strip_accents, max_chars, bert_processing)
 
 
 def test_ids_match_tokenizers(case, texts, tmp_path):
-    name, vocab, ref = case
+    (name, lowercase, strip_accents, max_chars, _), vocab, ref = case
     directory = save(ref, tmp_path / name)
     spec = spec_of(directory)
     assert (spec["model"], spec["unk"], spec["bos"], spec["eos"], spec["add_bos"], spec["add_eos"]) == \
@@ -148,6 +149,12 @@ def test_ids_match_tokenizers(case, texts, tmp_path):
     assert sum(ids.count(1) for ids in got) > 10
     assert ref.encode(LONG_WORD, add_special_tokens=False).ids == [1]
     assert got[texts.index("a[CLS]b[SEP]c")][1::2] == [2, 3]
+    # ... and each option changes ids: casing, accents and the word length limit.
+    strip = lowercase if strip_accents is None else strip_accents
+    for other in [bert_tokenizer(vocab, not lowercase, strip, max_chars),
+                  bert_tokenizer(vocab, lowercase, not strip, max_chars),
+                  bert_tokenizer(vocab, lowercase, strip, 100 if max_chars != 100 else 40)]:
+        assert sum(other.encode(t, add_special_tokens=False).ids != g for t, g in zip(texts, got)) >= 3
 
     ref.encode_special_tokens = True  # special texts tokenized as ordinary characters
     want_plain = [ref.encode(t, add_special_tokens=False).ids for t in texts]
@@ -159,18 +166,6 @@ def test_ids_match_tokenizers(case, texts, tmp_path):
     ref.encode_special_tokens = False
     assert hf_decode(directory, got) == [ref.decode(ids) for ids in got]
     assert any(ref.decode(ids) != " ".join(ref.id_to_token(i) for i in ids if i > 4) for ids in got)
-
-
-def test_casing_and_accents_change_the_ids(texts):
-    """The cased and uncased vocabularies, and accents stripped or kept, give
-    different ids for many texts: the options above are each exercised."""
-    vocab = trained_vocab(True, None)
-    variants = [bert_tokenizer(vocab, lower, strip) for lower, strip in [(True, None), (False, False),
-                                                                         (True, False), (False, True)]]
-    ids = [[v.encode(t, add_special_tokens=False).ids for t in texts] for v in variants]
-    for a in range(len(ids)):
-        for b in range(a + 1, len(ids)):
-            assert sum(x != y for x, y in zip(ids[a], ids[b])) >= 3, (a, b)
 
 
 @pytest.mark.parametrize("name,lowercase", [("uncased", True), ("cased", False)])
