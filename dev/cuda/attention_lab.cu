@@ -1,8 +1,11 @@
 // Kernel lab for the attention kernels: the versions that mattered, side by
 // side, each validated against a float64 CPU reference on a small problem and
 // then timed on the benchmark shape. The production kernels live in
-// src/kernels/cuda/; the versions here are their template parameters (and a
-// naive baseline) so a change can be tried without touching production.
+// src/kernels/cuda/; the versions here are their template parameters (the
+// Hopper prefill's as named features and a hook for the ablations, probes
+// and traces: variants/flash_prefill_sm90_lab.cuh), a few kernels of their
+// own in variants/, and a naive baseline, so a change can be tried without
+// touching production.
 //
 // VERSION: N, N-M, or -N (N and after).
 //   attention_lab decode  [VERSION]   batch 64 x 2048 and 16 x 8192, 32/8 heads, d 128

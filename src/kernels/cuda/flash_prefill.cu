@@ -47,6 +47,8 @@ constexpr int kSm90Stages = 3;
 constexpr int kSm90ClusterKeys = 4096;  // clusters of two above this context (launch_sm90)
 constexpr int kSm90MaxConsumerWarps = 12;  // three consumer warpgroups at head dim 64
 
+}  // namespace
+
 // Production's features at head dim D, in clusters of CLUSTER CTAs. The
 // producer copies each item's Q into shared memory, so that no global load
 // stands between two items. Clusters of two share each K/V tile (multicast),
@@ -66,6 +68,8 @@ constexpr int kSm90MaxConsumerWarps = 12;  // three consumer warpgroups at head 
 // per FLOP, and more products under each softmax. Their 160 registers a
 // thread leave no room for Q, so the scores read it from shared memory. The
 // features are fixed per head dim and cluster size, never chosen by the batch.
+// (Outside the anonymous namespace: the host and sm_80 passes, which compile
+// no Hopper kernel, leave its members unused.)
 template <int D, int CLUSTER>
 struct Sm90Production : Sm90WsFeatures {
   static constexpr int kHeadDim = D;
@@ -81,6 +85,8 @@ struct Sm90Production : Sm90WsFeatures {
   static constexpr bool kSplitRelease = D == 128 && CLUSTER == 1;
   static_assert(D == 128 || CLUSTER == 1, "head dim 64 runs no clusters");
 };
+
+namespace {
 
 // Device memory kept for launches on `stream` (launches on one stream run in
 // order, so one set per stream suffices), made by `make` on the first launch
