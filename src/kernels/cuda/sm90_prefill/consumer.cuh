@@ -44,7 +44,9 @@ struct Sm90WsItemTiles {
 #if defined(EXACTLY_HAS_WGMMA)
 // A consumer thread's registers (State) and its current item's tiles are
 // objects of the kernel's, which the members below work on; the epilogue
-// reads O from the state.
+// reads O from the state. They are kept apart from the consumer's references
+// (and the tile scheduler is held by value): folded into one object, the
+// same code comes out of ptxas with other register assignments.
 template <class F, class Hook = Sm90WsNoHook>
 class Sm90WsConsumer {
  public:
