@@ -67,6 +67,18 @@ def reference_render(template_text: str, context: dict) -> dict:
         return {"error": f"{type(e).__name__}: {e}"}
 
 
+def render_snippets(tool, tmp_path, snippets: dict, context: dict) -> dict:
+    """Renders each snippet over `context` with our renderer: {"text": ...} or {"error": ...} per name."""
+    out = {}
+    for name, source in snippets.items():
+        path = tmp_path / f"{name}.jinja"
+        path.write_text(source, encoding="utf-8")
+        p = subprocess.run([str(tool), str(path)], input=json.dumps([context]), capture_output=True, text=True,
+                           timeout=60)
+        out[name] = json.loads(p.stdout)[0] if p.returncode == 0 else {"error": p.stderr.strip()}
+    return out
+
+
 def msg(role, content, **extra):
     return {"role": role, "content": content, **extra}
 

@@ -15,12 +15,9 @@ end stops at the evaluation depth limit (jinja_limits.h) with an error.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 
-from test_chat_template import reference_render
+from test_chat_template import reference_render, render_snippets
 
 CONTEXT = {"messages": [{"role": "user", "content": "Hi", "n": 2}, {"role": "Assistant", "content": "Yo", "n": 5},
                         {"role": "user", "content": "ok", "n": 1}, {"role": "assistant", "content": "k"}],
@@ -186,15 +183,7 @@ UNBOUNDED = {
 
 
 def render_all(tool, tmp_path, snippets: dict) -> dict:
-    """Renders every snippet over CONTEXT; {"text": ...} or {"error": ...} per name."""
-    out = {}
-    for name, source in snippets.items():
-        path = tmp_path / f"{name}.jinja"
-        path.write_text(source, encoding="utf-8")
-        p = subprocess.run([str(tool), str(path)], input=json.dumps([CONTEXT]), capture_output=True, text=True,
-                           timeout=60)
-        out[name] = json.loads(p.stdout)[0] if p.returncode == 0 else {"error": p.stderr.strip()}
-    return out
+    return render_snippets(tool, tmp_path, snippets, CONTEXT)
 
 
 @pytest.fixture(scope="module")

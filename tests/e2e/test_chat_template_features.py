@@ -14,12 +14,9 @@ tested in test_chat_template_constructs.py.
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 
-from test_chat_template import reference_render
+from test_chat_template import reference_render, render_snippets
 
 CONTEXT = {"messages": [{"role": "user", "content": "Hi", "n": 2}, {"role": "assistant", "content": "Yo", "n": 5},
                         {"role": "user", "content": "ok", "n": 1}],
@@ -150,14 +147,7 @@ UNSUPPORTED = {
 
 
 def render_all(tool, tmp_path, snippets: dict) -> dict:
-    out = {}
-    for name, source in snippets.items():
-        path = tmp_path / f"{name}.jinja"
-        path.write_text(source, encoding="utf-8")
-        p = subprocess.run([str(tool), str(path)], input=json.dumps([CONTEXT]), capture_output=True, text=True,
-                           timeout=60)
-        out[name] = json.loads(p.stdout)[0] if p.returncode == 0 else {"error": p.stderr.strip()}
-    return out
+    return render_snippets(tool, tmp_path, snippets, CONTEXT)
 
 
 @pytest.fixture(scope="module")

@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1) exact_cluster_kernel(const ExactR
   float o[2][4] = {};
   OnlineSoftmax<kBN> sm;
   if (own == 0) {  // no keys at all: rank 0 writes the rows (zeros), as the prefill kernel does
-    if (rank == 0 && n_windows == 0 && warp < C::kChainWarps) write_rows<D>(p, rg, kv_head, sm, o);
+    if (rank == 0 && n_windows == 0 && warp < C::kChainWarps) write_rows<D>(p, rg, kv_head, sm, o, kChainCols * warp);
     return;
   }
   const int here = min(16, rg.rows - rg.row0);
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) exact_cluster_kernel(const ExactR
       if (window + 1 < n_windows)
         send_state<D>(base, static_cast<uint32_t>((window + 1) % cluster), o, sm, before);
       else
-        write_rows<D>(p, rg, kv_head, sm, o);
+        write_rows<D>(p, rg, kv_head, sm, o, kChainCols * warp);
     }
     __syncthreads();
     copies.issue(j + 1, true);

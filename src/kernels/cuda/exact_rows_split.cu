@@ -28,6 +28,7 @@
 
 #include "kernels/cuda/exact_rows_common.cuh"
 #include "kernels/cuda/exact_rows_split.h"
+#include "kernels/cuda/exact_rows_window.cuh"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/online_softmax.cuh"
 
@@ -269,7 +270,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   const int group_index = blockIdx.z % a.row_groups;
   const RowGroup rg(p, s, group_index);
   if (rg.empty()) return;
-  const int lane = threadIdx.x, g = lane / 4, c = lane % 4, q_mat = lane / 8, q_row = lane % 8;
+  const int lane = threadIdx.x, q_mat = lane / 8, q_row = lane % 8;
   const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
   const ChainCopies<D> copies{p,
                               w,
@@ -323,16 +324,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
     copies.issue(t + kChainStages - 1, e);
   }
   cp_async_wait<0>();
-  const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    bf16* dst = rg.row(p.out, p, kv_head, g + 8 * r, D);
-    if (dst == nullptr) continue;
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-      *reinterpret_cast<uint32_t*>(dst + col0 + 8 * nt + 2 * c) =
-          Elem<bf16>::pack(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
-  }
+  exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
 template <int D>

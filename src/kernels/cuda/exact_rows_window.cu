@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1) exact_window_kernel(const ExactRo
     copies.issue(window + 1, true);
   }
   cp_async_wait<0>();
-  if (warp < D / kChainCols) write_rows<D>(p, rg, kv_head, sm, o);
+  if (warp < D / kChainCols) write_rows<D>(p, rg, kv_head, sm, o, kChainCols * warp);
 }
 
 template <int D>

@@ -178,11 +178,12 @@ __device__ __forceinline__ void chain_window(int tiles, const uint8_t* shared, u
   }
 }
 
-// A chain warp's 16 columns of O / l into the group's rows of `out`.
+// A chain warp's 16 columns of O / l, columns col0 .. col0 + 15 of the
+// group's rows of `out`.
 template <int D>
 __device__ __forceinline__ void write_rows(const ExactRowsParams& p, const RowGroup& rg, int kv_head,
-                                           const OnlineSoftmax<kBN>& sm, const float (&o)[2][4]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+                                           const OnlineSoftmax<kBN>& sm, const float (&o)[2][4], int col0) {
+  const int lane = threadIdx.x % 32;
   const float inv[2] = {sm.inverse_sum(0), sm.inverse_sum(1)};
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -190,7 +191,7 @@ __device__ __forceinline__ void write_rows(const ExactRowsParams& p, const RowGr
     if (dst == nullptr) continue;
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
-      *reinterpret_cast<uint32_t*>(dst + kChainCols * warp + 8 * nt + 2 * (lane % 4)) =
+      *reinterpret_cast<uint32_t*>(dst + col0 + 8 * nt + 2 * (lane % 4)) =
           Elem<__nv_bfloat16>::pack(o[nt][2 * r] * inv[r], o[nt][2 * r + 1] * inv[r]);
   }
 }
