@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/exact_rows_split.h"
+#include "variants/exact_rows_split.cuh"
 #include "kernels/cuda/layer_ops.h"
 #include "lab_common.h"
 
@@ -104,7 +104,7 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   CK(cudaMalloc(&out_windows, q_elems * 2));
   CK(cudaMalloc(&out_cluster, q_elems * 2));
   CK(cudaMalloc(&out_split, q_elems * 2));
-  const int64_t split_bytes = kc::exact_rows_split_bytes(static_cast<int>(lens.size()), n_kv, n_heads / n_kv, b.max_q,
+  const int64_t split_bytes = kc::split_lab::exact_rows_split_bytes(static_cast<int>(lens.size()), n_kv, n_heads / n_kv, b.max_q,
                                                          b.max_len);
   CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
   CK(cudaMemset(split_ws, 0xff, static_cast<size_t>(split_bytes)));
@@ -122,7 +122,7 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, kc::ExactRowsPath::kOneKernel);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_windows, nullptr, kc::ExactRowsPath::kWindows);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_cluster, nullptr, kc::ExactRowsPath::kCluster);
-  kc::exact_rows_split(cache, db.view, q, n_heads, scale, out_split, split_ws, split_bytes, nullptr);
+  kc::split_lab::exact_rows_split(cache, db.view, q, n_heads, scale, out_split, split_ws, split_bytes, nullptr);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)),
@@ -187,11 +187,11 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const float cluster = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kCluster);
   });
-  const int64_t split_bytes = kc::exact_rows_split_bytes(batch, kKv, kHeads / kKv, 1, ctx);
+  const int64_t split_bytes = kc::split_lab::exact_rows_split_bytes(batch, kKv, kHeads / kKv, 1, ctx);
   void* split_ws;
   CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
   const float split_rows = time_graph([&](cudaStream_t st) {
-    for (const auto& c : caches) kc::exact_rows_split(c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
+    for (const auto& c : caches) kc::split_lab::exact_rows_split(c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
   });
   cudaFree(split_ws);
   const float prefill = time_graph([&](cudaStream_t st) {

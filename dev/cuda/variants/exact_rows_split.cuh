@@ -1,5 +1,7 @@
-// exact_rows_attention's split path: the prefill kernel's bits with a row
-// group's keys spread over the GPU.
+// Lab variant of exact_rows_attention (dev/cuda/exact_rows_lab.cu): the
+// prefill kernel's bits with a row group's keys spread over the GPU. It lost
+// to the cluster and windowed paths almost everywhere (dev/cuda/NOTES.md,
+// "Exact rows split again"), so production does not carry it.
 //
 // In the prefill kernel's chain over 128-key tiles only O and the row sums
 // carry from one tile to the next, and what a tile adds to them depends on
@@ -21,19 +23,21 @@
 // path: each lane finds the slots of four keys of a tile with one division
 // (blocks are whole multiples of 16 keys), from a table entry it read a tile
 // earlier, and the copies read the slots from shared memory.
+#pragma once
+
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/exact_rows_common.cuh"
-#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/exact_rows_window.cuh"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/online_softmax.cuh"
 
 namespace exactly::kernels::cuda {
-namespace {
+namespace split_lab {
 
 using bf16 = __nv_bfloat16;
 
@@ -340,13 +344,15 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: chain");
 }
 
-}  // namespace
-
-int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len) {
+// Bytes of workspace exact_rows_split needs for a batch of at most n_seqs
+// sequences, max_query_len query tokens and max_seq_len keys each.
+inline int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len) {
   return SplitLayout(n_seqs, n_kv_heads, SplitShape(group, max_query_len, max_seq_len)).bytes();
 }
 
-void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
+// The rows in three launches: scores by key tile, probabilities by key tile,
+// then O's chain by O's columns. workspace: exact_rows_split_bytes(...) bytes.
+inline void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                       float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
@@ -370,4 +376,5 @@ void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& ba
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
 }
 
+}  // namespace split_lab
 }  // namespace exactly::kernels::cuda
