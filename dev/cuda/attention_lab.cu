@@ -207,9 +207,11 @@ __global__ void decode_naive(DecodeParams p) {
 DecodeParams decode_params(const Problem& pr, int part = 512) {
   const int group = pr.n_heads / pr.n_kv;
   const int parts = (pr.ctx + part - 1) / part;
-  return DecodeParams{pr.dq, pr.dout, pr.dk, pr.dv, pr.dqs, pr.dsl, pr.dtab, pr.max_blocks, pr.block_size, pr.n_kv,
-                      pr.n_heads, group, (group + 15) / 16, parts, 1.4426950408889634f / std::sqrt(128.f), pr.ws,
-                      pr.ws + int64_t{pr.n_seqs} * pr.n_heads * parts * 128};
+  const PagedAttentionParams<void> base{pr.dq,         pr.dout,      pr.dk,      pr.dv,
+                                       pr.dqs,        pr.dsl,       pr.dtab,    pr.max_blocks,
+                                       pr.block_size, pr.n_kv,      pr.n_heads, group,
+                                       1.4426950408889634f / std::sqrt(128.f)};
+  return DecodeParams{base, (group + 15) / 16, parts, pr.ws, pr.ws + int64_t{pr.n_seqs} * pr.n_heads * parts * 128};
 }
 
 template <int WARPS, int STAGES, bool QREGS, int MINB, int PART = 512>

@@ -70,13 +70,11 @@ void decode_attention(const kc::PagedKVDevice& c, const kc::AttentionBatchDevice
   using Shape = kc::DecodeShape<kHd, 4, kStages>;
   constexpr auto kernel = kc::paged_decode_kernel<bf16, kHd, 4, kStages, kPart, false, 3>;
   kc::allow_shared_memory<kernel>(Shape::kSmemBytes, "lab decode");
-  const int group = kHeads / c.n_kv_heads;
   const int parts = (b.max_seq_len + kPart - 1) / kPart;
   float* partial_out = static_cast<float*>(workspace);
   float* partial_lse = partial_out + int64_t{b.n_seqs} * kHeads * parts * kHd;
-  kc::DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
-                     c.block_size, c.n_kv_heads, kHeads, group, 1, parts, scale * 1.4426950408889634f,
-                     partial_out, partial_lse};
+  kc::DecodeParams p{kc::paged_attention_params<void>(c, b, q, out, kHeads, scale), 1, parts, partial_out,
+                     partial_lse};
   kc::launch_dependent("lab decode", kc::LaunchRole::kOther, kernel, dim3(parts, c.n_kv_heads, b.n_seqs),
                        Shape::kThreads, Shape::kSmemBytes, stream, p);
   if (parts > 1)

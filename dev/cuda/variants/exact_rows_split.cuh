@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kScoreWarps * 32) exact_scores_kernel(const Ex
   const int piece = tid % kPieces;
   const uint32_t base = smem_address(keys);
   const int64_t head_stride = int64_t{p.n_kv_heads} * D;
-  const bf16* pool = p.k + int64_t{kv_head} * D + piece * 8;
+  const bf16* pool = p.k_cache + int64_t{kv_head} * D + piece * 8;
 #pragma unroll
   for (int j = 0; j < kTileKeys / kRowStep; ++j) {
     const int r = tid / kPieces + j * kRowStep;
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   const ChainCopies<D> copies{p,
                               w,
                               p.block_tables + int64_t{s} * p.max_blocks_per_seq,
-                              p.v + int64_t{kv_head} * D + col0,
+                              p.v_cache + int64_t{kv_head} * D + col0,
                               slots,
                               smem_address(ring),
                               rg.ctx_len,

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   auto issue = [&](int i) {
     if (i < n_chunks) {
       const int tile = i / (2 * kChunksPerTile), j = i % (2 * kChunksPerTile);
-      const bf16* pool = (j >= kChunksPerTile ? p.v : p.k) + int64_t{kv_head} * D + my_piece * 8;
+      const bf16* pool = (j >= kChunksPerTile ? p.v_cache : p.k_cache) + int64_t{kv_head} * D + my_piece * 8;
       const int key0 = tile * kBN + (j % kChunksPerTile) * kChunkKeys;
       const int block0 = key0 / p.block_size, first = key0 - block0 * p.block_size;
       const int64_t e0 = table[block0];

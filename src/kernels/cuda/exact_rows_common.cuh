@@ -9,40 +9,18 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_params.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
 
-struct ExactRowsParams {
-  const __nv_bfloat16* q;  // [tokens, n_heads, D]
-  __nv_bfloat16* out;      // [tokens, n_heads, D]
-  const __nv_bfloat16* k;  // [slots, n_kv_heads, D]
-  const __nv_bfloat16* v;
-  const int32_t* query_start;   // [n_seqs + 1]
-  const int32_t* seq_lens;      // [n_seqs]
-  const int32_t* block_tables;  // [n_seqs, max_blocks_per_seq]
-  int max_blocks_per_seq, block_size, n_kv_heads, n_heads, group;
-  float scale_log2;
-};
+using ExactRowsParams = PagedAttentionParams<__nv_bfloat16>;
 
-// The kernels' view of a bf16 cache and batch; scale_log2 = scale * log2(e).
+// The kernels' view of a bf16 cache and batch.
 inline ExactRowsParams exact_rows_params(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q,
                                          int n_heads, float scale, void* out) {
-  return ExactRowsParams{static_cast<const __nv_bfloat16*>(q),
-                         static_cast<__nv_bfloat16*>(out),
-                         static_cast<const __nv_bfloat16*>(c.k),
-                         static_cast<const __nv_bfloat16*>(c.v),
-                         b.query_start,
-                         b.seq_lens,
-                         b.block_tables,
-                         b.max_blocks_per_seq,
-                         c.block_size,
-                         c.n_kv_heads,
-                         n_heads,
-                         n_heads / c.n_kv_heads,
-                         scale * 1.4426950408889634f};
+  return paged_attention_params<__nv_bfloat16>(c, b, q, out, n_heads, scale);
 }
-
 // Rows row0 .. row0 + 15 of the packed rows of (sequence s, kv_head): packed
 // row r is query token r / group, head kv_head * group + r % group.
 struct RowGroup {

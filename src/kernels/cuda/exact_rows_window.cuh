@@ -64,7 +64,7 @@ struct WindowCopies {
   __device__ void issue(int j, bool values) const {
     if (window(j) < n_windows) {
       const int piece = tid % kPieces, row0 = tid / kPieces;
-      const __nv_bfloat16* pool = (values ? p.v : p.k) + int64_t{kv_head} * D + piece * 8;
+      const __nv_bfloat16* pool = (values ? p.v_cache : p.k_cache) + int64_t{kv_head} * D + piece * 8;
       const int64_t head_stride = int64_t{p.n_kv_heads} * D;
       const uint32_t dst = values ? base + L::kV : keys(j);
       const int32_t* window_slots = slots + (j % 2) * kWindowKeys;

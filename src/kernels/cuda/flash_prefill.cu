@@ -30,8 +30,7 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   using Shape = PrefillShape<D, kWarps, kBN, kMT>;
   constexpr auto kernel = flash_prefill_kernel<T, D, kWarps, kBN, kMT>;
   allow_shared_memory<kernel>(Shape::kSmemBytes, "flash_attention_prefill: shared memory limit");
-  PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
-                  c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
+  const PrefillParams p{paged_attention_params<void>(c, b, q, out, n_heads, scale), causal};
   const dim3 grid((b.max_query_len + Shape::kBM - 1) / Shape::kBM, n_heads, b.n_seqs);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
   check_launch("flash_attention_prefill");
@@ -169,8 +168,7 @@ void launch_sm90(const PagedKVDevice& c, const AttentionBatchDevice& b, const vo
   } else {
     q_map = k_map;  // not read
   }
-  PrefillParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq, c.block_size,
-                  c.n_kv_heads, n_heads, n_heads / c.n_kv_heads, scale * 1.4426950408889634f, causal};
+  const PrefillParams p{paged_attention_params<void>(c, b, q, out, n_heads, scale), causal};
   const int n_mblocks = (b.max_query_len + Shape::kBM - 1) / Shape::kBM;
   const int per_head = (n_mblocks + CLUSTER - 1) / CLUSTER;
   const int64_t n_seq_heads = int64_t{n_heads} * b.n_seqs;

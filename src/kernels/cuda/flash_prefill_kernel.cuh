@@ -8,24 +8,12 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention_params.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
 
-struct PrefillParams {
-  const void* q;
-  void* out;
-  const void* k_cache;
-  const void* v_cache;
-  const int32_t* query_start;
-  const int32_t* seq_lens;
-  const int32_t* block_tables;
-  int32_t max_blocks_per_seq;
-  int32_t block_size;
-  int32_t n_kv_heads;
-  int32_t n_heads;
-  int32_t group;     // query heads per KV head
-  float scale_log2;  // softmax scale * log2(e): scores live in the exp2 domain
+struct PrefillParams : PagedAttentionParams<void> {
   bool causal;
 };
 

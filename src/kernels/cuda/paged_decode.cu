@@ -49,9 +49,8 @@ void launch(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q
   const int parts = part_len > 0 ? (b.max_seq_len + part_len - 1) / part_len : max_partitions(b.max_seq_len);
   float* partial_out = static_cast<float*>(workspace);
   float* partial_lse = partial_out + int64_t{b.n_seqs} * n_heads * parts * D;
-  DecodeParams p{q, out, c.k, c.v, b.query_start, b.seq_lens, b.block_tables, b.max_blocks_per_seq,
-                 c.block_size, c.n_kv_heads, n_heads, group, row_groups, parts, scale * 1.4426950408889634f,
-                 partial_out, partial_lse, part_len};
+  const DecodeParams p{paged_attention_params<void>(c, b, q, out, n_heads, scale), row_groups, parts, partial_out,
+                       partial_lse, part_len};
   launch_dependent("paged_decode_attention", LaunchRole::kOther, kernel,
                    dim3(parts, c.n_kv_heads * row_groups, b.n_seqs), Shape::kThreads, Shape::kSmemBytes, stream, p);
   // Eight groups share the merge of a row of kGroupedMergeParts partitions or

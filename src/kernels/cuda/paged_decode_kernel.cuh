@@ -14,27 +14,16 @@
 #include <cstdint>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_params.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
 
-struct DecodeParams {
-  const void* q;  // row query_start[s] holds sequence s's token
-  void* out;
-  const void* k_cache;
-  const void* v_cache;
-  const int32_t* query_start;
-  const int32_t* seq_lens;
-  const int32_t* block_tables;
-  int32_t max_blocks_per_seq;
-  int32_t block_size;
-  int32_t n_kv_heads;
-  int32_t n_heads;
-  int32_t group;
+// Row query_start[s] of q holds sequence s's token.
+struct DecodeParams : PagedAttentionParams<void> {
   int32_t row_groups;  // ceil(group / 16)
   int32_t max_parts;   // partitions per sequence in the workspace
-  float scale_log2;
   float* partial_out;  // [n_seqs, n_heads, max_parts, D]
   float* partial_lse;  // [n_seqs, n_heads, max_parts], log2 domain
   int32_t part_len;    // keys per partition; 0: decode_partition of each sequence's length
