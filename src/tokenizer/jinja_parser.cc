@@ -202,7 +202,6 @@ StmtPtr Parser::parse_with(Location where) {
   return s;
 }
 
-
 StmtPtr Parser::parse_macro(Location where) {
   auto s = make_stmt(Stmt::Kind::kMacro, where);
   s->name = expect_name("a macro name");
