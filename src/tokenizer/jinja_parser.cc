@@ -149,22 +149,25 @@ StmtPtr Parser::parse_set(Location where) {
     return s;
   }
   if (s->targets.size() != 1) fail(peek().where, "expected '=' in set");
-  expect(TokenKind::kBlockEnd, "'%}'");
   s->kind = Stmt::Kind::kSetBlock;
-  std::string end_tag;
-  s->body = parse_body({"endset"}, end_tag, "set", where);
-  expect(TokenKind::kBlockEnd, "'%}'");
+  s->body = body_until("endset", where);
   return s;
 }
 
 // `{% generation %}`: transformers marks the assistant's tokens with it; the text is the body's.
 StmtPtr Parser::parse_block(Location where, const std::string& end) {
   auto s = make_stmt(Stmt::Kind::kBlock, where);
+  s->body = body_until(end, where);
+  return s;
+}
+
+// The rest of an opening tag (its `%}`), the body up to `{% end %}`, and that tag's `%}`.
+Body Parser::body_until(const std::string& end, Location where) {
   expect(TokenKind::kBlockEnd, "'%}'");
   std::string end_tag;
-  s->body = parse_body({end}, end_tag, where_name(end), where);
+  Body body = parse_body({end}, end_tag, where_name(end), where);
   expect(TokenKind::kBlockEnd, "'%}'");
-  return s;
+  return body;
 }
 
 
@@ -179,10 +182,7 @@ StmtPtr Parser::parse_filter_block(Location where) {
     chain->where = at;
   } while (skip_operator("|"));
   s->expr = std::move(chain);
-  expect(TokenKind::kBlockEnd, "'%}'");
-  std::string end_tag;
-  s->body = parse_body({"endfilter"}, end_tag, "filter", where);
-  expect(TokenKind::kBlockEnd, "'%}'");
+  s->body = body_until("endfilter", where);
   return s;
 }
 
@@ -195,10 +195,7 @@ StmtPtr Parser::parse_with(Location where) {
     s->values.push_back(parse_expression());
     if (!skip_operator(",")) break;
   }
-  expect(TokenKind::kBlockEnd, "'%}'");
-  std::string end_tag;
-  s->body = parse_body({"endwith"}, end_tag, "with", where);
-  expect(TokenKind::kBlockEnd, "'%}'");
+  s->body = body_until("endwith", where);
   return s;
 }
 
@@ -207,10 +204,7 @@ StmtPtr Parser::parse_macro(Location where) {
   s->name = expect_name("a macro name");
   expect_operator("(");
   parse_params(*s);
-  expect(TokenKind::kBlockEnd, "'%}'");
-  std::string end_tag;
-  s->body = parse_body({"endmacro"}, end_tag, "macro", where);
-  expect(TokenKind::kBlockEnd, "'%}'");
+  s->body = body_until("endmacro", where);
   find_special_names(*s);
   s->takes_caller = mentions(s->body, "caller");
   return s;
@@ -239,10 +233,7 @@ StmtPtr Parser::parse_call_block(Location where) {
   Location at = peek().where;
   s->expr = parse_expression();
   if (s->expr->kind != Expr::Kind::kCall) fail(at, "expected a call after 'call'");
-  expect(TokenKind::kBlockEnd, "'%}'");
-  std::string end_tag;
-  s->body = parse_body({"endcall"}, end_tag, "call", where);
-  expect(TokenKind::kBlockEnd, "'%}'");
+  s->body = body_until("endcall", where);
   find_special_names(*s);
   return s;
 }

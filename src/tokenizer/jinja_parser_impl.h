@@ -84,6 +84,7 @@ class Parser {
   StmtPtr parse_for(Location where);
   StmtPtr parse_set(Location where);
   StmtPtr parse_block(Location where, const std::string& end);
+  Body body_until(const std::string& end, Location where);
   static std::string where_name(const std::string& end_tag) { return end_tag.substr(3); }
   StmtPtr parse_filter_block(Location where);
   StmtPtr parse_with(Location where);

@@ -357,7 +357,7 @@ inline void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDev
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
   if (batch.n_seqs == 0 || batch.max_query_len <= 0 || batch.max_seq_len <= 0) return;
-  const ExactRowsParams p = exact_rows_params(cache, batch, q, n_heads, scale, out);
+  const ExactRowsParams p = paged_attention_params<__nv_bfloat16>(cache, batch, q, out, n_heads, scale);
   const SplitShape shape(p.group, batch.max_query_len, batch.max_seq_len);
   const SplitLayout layout(batch.n_seqs, p.n_kv_heads, shape);
   EXACTLY_CUDA_REQUIRE(workspace != nullptr && workspace_bytes >= layout.bytes(),

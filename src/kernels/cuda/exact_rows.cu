@@ -252,7 +252,7 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
                        n_heads / cache.n_kv_heads);
   if (batch.n_seqs == 0 || batch.max_query_len <= 0) return;
   if (path == ExactRowsPath::kAuto) path = forced_path();
-  const ExactRowsParams p = exact_rows_params(cache, batch, q, n_heads, scale, out);
+  const ExactRowsParams p = paged_attention_params<__nv_bfloat16>(cache, batch, q, out, n_heads, scale);
   const int row_groups = (batch.max_query_len * p.group + 15) / 16;
   const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
   if (take_cluster(path, groups, batch.max_seq_len))

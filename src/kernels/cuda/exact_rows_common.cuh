@@ -16,11 +16,6 @@ namespace exactly::kernels::cuda {
 
 using ExactRowsParams = PagedAttentionParams<__nv_bfloat16>;
 
-// The kernels' view of a bf16 cache and batch.
-inline ExactRowsParams exact_rows_params(const PagedKVDevice& c, const AttentionBatchDevice& b, const void* q,
-                                         int n_heads, float scale, void* out) {
-  return paged_attention_params<__nv_bfloat16>(c, b, q, out, n_heads, scale);
-}
 // Rows row0 .. row0 + 15 of the packed rows of (sequence s, kv_head): packed
 // row r is query token r / group, head kv_head * group + r % group.
 struct RowGroup {
