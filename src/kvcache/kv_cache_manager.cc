@@ -6,11 +6,38 @@
 
 namespace exactly {
 
-KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
-    : pool_(num_blocks, block_size), enable_prefix_caching_(enable_prefix_caching) {}
+KVCacheManager::KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching, int32_t window)
+    : pool_(num_blocks, block_size), enable_prefix_caching_(enable_prefix_caching), window_(window) {
+  EXACTLY_CHECK(window >= 0, "a KV window of %d positions", window);
+}
 
 int64_t KVCacheManager::blocks_for_tokens(int64_t num_tokens) const {
   return (num_tokens + block_size() - 1) / block_size();
+}
+
+int64_t KVCacheManager::max_blocks_held(int64_t num_tokens, int64_t max_step_tokens) const {
+  const int64_t all = blocks_for_tokens(num_tokens);
+  if (window_ == 0) return all;
+  // A step's first query reads from W - 1 positions before it; its tokens
+  // reach max_step_tokens - 1 after it. A run of n positions touches at most
+  // (n + block_size - 2) / block_size + 1 blocks, however it is aligned.
+  const int64_t span = window_ - 1 + max_step_tokens;
+  return std::min(all, (span + block_size() - 2) / block_size() + 1);
+}
+
+size_t KVCacheManager::first_needed_block(int64_t position) const {
+  if (window_ == 0) return 0;
+  return static_cast<size_t>(std::max<int64_t>(0, position - window_ + 1) / block_size());
+}
+
+void KVCacheManager::release_before_window(Sequence& s, int64_t position) {
+  const size_t end = std::min(first_needed_block(position), s.table.size());
+  // Oldest first: the free list then evicts a sequence's head before the
+  // blocks still near its window.
+  for (; s.first_held < end; ++s.first_held) {
+    pool_.release(s.table[s.first_held]);
+    s.table[s.first_held] = kNoBlock;
+  }
 }
 
 KVCacheManager::Sequence& KVCacheManager::sequence(SeqId seq) {
@@ -58,17 +85,25 @@ bool KVCacheManager::allocate_new(SeqId seq, std::span<const int32_t> tokens, co
                 static_cast<long long>(num_new_tokens), tokens.size());
   const int64_t num_tokens = hit.num_tokens + num_new_tokens;
   const int64_t num_fresh = blocks_for_tokens(num_tokens) - static_cast<int64_t>(hit.blocks.size());
+  // Hit blocks before the first new token's window are never read: not taken.
+  const size_t first_taken = first_needed_block(hit.num_tokens);
   // Hit blocks that sit in the free list stop being free once taken.
   int64_t hits_now_free = 0;
-  for (BlockId b : hit.blocks) hits_now_free += pool_.ref_count(b) == 0 ? 1 : 0;
+  for (size_t i = first_taken; i < hit.blocks.size(); ++i) hits_now_free += pool_.ref_count(hit.blocks[i]) == 0 ? 1 : 0;
   if (num_fresh + hits_now_free > num_free_blocks()) return false;
 
   Sequence s;
+  s.first_held = first_taken;
   // Take the hits before popping fresh blocks, or eviction could pick them.
-  for (BlockId b : hit.blocks) {
+  for (size_t i = 0; i < hit.blocks.size(); ++i) {
+    const BlockId b = hit.blocks[i];
+    s.hashes.push_back(*pool_.hash_of(b));
+    if (i < first_taken) {
+      s.table.push_back(kNoBlock);
+      continue;
+    }
     pool_.acquire(b);
     s.table.push_back(b);
-    s.hashes.push_back(*pool_.hash_of(b));
   }
   for (int64_t i = 0; i < num_fresh; ++i) s.table.push_back(pool_.take_free());
   s.num_tokens = num_tokens;
@@ -91,6 +126,10 @@ bool KVCacheManager::allocate(SeqId seq, int64_t num_computed_tokens, int64_t nu
   EXACTLY_CHECK(num_computed_tokens >= static_cast<int64_t>(s.hashes.size()) * bs,
                 "sequence %lld: writing at %lld into committed blocks (truncate first)", static_cast<long long>(seq),
                 static_cast<long long>(num_computed_tokens));
+  EXACTLY_CHECK(first_needed_block(num_computed_tokens) >= s.first_held,
+                "sequence %lld: position %lld reads blocks released out of the window", static_cast<long long>(seq),
+                static_cast<long long>(num_computed_tokens));
+  release_before_window(s, num_computed_tokens);
   if (num_new_tokens == 0) return true;
   const int64_t end = num_computed_tokens + num_new_tokens;
   const int64_t held = static_cast<int64_t>(s.table.size());
@@ -130,9 +169,10 @@ void KVCacheManager::commit_computed(SeqId seq, std::span<const int32_t> tokens,
   for (int64_t i = static_cast<int64_t>(s.hashes.size()); i < num_full; ++i) {
     const BlockHash parent = i == 0 ? kRootBlockHash : s.hashes[i - 1];
     std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-    // A duplicate (another block already caches this prefix) stays uncached;
-    // the chain continues either way since it depends on tokens only.
-    pool_.register_hash(s.table[i], parent, block_tokens);
+    // A duplicate (another block already caches this prefix) stays uncached,
+    // and so does a block released out of the window before its commit; the
+    // chain continues either way since it depends on tokens only.
+    if (static_cast<size_t>(i) >= s.first_held) pool_.register_hash(s.table[i], parent, block_tokens);
     s.hashes.push_back(hash_block(parent, block_tokens));
   }
 }
@@ -140,7 +180,7 @@ void KVCacheManager::commit_computed(SeqId seq, std::span<const int32_t> tokens,
 void KVCacheManager::fork(SeqId parent, SeqId child) {
   EXACTLY_CHECK(!contains(child), "fork into existing sequence %lld", static_cast<long long>(child));
   Sequence copy = sequence(parent);
-  for (BlockId b : copy.table) pool_.acquire(b);
+  for (size_t i = copy.first_held; i < copy.table.size(); ++i) pool_.acquire(copy.table[i]);
   seqs_.emplace(child, std::move(copy));
 }
 
@@ -148,15 +188,19 @@ void KVCacheManager::release_from(Sequence& s, size_t first_block) {
   // Tail first: the end of a sequence is the part least likely to be shared
   // by a later prompt, so it should be evicted before the head.
   while (s.table.size() > first_block) {
-    pool_.release(s.table.back());
+    if (s.table.back() != kNoBlock) pool_.release(s.table.back());
     s.table.pop_back();
   }
+  s.first_held = std::min(s.first_held, s.table.size());
 }
 
 void KVCacheManager::truncate(SeqId seq, int64_t num_tokens) {
   Sequence& s = sequence(seq);
   EXACTLY_CHECK(num_tokens >= 0 && num_tokens <= s.num_tokens, "sequence %lld: truncating %lld tokens to %lld",
                 static_cast<long long>(seq), static_cast<long long>(s.num_tokens), static_cast<long long>(num_tokens));
+  EXACTLY_CHECK(first_needed_block(num_tokens) >= s.first_held,
+                "sequence %lld: truncating to %lld tokens, whose window was released", static_cast<long long>(seq),
+                static_cast<long long>(num_tokens));
   const int64_t bs = block_size();
   release_from(s, static_cast<size_t>(blocks_for_tokens(num_tokens)));
   s.hashes.resize(std::min(s.hashes.size(), static_cast<size_t>(num_tokens / bs)));
@@ -178,7 +222,8 @@ KVCacheStats KVCacheManager::stats() const {
   st.cached_blocks = pool_.num_cached_blocks();
   st.prefix_query_tokens = prefix_query_tokens_;
   st.prefix_hit_tokens = prefix_hit_tokens_;
-  for (const auto& [id, s] : seqs_) st.reserved_tokens += s.num_tokens;
+  for (const auto& [id, s] : seqs_)
+    st.reserved_tokens += s.num_tokens - static_cast<int64_t>(s.first_held) * block_size();
   st.used_slots = static_cast<int64_t>(st.used_blocks) * block_size();
   return st;
 }
@@ -195,8 +240,13 @@ void KVCacheManager::check_integrity() const {
                   "sequence %lld commits %zu blocks of %lld tokens", seq, s.hashes.size(),
                   static_cast<long long>(s.num_tokens));
     EXACTLY_CHECK(enable_prefix_caching_ || s.hashes.empty(), "sequence %lld has hashes without prefix caching", seq);
+    EXACTLY_CHECK(s.first_held <= std::min(s.table.size(), first_needed_block(s.num_tokens)),
+                  "sequence %lld released %zu blocks of %zu, beyond its window", seq, s.first_held, s.table.size());
     for (size_t i = 0; i < s.table.size(); ++i) {
       const BlockId b = s.table[i];
+      EXACTLY_CHECK((b == kNoBlock) == (i < s.first_held), "sequence %lld block %zu is %d with %zu released", seq, i,
+                    b, s.first_held);
+      if (b == kNoBlock) continue;
       EXACTLY_CHECK(b >= 0 && b < num_blocks(), "sequence %lld refers to block %d", seq, b);
       ++references[b];
       std::optional<BlockHash> cached = pool_.hash_of(b);

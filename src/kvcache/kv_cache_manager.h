@@ -9,6 +9,14 @@
 // cache. Only a partially filled block can be written while shared (after a
 // fork or a rollback); that write first moves the sequence to a private copy
 // and reports the (src, dst) pair for the engine to copy.
+//
+// With a window W (every layer of the model attends to at most the last W
+// positions, itself included), a query at position p reads no key before
+// p - W + 1. A sequence's blocks that lie wholly before the window of its next
+// query position are released and their table entries become kNoBlock (the
+// table keeps its indexing; the kernels never read keys outside a window).
+// Releasing drops the sequence's reference only: a cached block stays
+// findable until it is evicted, like the blocks of a finished sequence.
 #pragma once
 
 #include <cstdint>
@@ -40,20 +48,28 @@ struct KVCacheStats {
   int32_t cached_blocks = 0;       // in the prefix cache, used or free
   int64_t prefix_query_tokens = 0; // tokens of sequences started with a prefix lookup
   int64_t prefix_hit_tokens = 0;   // of those, tokens found in the cache
-  int64_t reserved_tokens = 0;     // token slots the sequences hold (shared blocks count once per sequence)
+  int64_t reserved_tokens = 0;     // token slots the sequences hold (shared blocks count once per sequence,
+                                   // released ones not at all)
   int64_t used_slots = 0;          // used_blocks * block_size
 };
 
 class KVCacheManager {
  public:
-  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching = true);
+  // window: the model's KV window (ModelConfig::kv_window), 0 for none.
+  KVCacheManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching = true, int32_t window = 0);
 
   int32_t block_size() const { return pool_.block_size(); }
   int32_t num_blocks() const { return pool_.num_blocks(); }
   int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
   bool prefix_caching_enabled() const { return enable_prefix_caching_; }
+  int32_t window() const { return window_; }
   // Blocks a sequence of `num_tokens` tokens occupies.
   int64_t blocks_for_tokens(int64_t num_tokens) const;
+  // The most blocks a sequence of up to `num_tokens` tokens holds at once when
+  // a step computes at most `max_step_tokens` of them: all its blocks, or
+  // with a window those spanning the window of a step's first query and the
+  // step's tokens.
+  int64_t max_blocks_held(int64_t num_tokens, int64_t max_step_tokens) const;
 
   // The longest run of cached full blocks at the start of `tokens`. At least
   // one token is always left to compute (the model needs the last token's
@@ -62,6 +78,7 @@ class KVCacheManager {
 
   // Starts `seq` with the blocks of `hit` and room for `num_new_tokens` more.
   // `tokens` are the sequence's known tokens (counted in the prefix statistics).
+  // Hit blocks before the window of the first new token are not taken.
   // All or nothing: false, with nothing changed, when the free blocks (cached
   // ones count as free) do not suffice.
   [[nodiscard]] bool allocate_new(SeqId seq, std::span<const int32_t> tokens, const PrefixHit& hit,
@@ -69,7 +86,9 @@ class KVCacheManager {
 
   // Makes room in `seq` for tokens [num_computed_tokens, num_computed_tokens +
   // num_new_tokens), copying any shared block they land in (pairs appended to
-  // `copies`). All or nothing, like allocate_new.
+  // `copies`). First releases the blocks before the window of position
+  // num_computed_tokens (whatever follows: no query reads them again); the
+  // rest is all or nothing, like allocate_new.
   [[nodiscard]] bool allocate(SeqId seq, int64_t num_computed_tokens, int64_t num_new_tokens,
                               std::vector<BlockCopy>& copies);
 
@@ -80,12 +99,14 @@ class KVCacheManager {
 
   // `child` starts with all of `parent`'s blocks, shared.
   void fork(SeqId parent, SeqId child);
-  // Keeps only the first `num_tokens` tokens (speculative rollback).
+  // Keeps only the first `num_tokens` tokens (speculative rollback). The
+  // window of position num_tokens must still be held.
   void truncate(SeqId seq, int64_t num_tokens);
   // Releases every block of `seq`; cached ones stay findable until evicted.
   void free(SeqId seq);
 
   bool contains(SeqId seq) const { return seqs_.count(seq) != 0; }
+  // [blocks_for_tokens(num_reserved_tokens)]; kNoBlock where released out of the window.
   std::span<const BlockId> block_table(SeqId seq) const;
   // Tokens `seq` has room for.
   int64_t num_reserved_tokens(SeqId seq) const;
@@ -96,23 +117,30 @@ class KVCacheManager {
 
   // Aborts with a message unless every invariant holds: reference counts equal
   // table references, the free list is exactly the unreferenced blocks, the
-  // hash map agrees with the blocks, each table fits its reserved tokens and
-  // each sequence's hash chain matches the cached blocks it holds.
+  // hash map agrees with the blocks, each table fits its reserved tokens,
+  // released entries are a leading run before the window, and each
+  // sequence's hash chain matches the cached blocks it holds.
   void check_integrity() const;
 
  private:
   struct Sequence {
-    std::vector<BlockId> table;     // [num_held_blocks] physical block of each logical block
+    std::vector<BlockId> table;     // [num_blocks] physical block of each logical block, or kNoBlock
     std::vector<BlockHash> hashes;  // [num_committed_blocks] prefix-hash chain of committed full blocks
     int64_t num_tokens = 0;         // tokens the table has room for
+    size_t first_held = 0;          // table[0, first_held) were released out of the window
   };
 
   Sequence& sequence(SeqId seq);
   const Sequence& sequence(SeqId seq) const;
+  // The first block a query at `position` may read: blocks before it lie
+  // wholly before its window (0 without a window).
+  size_t first_needed_block(int64_t position) const;
+  void release_before_window(Sequence& s, int64_t position);
   void release_from(Sequence& s, size_t first_block);
 
   BlockPool pool_;
   bool enable_prefix_caching_;
+  int32_t window_;
   std::unordered_map<SeqId, Sequence> seqs_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;

@@ -18,7 +18,7 @@ Scheduler::Scheduler(KVCacheManager& kv, SchedulerConfig config) : kv_(kv), conf
 }
 
 bool Scheduler::fits_alone(int64_t max_total_tokens) const {
-  return kv_.blocks_for_tokens(max_total_tokens) <= kv_.num_blocks();
+  return kv_.max_blocks_held(max_total_tokens, config_.max_num_batched_tokens) <= kv_.num_blocks();
 }
 
 Request& Scheduler::add_request(Request request) {

@@ -48,7 +48,8 @@ class Scheduler {
   // or it could never run.
   Request& add_request(Request request);
   // Whether a request that grows to `max_total_tokens` fits in the whole KV
-  // cache; the engine rejects requests that do not.
+  // cache (with a KV window, the blocks it holds at once in any step); the
+  // engine rejects requests that do not.
   bool fits_alone(int64_t max_total_tokens) const;
 
   // Ends a request now (stopped, length or aborted) and frees its blocks;

@@ -1,8 +1,10 @@
 // A KVCacheManager driven together with a simulated KV memory (which token
 // each slot holds) and the test's own record of every sequence. Expectations
-// (reference counts, feasibility, copy-on-write) are derived from that record
-// and from scanning the block tables, not from the manager's internals, and
-// the memory shows whether every sequence still reads back its own tokens.
+// (reference counts, feasibility, copy-on-write, blocks released out of a
+// window) are derived from that record and from scanning the block tables,
+// not from the manager's internals, and the memory shows whether every
+// sequence still reads back its own tokens (with a window, those its next
+// query reads).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,9 +24,10 @@ class KvHarness {
     int64_t written = 0;
   };
 
-  KvHarness(int32_t num_blocks, int32_t block_size, bool prefix_caching = true)
-      : kv(num_blocks, block_size, prefix_caching),
+  KvHarness(int32_t num_blocks, int32_t block_size, bool prefix_caching = true, int32_t window = 0)
+      : kv(num_blocks, block_size, prefix_caching, window),
         bs_(block_size),
+        window_(window),
         memory_(static_cast<size_t>(num_blocks) * block_size, kGarbage) {}
 
   static constexpr int32_t kGarbage = -1;
@@ -34,12 +37,26 @@ class KvHarness {
   int64_t num_copies = 0;
 
   int64_t blocks_for(int64_t tokens) const { return (tokens + bs_ - 1) / bs_; }
+  // The first position a query at `pos` reads, and the first block holding it.
+  int64_t first_read(int64_t pos) const { return window_ > 0 ? std::max<int64_t>(0, pos - window_ + 1) : 0; }
+  int64_t first_needed_block(int64_t pos) const { return first_read(pos) / bs_; }
+  // Leading table entries of `id` released out of the window.
+  int64_t released(SeqId id) const {
+    std::span<const BlockId> t = kv.block_table(id);
+    return std::find_if(t.begin(), t.end(), [](BlockId b) { return b != kNoBlock; }) - t.begin();
+  }
+  // The fewest tokens `id` may keep: its next query's window must be held.
+  int64_t min_truncation(SeqId id) const {
+    const int64_t r = released(id);
+    return r == 0 ? 0 : r * bs_ + window_ - 1;
+  }
 
   // Number of tables holding each block, from the tables themselves.
   std::vector<int32_t> table_refs() const {
     std::vector<int32_t> refs(static_cast<size_t>(kv.num_blocks()), 0);
     for (const auto& [id, s] : seqs) {
-      for (BlockId b : kv.block_table(id)) ++refs[b];
+      for (BlockId b : kv.block_table(id))
+        if (b != kNoBlock) ++refs[b];
     }
     return refs;
   }
@@ -64,8 +81,10 @@ class KvHarness {
     }
     chunk = std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size()) - hit.num_tokens);
     const std::vector<int32_t> refs = table_refs();
+    // Hit blocks before the first new token's window are not taken.
+    const auto first_taken = static_cast<size_t>(first_needed_block(hit.num_tokens));
     int64_t hits_free = 0;
-    for (BlockId b : hit.blocks) hits_free += refs[b] == 0 ? 1 : 0;
+    for (size_t i = first_taken; i < hit.blocks.size(); ++i) hits_free += refs[hit.blocks[i]] == 0 ? 1 : 0;
     const int64_t fresh = blocks_for(hit.num_tokens + chunk) - static_cast<int64_t>(hit.blocks.size());
     const bool should_fit = fresh + hits_free <= unreferenced(refs);
 
@@ -77,7 +96,8 @@ class KvHarness {
       return -1;
     }
     std::span<const BlockId> table = kv.block_table(id);
-    EXPECT_TRUE(std::equal(hit.blocks.begin(), hit.blocks.end(), table.begin())) << "the table starts with the hit";
+    for (size_t i = 0; i < hit.blocks.size(); ++i)
+      EXPECT_EQ(table[i], i < first_taken ? kNoBlock : hit.blocks[i]) << "the table starts with the hit's window";
     for (size_t i = hit.blocks.size(); i < table.size(); ++i) EXPECT_EQ(refs[table[i]], 0) << "fresh block was in use";
     seqs[id] = {prompt, hit.num_tokens};
     write(id, hit.num_tokens + chunk);
@@ -91,11 +111,17 @@ class KvHarness {
     s.tokens.insert(s.tokens.end(), more.begin(), more.end());
     n = std::min<int64_t>(n, static_cast<int64_t>(s.tokens.size()) - s.written);
     const int64_t end = s.written + n;
-    const std::vector<int32_t> refs = table_refs();
-    const std::vector<BlockId> before(kv.block_table(id).begin(), kv.block_table(id).end());
+    std::vector<int32_t> refs = table_refs();
+    std::vector<BlockId> before(kv.block_table(id).begin(), kv.block_table(id).end());
     const int64_t held = static_cast<int64_t>(before.size());
+    // The blocks before the window of the first new token go first, fit or not.
+    for (int64_t i = 0; i < std::min(first_needed_block(s.written), held); ++i) {
+      if (before[i] != kNoBlock) --refs[before[i]];
+      before[i] = kNoBlock;
+    }
     std::vector<int64_t> shared_written;  // logical blocks written while shared
     for (int64_t i = s.written / bs_; n > 0 && i <= (end - 1) / bs_ && i < held; ++i) {
+      EXPECT_NE(before[i], kNoBlock) << "a written block was released";
       if (refs[before[i]] > 1) shared_written.push_back(i);
     }
     const int64_t fresh = std::max<int64_t>(0, blocks_for(end) - held);
@@ -144,8 +170,10 @@ class KvHarness {
     return child;
   }
 
+  // Truncates to `num_tokens`, or to the fewest the window allows.
   void truncate(SeqId id, int64_t num_tokens) {
     SimSeq& s = seqs.at(id);
+    num_tokens = std::max(num_tokens, min_truncation(id));
     kv.truncate(id, num_tokens);
     s.tokens.resize(static_cast<size_t>(num_tokens));
     s.written = num_tokens;
@@ -173,7 +201,8 @@ class KvHarness {
     for (const auto& [id, s] : seqs) {
       std::span<const BlockId> table = kv.block_table(id);
       ASSERT_EQ(static_cast<int64_t>(table.size()), blocks_for(s.written)) << "seq " << id;
-      for (int64_t p = 0; p < s.written; ++p) {
+      for (int64_t p = first_read(s.written); p < s.written; ++p) {
+        ASSERT_NE(table[p / bs_], kNoBlock) << "seq " << id << " released position " << p << " of its window";
         ASSERT_EQ(memory_[static_cast<size_t>(table[p / bs_] * bs_ + p % bs_)], s.tokens[static_cast<size_t>(p)])
             << "seq " << id << " position " << p << " reads another sequence's KV";
       }
@@ -197,6 +226,7 @@ class KvHarness {
   }
 
   int32_t bs_;
+  int32_t window_;
   std::vector<int32_t> memory_;  // [num_blocks, block_size] token whose KV each slot holds
   SeqId next_id_ = 0;
 };

@@ -43,22 +43,25 @@ void apply_op(KvHarness& h, int op) {
 struct PoolShape {
   int32_t num_blocks;
   int32_t block_size;
+  int32_t window = 0;
 };
 
 TEST(KVCacheModel, EveryOperationSequenceUpToFour) {
-  for (PoolShape shape : {PoolShape{4, 2}, PoolShape{6, 1}, PoolShape{5, 3}, PoolShape{3, 4}}) {
+  for (PoolShape shape : {PoolShape{4, 2}, PoolShape{6, 1}, PoolShape{5, 3}, PoolShape{3, 4}, PoolShape{4, 1, 2},
+                          PoolShape{4, 2, 3}, PoolShape{3, 2, 4}}) {
     for (int length = 1; length <= 4; ++length) {
       int total = 1;
       for (int i = 0; i < length; ++i) total *= kNumOps;
       for (int code = 0; code < total; ++code) {
-        KvHarness h(shape.num_blocks, shape.block_size);
+        KvHarness h(shape.num_blocks, shape.block_size, true, shape.window);
         int rest = code;
         for (int i = 0; i < length; ++i) {
           apply_op(h, rest % kNumOps);
           rest /= kNumOps;
           h.verify();
           ASSERT_FALSE(::testing::Test::HasFailure())
-              << "blocks " << shape.num_blocks << " x " << shape.block_size << ", ops code " << code << " step " << i;
+              << "blocks " << shape.num_blocks << " x " << shape.block_size << ", window " << shape.window
+              << ", ops code " << code << " step " << i;
         }
         h.free_all_and_check_empty();
         ASSERT_FALSE(::testing::Test::HasFailure()) << "ops code " << code;
@@ -79,9 +82,10 @@ std::vector<int32_t> random_prompt(std::mt19937& rng) {
   return prompt;
 }
 
-void random_run(uint32_t seed, int32_t num_blocks, int32_t block_size, bool prefix_caching, int steps) {
+void random_run(uint32_t seed, int32_t num_blocks, int32_t block_size, bool prefix_caching, int steps,
+                int32_t window = 0) {
   std::mt19937 rng(seed);  // 32-bit outputs held in a wider result_type
-  KvHarness h(num_blocks, block_size, prefix_caching);
+  KvHarness h(num_blocks, block_size, prefix_caching, window);
   int64_t allocations_refused = 0;
   for (int step = 0; step < steps; ++step) {
     const uint32_t dice = static_cast<uint32_t>(rng() % 100);
@@ -131,6 +135,15 @@ TEST(KVCacheModel, RandomOperationsAgainstSimulatedMemory) {
   for (uint32_t seed = 7; seed <= 9; ++seed) random_run(seed, 20, 4, true, 3000);
   for (uint32_t seed = 10; seed <= 11; ++seed) random_run(seed, 9, 1, true, 3000);
   random_run(12, 12, 2, false, 3000);
+}
+
+// With a window the sequences release their oldest blocks as they grow, and
+// prefix hits must still read only blocks holding their own tokens.
+TEST(KVCacheModel, RandomOperationsWithAWindow) {
+  for (uint32_t seed = 21; seed <= 23; ++seed) random_run(seed, 12, 2, true, 3000, 5);
+  random_run(24, 20, 4, true, 3000, 9);
+  random_run(25, 9, 1, true, 3000, 3);
+  random_run(26, 12, 2, false, 3000, 4);
 }
 
 }  // namespace

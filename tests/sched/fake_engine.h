@@ -1,14 +1,16 @@
 // Drives a Scheduler the way the engine will, with a simulated KV memory
 // (which token each slot holds) instead of a model. Each step it checks what
 // the scheduler promised: the budget, that every scheduled request reads back
-// its own tokens through its block table (prefix hits and copies included),
-// and then writes the new tokens' "KV". The token a request generates at
+// its own tokens through its block table (prefix hits and copies included;
+// with a KV window, the positions its first new token reads), and then
+// writes the new tokens' "KV". The token a request generates at
 // output index k is a fixed function of (id, k), so the full output of a
 // request is known in advance however often it is preempted.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -22,8 +24,8 @@ inline int32_t output_token(RequestId id, int64_t index) {
 
 class FakeEngine {
  public:
-  FakeEngine(int32_t num_blocks, int32_t block_size, SchedulerConfig config)
-      : kv(num_blocks, block_size, config.enable_prefix_caching),
+  FakeEngine(int32_t num_blocks, int32_t block_size, SchedulerConfig config, int32_t window = 0)
+      : kv(num_blocks, block_size, config.enable_prefix_caching, window),
         scheduler(kv, config),
         memory_(static_cast<size_t>(num_blocks) * block_size, -1) {}
 
@@ -56,7 +58,13 @@ class FakeEngine {
       const Request& r = *scheduler.find(chunk.id);
       std::span<const BlockId> table = kv.block_table(chunk.id);
       auto slot = [&](int64_t p) { return static_cast<size_t>(table[p / bs] * bs + p % bs); };
-      for (int64_t p = 0; p < chunk.first_new_token; ++p) {
+      const int32_t w = kv.window();
+      for (int64_t p = w > 0 ? std::max<int64_t>(0, chunk.first_new_token - w + 1) : 0; p < chunk.first_new_token;
+           ++p) {
+        if (table[p / bs] == kNoBlock) {
+          ADD_FAILURE() << "request " << r.id << " released position " << p << " of its window";
+          continue;
+        }
         EXPECT_EQ(memory_[slot(p)], r.tokens[p]) << "request " << r.id << " reads wrong KV at " << p;
       }
       for (int64_t p = chunk.first_new_token; p < chunk.first_new_token + chunk.num_new_tokens; ++p) {
