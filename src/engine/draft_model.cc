@@ -6,6 +6,12 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "model/draft_head.h"
+#include "model/llama.h"
+#ifdef EXACTLY_WITH_CUDA
+#include "model/cuda/draft_head_cuda.h"
+#include "model/cuda/llama_cuda.h"
+#endif
 
 namespace exactly {
 
@@ -64,17 +70,19 @@ std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const Loa
   return draft;
 }
 
-std::unique_ptr<DraftHead> load_draft_head(const std::string& path, const LoadedModel& target) {
-  const auto* llama = dynamic_cast<const LlamaModel*>(target.model.get());
-  if (llama == nullptr)
-    throw Error(strformat("--spec head:%s: draft heads are not yet on --device %s (they run with --device cpu)",
-                          path.c_str(), target.model->device()),
-                ExitCode::kBadInput);
+std::unique_ptr<Model> load_draft_head(const std::string& path, const LoadedModel& target) {
   try {
-    return DraftHead::load(path, *llama);
+    if (const auto* llama = dynamic_cast<const LlamaModel*>(target.model.get())) return DraftHead::load(path, *llama);
+#ifdef EXACTLY_WITH_CUDA
+    if (const auto* cuda = dynamic_cast<const CudaLlamaModel*>(target.model.get()))
+      return CudaDraftHead::load(path, *cuda);
+#endif
   } catch (const FileFormatError& e) {
     throw FileFormatError(strformat("--spec head:%s: %s", path.c_str(), e.what()));
   }
+  throw Error(strformat("--spec head:%s: draft heads attach to a llama model of one rank (this target: %s on %s)",
+                        path.c_str(), target.config().architecture.c_str(), target.model->device()),
+              ExitCode::kBadInput);
 }
 
 }  // namespace exactly

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "engine/loaded_model.h"
-#include "model/draft_head.h"
+#include "model/model.h"
 
 namespace exactly {
 
@@ -16,11 +16,11 @@ namespace exactly {
 // target's (see check_same_vocabulary).
 std::unique_ptr<LoadedModel> load_draft_model(const std::string& path, const LoadedModel& target);
 
-// The draft head of `--spec head:PATH`, checked against the target. Throws
-// FileFormatError (exit code 2) naming the path and what is wrong, and
-// Error(kBadInput) when the target is not the CPU model (the head does not
-// run on --device cuda yet).
-std::unique_ptr<DraftHead> load_draft_head(const std::string& path, const LoadedModel& target);
+// The draft head of `--spec head:PATH`, checked against the target, on the
+// target's device (model/draft_head.h, model/cuda/draft_head_cuda.h).
+// Throws FileFormatError (exit code 2) naming the path and what is wrong, and
+// Error(kBadInput) when the target is not a llama model of one rank.
+std::unique_ptr<Model> load_draft_head(const std::string& path, const LoadedModel& target);
 
 // Same vocabulary: as many embedding rows, the same token texts in the same
 // order and the same BOS/EOS ids. Throws

@@ -171,13 +171,13 @@ std::unique_ptr<LoadedModel> load_draft_if_named(const SpecMethod& spec, const L
   return load_draft_model(spec.draft_path, target);
 }
 
-std::unique_ptr<DraftHead> load_head_if_named(const SpecMethod& spec, const LoadedModel& target) {
+std::unique_ptr<Model> load_head_if_named(const SpecMethod& spec, const LoadedModel& target) {
   if (spec.kind != SpecMethod::Kind::kHead) return nullptr;
   return load_draft_head(spec.draft_path, target);
 }
 
 // The draft's model: draft:PATH's or head:PATH's, or null.
-Model* draft_of(const std::unique_ptr<LoadedModel>& model, const std::unique_ptr<DraftHead>& head) {
+Model* draft_of(const std::unique_ptr<LoadedModel>& model, const std::unique_ptr<Model>& head) {
   return model ? model->model.get() : head.get();
 }
 
@@ -216,7 +216,8 @@ Engine::Engine(LoadedModel& model, const EngineConfig& config)
     : model_(model), config_(resolved(model, config)), spec_(parse_spec_method(config_.spec_method)),
       draft_model_(load_draft_if_named(spec_, model)), draft_head_(load_head_if_named(spec_, model)),
       pool_(config_.threads), kv_storage_(make_target_pool(model, draft_of(draft_model_, draft_head_), config_)),
-      kv_manager_(static_cast<int32_t>(kv_storage_->num_blocks()), config_.block_size, config_.enable_prefix_caching),
+      kv_manager_(static_cast<int32_t>(kv_storage_->num_blocks()), config_.block_size, config_.enable_prefix_caching,
+                  model.config().kv_window()),
       mask_filler_(mask_filler_threads(*model.model)) {
   SchedulerConfig sc;
   sc.max_num_batched_tokens = config_.max_num_batched_tokens;
@@ -293,8 +294,9 @@ ClientRequestId Engine::add_request(const RequestParams& p) {
                           config_.max_model_len),
                 ExitCode::kUsage);
   if (!scheduler_->fits_alone(total))
-    throw Error(strformat("the request needs %lld tokens of KV cache but the pool holds only %lld",
-                          static_cast<long long>(total),
+    throw Error(strformat("the request needs %lld token slots of KV cache at once but the pool holds only %lld",
+                          static_cast<long long>(kv_manager_.max_blocks_held(total, config_.max_num_batched_tokens) *
+                                                 kv_manager_.block_size()),
                           static_cast<long long>(int64_t{kv_manager_.num_blocks()} * kv_manager_.block_size())),
                 ExitCode::kUsage);
 

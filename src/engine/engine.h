@@ -26,7 +26,6 @@
 #include "engine/speculation_policy.h"
 #include "engine/step_cost.h"
 #include "kvcache/kv_cache_manager.h"
-#include "model/draft_head.h"
 #include "model/model.h"
 #include "sched/scheduler.h"
 #include "speculative/acceptance_stats.h"
@@ -138,7 +137,7 @@ class Engine {
   EngineConfig config_;
   SpecMethod spec_;
   std::unique_ptr<LoadedModel> draft_model_;  // --spec draft:PATH; sizes the KV pools, so loaded first
-  std::unique_ptr<DraftHead> draft_head_;     // --spec head:PATH; likewise
+  std::unique_ptr<Model> draft_head_;     // --spec head:PATH; likewise
   ThreadPool pool_;
   std::unique_ptr<KVPool> kv_storage_;  // the target's KV tensors, on the model's device
   KVCacheManager kv_manager_;

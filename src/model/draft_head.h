@@ -13,17 +13,8 @@
 // position depends on the tokens up to it and no further, as in the target,
 // so the head's cache takes prefix caching over the request's own tokens.
 //
-// The file is a GGUF of architecture `exactly-draft-head`:
-//   exactly-draft-head.embedding_length        the target's hidden size
-//   exactly-draft-head.vocab_size              the target's vocabulary
-//   exactly-draft-head.target_layer            the target layers it reads after
-//                                              (all of them: the last's output)
-//   exactly-draft-head.feed_forward_length, .attention.head_count,
-//   .attention.head_count_kv, .rope.freq_base, .attention.layer_norm_rms_epsilon,
-//   .rope.dimension_count (optional)           its decoder layer
-//   exactly.output_token_ids (optional)        a partial head over these tokens
-// and the tensors fc.weight [2 * dim -> dim], blk.0.* (a llama layer) and
-// output_norm.weight, in F32 or F16, nothing else.
+// The file and its checks: model/draft_head_file.h. This is the CPU head;
+// model/cuda/draft_head_cuda.h is the GPU's, the same math.
 #pragma once
 
 #include <memory>

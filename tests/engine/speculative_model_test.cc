@@ -367,8 +367,8 @@ TEST_F(SpeculativeModel, AHeadsDraftsAreDrawnFromItsOwnPassesAndItsCacheIsReturn
   EXPECT_GT(stats.spec_draft_pass_tokens, stats.spec_drafted_tokens) << "the head never caught up on a prompt";
 }
 
-// A model of another device: what a head asks of the target's device is
-// refused before any of it runs.
+// A model that is neither the CPU's nor the GPU's llama: a head asks for
+// the target's hidden states and tables, so it is refused before any of it runs.
 class OtherDeviceModel final : public Model {
  public:
   explicit OtherDeviceModel(ModelConfig c) : config_(std::move(c)) {}
@@ -385,15 +385,15 @@ class OtherDeviceModel final : public Model {
   ModelConfig config_;
 };
 
-TEST_F(SpeculativeModel, AHeadOnAnotherDeviceThanTheCpuIsRefusedSayingSo) {
+TEST_F(SpeculativeModel, AHeadOnAModelItCannotAttachToIsRefusedSayingSo) {
   LoadedModel gpu;
   gpu.model = std::make_unique<OtherDeviceModel>(model_->config());
   try {
     load_draft_head(head_path(), gpu);
-    ADD_FAILURE() << "a head was loaded for a model on another device";
+    ADD_FAILURE() << "a head was loaded for a model it cannot attach to";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ExitCode::kBadInput);
-    EXPECT_NE(std::string(e.what()).find("draft heads are not yet on --device cuda"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("draft heads attach to a llama model of one rank"), std::string::npos) << e.what();
   }
 }
 

@@ -28,6 +28,22 @@ __global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int d
     x[t * dim + i] = valid ? __bfloat162float(table[int64_t{id} * dim + i]) : 0.0f;
 }
 
+// out[t] = [table[tokens[t]] | side[t]], bf16 rows of 2 dim: a draft head's
+// input, its token's embedding beside the target's hidden state.
+__global__ void embed_beside_kernel(const bf16* table, const int32_t* tokens, const bf16* side, int dim, int vocab,
+                                    bf16* out) {
+  wait_for_predecessor();
+  release_dependents();
+  const int64_t t = blockIdx.x;
+  const int32_t id = tokens[t];
+  const bool valid = id >= 0 && id < vocab;
+  bf16* row = out + t * 2 * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    row[i] = valid ? table[int64_t{id} * dim + i] : __float2bfloat16(0.0f);
+    row[dim + i] = side[t * dim + i];
+  }
+}
+
 // Sum over the block in a fixed order: each thread's strided partial, then a
 // shuffle tree within each warp, then warp 0 over the warps' sums.
 __device__ float block_sum(float v) {
@@ -403,6 +419,14 @@ void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens
   embedding_kernel<<<static_cast<unsigned>(n_tokens), 256, 0, stream>>>(static_cast<const bf16*>(table), tokens, dim,
                                                                         vocab, x);
   check_launch("embedding_lookup");
+}
+
+void embed_beside_bf16(const void* table, const int32_t* tokens, const void* side, int64_t n_tokens, int dim,
+                       int vocab, void* out, cudaStream_t stream) {
+  if (n_tokens == 0) return;
+  embed_beside_kernel<<<static_cast<unsigned>(n_tokens), 256, 0, stream>>>(
+      static_cast<const bf16*>(table), tokens, static_cast<const bf16*>(side), dim, vocab, static_cast<bf16*>(out));
+  check_launch("embed_beside_bf16");
 }
 
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps, void* out,

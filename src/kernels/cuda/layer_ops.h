@@ -25,6 +25,11 @@ enum class RopeLayout : int {
 void embedding_lookup(const void* table_bf16, const int32_t* tokens, int64_t n_tokens, int dim, int vocab,
                       float* x, cudaStream_t stream);
 
+// out[t, :] = [table[tokens[t], :] | side[t, :]] (bf16, rows of 2 dim): a
+// draft head's input. An id outside [0, vocab) gives a zero embedding.
+void embed_beside_bf16(const void* table_bf16, const int32_t* tokens, const void* side_bf16, int64_t n_tokens, int dim,
+                       int vocab, void* out_bf16, cudaStream_t stream);
+
 // out[i, :] = bf16(x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight) with
 // r = rows[i] (rows may be null: r = i). x fp32 [*, dim], out bf16 [n, dim].
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,

@@ -21,6 +21,7 @@ struct CudaStepTokens {
   const int32_t* positions;  // [n] position of each token in its sequence
   const int64_t* slots;      // [n] KV slot, -1 for a padding token
   int64_t n;
+  const void* hidden_in = nullptr;  // bf16 [n, dim]: a draft head's second input (reads_hidden_in), else null
 };
 
 class CudaArchitecture {
@@ -41,6 +42,11 @@ class CudaArchitecture {
   // The logits of `n_rows` tokens of the residual stream:
   // rows [n_rows] token indices (device) -> logits [n_rows, vocab] fp32.
   virtual void final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) = 0;
+  // The hidden states of `n_rows` tokens, the vectors the head multiplies:
+  // rows [n_rows] token indices (device) -> out [n_rows, dim] bf16.
+  virtual void final_norm(const int32_t* rows, int64_t n_rows, void* out_bf16, cudaStream_t stream) = 0;
+  // Whether run_layers reads CudaStepTokens::hidden_in (a draft head).
+  virtual bool reads_hidden_in() const = 0;
 
   // GPU memory of the weights, and of the activations and products' workspace.
   virtual size_t weight_memory() const = 0;

@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/format.h"
+#include "core/half.h"
 #include "kernels/cuda/layer_ops.h"
 #include "model/cuda/kv_pool_cuda.h"
 
@@ -85,6 +86,11 @@ void CudaRunner::ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, 
     w.logits = kc::DeviceBuffer(static_cast<size_t>(w.logits_rows) * static_cast<size_t>(c.vocab_size) * 4, "logits");
     w.argmax = kc::DeviceBuffer(T * 4, "argmax");
     allocate_index(T, static_cast<size_t>(w.seqs), static_cast<size_t>(w.blocks));
+    if (arch_.reads_hidden_in()) {
+      w.hidden_in = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 2, "a draft head's input");
+      w.hidden_in_staging = kc::PinnedBuffer(T * static_cast<size_t>(c.dim) * 2, "a draft head's input (host)");
+    }
+    w.hidden_out = {};  // made again, at the new size, when asked for
     rows_.resize(w.tokens, w.seqs, w.logits_rows, c.vocab_size);
   }
   // The decode workspace (split-KV partials) follows the largest batch and
@@ -121,6 +127,7 @@ void CudaRunner::allocate_index(size_t T, size_t S, size_t B) {
   w.off_seq_lens = take(S * 4);
   w.off_tables = take(S * B * 4);
   w.off_rows = take(T * 4);
+  w.off_hidden_rows = take(T * 4);
   w.index_bytes = off;
   w.index = kc::DeviceBuffer(off, "batch indices");
   w.staging = kc::PinnedBuffer(off, "batch indices (host)");
@@ -186,6 +193,11 @@ void CudaRunner::upload_batch(const ModelInput& b, StepShape shape) {
     query_start[padded] = static_cast<int32_t>(padded * q);
     for (size_t r = 0; r < b.logits_rows.size(); ++r) rows[r] = padded_index_[static_cast<size_t>(b.logits_rows[r])];
   }
+  auto* hidden_rows = reinterpret_cast<int32_t*>(at(w.off_hidden_rows));
+  for (size_t r = 0; r < b.hidden_rows.size(); ++r) {
+    const auto t = static_cast<size_t>(b.hidden_rows[r]);
+    hidden_rows[r] = shape.query == 0 ? static_cast<int32_t>(t) : padded_index_[t];
+  }
   auto* tables = reinterpret_cast<int32_t*>(at(w.off_tables));
   const auto stride = static_cast<size_t>(w.blocks), given = static_cast<size_t>(b.max_blocks_per_seq);
   for (size_t s = 0; s < seqs; ++s) {
@@ -200,6 +212,28 @@ void CudaRunner::upload_batch(const ModelInput& b, StepShape shape) {
   kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_rows, rows, b.logits_rows.size() * 4,
                                  cudaMemcpyHostToDevice, stream_),
                  "batch upload");
+  if (!b.hidden_rows.empty())
+    kc::check_cuda(cudaMemcpyAsync(w.index.as<uint8_t>() + w.off_hidden_rows, hidden_rows, b.hidden_rows.size() * 4,
+                                   cudaMemcpyHostToDevice, stream_),
+                   "batch upload");
+  if (arch_.reads_hidden_in()) upload_hidden_in(b, shape);
+}
+
+// Padding tokens read zeros; their rows are never wanted.
+void CudaRunner::upload_hidden_in(const ModelInput& b, StepShape shape) {
+  Workspace& w = ws_;
+  const auto n = static_cast<size_t>(b.num_tokens()), dim = static_cast<size_t>(config_.dim);
+  EXACTLY_CHECK(b.hidden_in.size() == n * dim, "a draft head's pass without its hidden states (%zu floats for %zu tokens)",
+                b.hidden_in.size(), n);
+  const size_t padded = shape.query == 0 ? n : static_cast<size_t>(shape.seqs) * static_cast<size_t>(shape.query);
+  auto* host = w.hidden_in_staging.as<uint16_t>();
+  if (padded > n) std::memset(host, 0, padded * dim * 2);
+  for (size_t t = 0; t < n; ++t) {
+    const size_t at = shape.query == 0 ? t : static_cast<size_t>(padded_index_[t]);
+    for (size_t i = 0; i < dim; ++i) host[at * dim + i] = float_to_bf16(b.hidden_in[t * dim + i]);
+  }
+  kc::check_cuda(cudaMemcpyAsync(w.hidden_in.get(), host, padded * dim * 2, cudaMemcpyHostToDevice, stream_),
+                 "a draft head's input upload");
 }
 
 bool CudaRunner::samples_rows() const {
@@ -216,7 +250,8 @@ CudaStepTokens CudaRunner::step_tokens(int64_t n) const {
   const auto* idx = ws_.index.as<uint8_t>();
   return {reinterpret_cast<const int32_t*>(idx + ws_.off_tokens),
           reinterpret_cast<const int32_t*>(idx + ws_.off_positions),
-          reinterpret_cast<const int64_t*>(idx + ws_.off_slots), n};
+          reinterpret_cast<const int64_t*>(idx + ws_.off_slots), n,
+          arch_.reads_hidden_in() ? ws_.hidden_in.get() : nullptr};
 }
 
 void CudaRunner::forward(const ForwardBatch& batch, CudaKVPool& kv, float* logits, int num_layers, int32_t* tokens) {
@@ -252,7 +287,32 @@ void CudaRunner::forward(const ForwardBatch& batch, CudaKVPool& kv, float* logit
     attention_.plan(b, attn, max_q == 1 && n == b.num_seqs());
     arch_.run_layers(step_tokens(n), kv, attention_, num_layers, stream_);
   }
+  compute_hidden(b);
   compute_logits(batch, logits, tokens);
+  unpack_hidden(b);
+}
+
+void CudaRunner::compute_hidden(const ModelInput& b) {
+  Workspace& w = ws_;
+  const auto n = static_cast<size_t>(b.hidden_rows.size()), dim = static_cast<size_t>(config_.dim);
+  if (n == 0) return;
+  const size_t bytes = static_cast<size_t>(w.tokens) * dim * 2;
+  if (w.hidden_out.bytes() < bytes) {
+    w.hidden_out = kc::DeviceBuffer(bytes, "hidden states");
+    w.hidden_out_staging = kc::PinnedBuffer(bytes, "hidden states (host)");
+  }
+  const auto* rows = reinterpret_cast<const int32_t*>(w.index.as<uint8_t>() + w.off_hidden_rows);
+  arch_.final_norm(rows, static_cast<int64_t>(n), w.hidden_out.get(), stream_);
+  kc::check_cuda(cudaMemcpyAsync(w.hidden_out_staging.get(), w.hidden_out.get(), n * dim * 2, cudaMemcpyDeviceToHost,
+                                 stream_),
+                 "hidden states download");
+}
+
+void CudaRunner::unpack_hidden(const ModelInput& b) {
+  const size_t count = b.hidden_rows.size() * static_cast<size_t>(config_.dim);
+  hidden_.resize(count);
+  const auto* host = ws_.hidden_out_staging.as<uint16_t>();
+  for (size_t i = 0; i < count; ++i) hidden_[i] = bf16_to_float(host[i]);
 }
 
 void CudaRunner::run_graph(const ModelInput& b, CudaKVPool& kv, kc::AttentionBatchDevice attn, StepShape shape,
@@ -350,7 +410,7 @@ void CudaRunner::download_logits(const ForwardBatch& b, int64_t first, int64_t r
 std::string CudaRunner::memory_report() const {
   const Workspace& w = ws_;
   const size_t workspace = arch_.activation_memory() + w.logits.bytes() + w.argmax.bytes() + w.decode.bytes() +
-                           w.index.bytes() + rows_.bytes();
+                           w.index.bytes() + rows_.bytes() + w.hidden_in.bytes() + w.hidden_out.bytes();
   return strformat("GPU memory: weights %s, activation workspace %s, %lld step graphs made (%zu live) %s",
                    human_bytes(static_cast<double>(arch_.weight_memory())).c_str(),
                    human_bytes(static_cast<double>(workspace)).c_str(), static_cast<long long>(graphs_.made()),

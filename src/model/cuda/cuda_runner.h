@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,9 @@ class CudaRunner {
   bool samples_rows() const;
   int64_t verified_draft_entries() const;
   bool last_forward_was_setup() const { return last_forward_was_setup_; }
+  // [hidden_rows, dim] of the last forward: the hidden states of the batch's
+  // hidden_rows (Model::hidden()), bf16 values as the head reads them.
+  std::span<const float> hidden() const { return hidden_; }
   std::string memory_report() const;
 
  private:
@@ -82,7 +86,15 @@ class CudaRunner {
     kernels::cuda::PinnedBuffer staging;  // host side of `index`
     // Offsets of the index arrays (bytes).
     size_t off_tokens = 0, off_positions = 0, off_slots = 0, off_query_start = 0, off_seq_lens = 0, off_tables = 0,
-           off_rows = 0, index_bytes = 0;
+           off_rows = 0, off_hidden_rows = 0, index_bytes = 0;
+    // A draft head's second input, bf16 [tokens, dim] (reads_hidden_in), and
+    // its host side.
+    kernels::cuda::DeviceBuffer hidden_in;
+    kernels::cuda::PinnedBuffer hidden_in_staging;
+    // The hidden states asked of a pass, bf16 [tokens, dim], made on first
+    // request, and their host side.
+    kernels::cuda::DeviceBuffer hidden_out;
+    kernels::cuda::PinnedBuffer hidden_out_staging;
   };
 
   // Grows the workspace for `tokens` tokens of `seqs` sequences with tables
@@ -90,6 +102,12 @@ class CudaRunner {
   void ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, int32_t max_seq_len);
   void allocate_index(size_t tokens, size_t seqs, size_t blocks);
   void upload_batch(const ModelInput& b, StepShape shape);
+  // b.hidden_in as bf16 at each token's place in `shape`'s layout, uploaded.
+  void upload_hidden_in(const ModelInput& b, StepShape shape);
+  // The hidden states of b.hidden_rows, copied back (complete once the
+  // stream is synchronised) and then unpacked into hidden_.
+  void compute_hidden(const ModelInput& b);
+  void unpack_hidden(const ModelInput& b);
   // The step's tokens as the index arrays hold them.
   CudaStepTokens step_tokens(int64_t n) const;
   // Replays (or, on the first sights of its key, runs eagerly and captures)
@@ -112,6 +130,7 @@ class CudaRunner {
   ModelLimits limits_;
   // Where each of the batch's tokens sits in the padded layout of a graph step.
   std::vector<int32_t> padded_index_;
+  std::vector<float> hidden_;
   bool last_forward_was_setup_ = false;
 };
 

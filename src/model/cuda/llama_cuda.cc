@@ -10,7 +10,8 @@
 
 namespace exactly {
 
-CudaLlamaModel::CudaLlamaModel(ModelConfig config, const CudaModelOptions& options) : config_(std::move(config)) {
+CudaLlamaModel::CudaLlamaModel(ModelConfig config, const CudaModelOptions& options)
+    : config_(std::move(config)), options_(options) {
   const ModelConfig& c = config_;
   if (c.head_dim != 64 && c.head_dim != 128)
     throw Error(strformat("the CUDA backend supports head dims 64 and 128, not %d", c.head_dim), ExitCode::kUsage);
@@ -58,6 +59,8 @@ bool CudaLlamaModel::samples_rows() const { return runner_->samples_rows(); }
 int64_t CudaLlamaModel::verified_draft_entries() const { return runner_->verified_draft_entries(); }
 
 bool CudaLlamaModel::last_forward_was_setup() const { return runner_->last_forward_was_setup(); }
+
+std::span<const float> CudaLlamaModel::hidden() const { return runner_->hidden(); }
 
 int64_t CudaLlamaModel::weight_bytes() const { return layers_->weight_bytes(); }
 

@@ -58,12 +58,21 @@ class CudaLlamaModel final : public Model {
   // (a draft model sampled without top-k); beyond that the host verifies.
   int64_t verified_draft_entries() const override;
   bool last_forward_was_setup() const override;
+  // The final hidden state of each of the batch's hidden_rows, rounded to
+  // bf16 as the head reads it (a draft head's input).
+  bool returns_hidden() const override { return true; }
+  std::span<const float> hidden() const override;
   static constexpr int64_t kSparseDraftEntries = CudaSamplingRows::kSparseDraftEntries;
   static constexpr int64_t kDenseDraftRows = CudaSamplingRows::kDenseDraftRows;
 
   // Bytes of the weights a pass reads (on the GPU: all but the embedding table, unless tied).
   int64_t weight_bytes() const override;
   std::string memory_report() const override;
+
+  // What a draft head on the GPU shares with its target: the vocabulary
+  // tables (CudaLlamaLayers::borrow_vocab_tables) and the options.
+  const CudaLlamaLayers& layers() const { return *layers_; }
+  const CudaModelOptions& options() const { return options_; }
 
   // The runner's bounds on step graphs (cuda_runner.h).
   static constexpr size_t kMaxStepGraphs = CudaRunner::kMaxStepGraphs;
@@ -74,6 +83,7 @@ class CudaLlamaModel final : public Model {
   CudaLlamaModel(ModelConfig config, const CudaModelOptions& options);
 
   ModelConfig config_;
+  CudaModelOptions options_;
   std::unique_ptr<CudaLlamaLayers> layers_;  // the architecture: weights and layers
   std::unique_ptr<CudaRunner> runner_;       // drives layers_; destroyed first
 };

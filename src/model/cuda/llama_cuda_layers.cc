@@ -26,14 +26,22 @@ uint8_t* CudaLlamaLayers::allocate_weights(const WeightLayout& layout) {
   auto* base = weights_.as<uint8_t>();
   auto f32 = [&](size_t offset) { return reinterpret_cast<float*>(base + offset); };
   auto optional_f32 = [&](size_t offset) { return offset == SIZE_MAX ? nullptr : f32(offset); };
-  token_embd_ = base + layout.token_embd;
-  output_ = base + layout.output;
+  const bool borrowed = layout.token_embd == SIZE_MAX;  // a draft head's: borrow_vocab_tables
+  token_embd_ = borrowed ? nullptr : base + layout.token_embd;
+  output_ = borrowed ? nullptr : base + layout.output;
+  fc_ = layout.fc == SIZE_MAX ? nullptr : base + layout.fc;
   output_norm_ = f32(layout.output_norm);
   layers_.clear();
   for (const auto& o : layout.layers)
     layers_.push_back({f32(o.attn_norm), base + o.wqkv, optional_f32(o.qkv_bias), optional_f32(o.q_norm),
                        optional_f32(o.k_norm), base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
   return base;
+}
+
+void CudaLlamaLayers::borrow_vocab_tables(const CudaLlamaLayers& target) {
+  token_embd_ = target.token_embd_;
+  output_ = target.output_;
+  weight_bytes_ += int64_t{config_.vocab_size} * config_.dim * 2;  // each pass reads the head
 }
 
 void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
@@ -48,11 +56,12 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
   act_ = kc::DeviceBuffer(T * static_cast<size_t>(c.ffn_dim) * 2, "activations");
   angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
   last_ = kc::DeviceBuffer(static_cast<size_t>(head_rows) * static_cast<size_t>(c.dim) * 2, "activations");
+  if (fc_ != nullptr) beside_ = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.dim) * 2, "activations");
 }
 
 size_t CudaLlamaLayers::activation_memory() const {
   return x_.bytes() + h_.bytes() + qkv_.bytes() + q_.bytes() + attn_.bytes() + gate_up_.bytes() + act_.bytes() +
-         last_.bytes() + gemm_->workspace_bytes();
+         last_.bytes() + beside_.bytes() + gemm_->workspace_bytes();
 }
 
 void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) {
@@ -60,6 +69,7 @@ void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cuda
   if (layers_.empty()) return;
   const Layer& L = layers_.front();  // every layer's products have its shapes
   for (int64_t n = 1;; n = std::min(2 * n, max_rows)) {
+    if (fc_ != nullptr) gemm_->prepare(beside_.get(), fc_, n, c.dim, 2 * int64_t{c.dim}, kc::GemmOut::f32, false, stream);
     gemm_->prepare(h_.get(), L.wqkv, n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
     gemm_->prepare(attn_.get(), L.wo, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
     gemm_->prepare(h_.get(), L.w_gate_up, n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
@@ -76,7 +86,7 @@ void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, con
                                  int num_layers, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const int64_t n = step.n;
-  kc::embedding_lookup(token_embd_, step.tokens, n, c.dim, c.vocab_size, x_.as<float>(), stream);  // x = embed(tokens)
+  embed(step, stream);
   kc::rope_angles(step.positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream);  // once for all layers
   for (int l = 0; l < num_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
@@ -88,6 +98,18 @@ void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, con
     norm(L.ffn_norm, n, stream);
     add_mlp(L, n, stream);
   }
+}
+
+void CudaLlamaLayers::embed(const CudaStepTokens& step, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const int64_t n = step.n;
+  if (fc_ == nullptr) {  // x [n, dim] = embed(tokens)
+    kc::embedding_lookup(token_embd_, step.tokens, n, c.dim, c.vocab_size, x_.as<float>(), stream);
+    return;
+  }
+  // x [n, dim] = [embed(tokens) | hidden_in] · fcᵀ
+  kc::embed_beside_bf16(token_embd_, step.tokens, step.hidden_in, n, c.dim, c.vocab_size, beside_.get(), stream);
+  gemm_->run(beside_.get(), fc_, x_.as<float>(), n, c.dim, 2 * int64_t{c.dim}, kc::GemmOut::f32, false, stream);
 }
 
 // h [n, dim] bf16 = rmsnorm(x [n, dim] fp32) * weight [dim]
@@ -133,8 +155,13 @@ void CudaLlamaLayers::add_mlp(const Layer& L, int64_t n, cudaStream_t stream) {
 void CudaLlamaLayers::final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) {
   const ModelConfig& c = config_;
   // logits [n_rows, vocab] = norm(x[rows]) · outputᵀ
-  kc::rmsnorm_bf16(x_.as<float>(), output_norm_, rows, n_rows, c.dim, c.rms_eps, last_.get(), stream);
+  final_norm(rows, n_rows, last_.get(), stream);
   gemm_->run(last_.get(), output_, logits, n_rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
+}
+
+// out [n_rows, dim] bf16 = norm(x[rows])
+void CudaLlamaLayers::final_norm(const int32_t* rows, int64_t n_rows, void* out, cudaStream_t stream) {
+  kc::rmsnorm_bf16(x_.as<float>(), output_norm_, rows, n_rows, config_.dim, config_.rms_eps, out, stream);
 }
 
 }  // namespace exactly

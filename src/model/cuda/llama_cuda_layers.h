@@ -30,6 +30,9 @@ class CudaLlamaLayers final : public CudaArchitecture {
   // Allocates the weights for `layout`, counts the bytes a pass reads and
   // points every tensor into them; returns their base.
   uint8_t* allocate_weights(const WeightLayout& layout);
+  // A draft head's layers (WeightLayout::draft_head) take the token
+  // embedding and the output head of their target's, which outlives them.
+  void borrow_vocab_tables(const CudaLlamaLayers& target);
   // Bytes of the weights a pass reads (all but the embedding table, unless tied).
   int64_t weight_bytes() const { return weight_bytes_; }
 
@@ -38,6 +41,8 @@ class CudaLlamaLayers final : public CudaArchitecture {
   void run_layers(const CudaStepTokens& step, CudaKVPool& kv, const CudaAttentionPlan& attention, int num_layers,
                   cudaStream_t stream) override;
   void final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) override;
+  void final_norm(const int32_t* rows, int64_t n_rows, void* out_bf16, cudaStream_t stream) override;
+  bool reads_hidden_in() const override { return fc_ != nullptr; }
   size_t weight_memory() const override { return weights_.bytes(); }
   size_t activation_memory() const override;
 
@@ -54,6 +59,8 @@ class CudaLlamaLayers final : public CudaArchitecture {
     void* w_down;      // bf16 [dim, ffn_dim]
   };
 
+  // x = embed(tokens), or for a draft head x = fc · [embed(tokens); hidden_in].
+  void embed(const CudaStepTokens& step, cudaStream_t stream);
   // h = rmsnorm(x) * weight.
   void norm(const float* weight, int64_t n, cudaStream_t stream);
   // x += attention(h): the layer's attention block.
@@ -71,6 +78,7 @@ class CudaLlamaLayers final : public CudaArchitecture {
   void* token_embd_ = nullptr;    // bf16 [vocab, dim]
   void* output_ = nullptr;        // bf16 [vocab, dim] (token_embd_ when tied)
   float* output_norm_ = nullptr;  // [dim]
+  void* fc_ = nullptr;            // bf16 [dim, 2 dim]: a draft head's input projection, else null
   std::vector<Layer> layers_;
   // Activations of a pass of up to T tokens, `head_rows` rows through the head.
   kernels::cuda::DeviceBuffer x_;        // fp32 [T, dim]: the residual stream
@@ -82,6 +90,7 @@ class CudaLlamaLayers final : public CudaArchitecture {
   kernels::cuda::DeviceBuffer act_;      // bf16 [T, ffn_dim]: silu(gate) * up
   kernels::cuda::DeviceBuffer angles_;   // [T, rope_dims / 2] rotary angles (8 bytes each)
   kernels::cuda::DeviceBuffer last_;     // bf16 [head_rows, dim]: the head's normed rows
+  kernels::cuda::DeviceBuffer beside_;   // bf16 [T, 2 dim]: a draft head's [embed; hidden_in]
 };
 
 }  // namespace exactly

@@ -2,41 +2,19 @@
 // converted to bf16 matrices and f32 vectors and uploaded into the layout
 // every loader shares (weight_layout.h).
 #include <cmath>
-#include <initializer_list>
-#include <vector>
 
 #include "core/error.h"
 #include "core/format.h"
-#include "core/ggml_types.h"
-#include "core/half.h"
 #include "loader/gguf.h"
 #include "model/cuda/llama_cuda.h"
 #include "model/cuda/llama_cuda_layers.h"
 #include "model/cuda/weight_layout.h"
+#include "model/cuda/weight_upload.h"
 #include "model/llama.h"
 
 namespace exactly {
 
 namespace kc = kernels::cuda;
-
-namespace {
-
-// GGUF tensor (any stored type) -> bf16 rows appended to `out`.
-void append_bf16(const kernels::WeightMatrix& w, std::vector<uint16_t>& out) {
-  std::vector<float> row(static_cast<size_t>(w.cols));
-  const size_t row_bytes = static_cast<size_t>(ggml_row_bytes(w.type, w.cols));
-  for (int64_t r = 0; r < w.rows; ++r) {
-    dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * row_bytes, row.data(),
-                   w.cols);
-    for (float v : row) out.push_back(float_to_bf16(v));
-  }
-}
-
-void upload(void* dst, const void* src, size_t bytes) {
-  kc::check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "uploading weights");
-}
-
-}  // namespace
 
 std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, ModelConfig config,
                                                           const CudaModelOptions& options) {
@@ -50,33 +28,12 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, 
   std::unique_ptr<CudaLlamaModel> m(new CudaLlamaModel(std::move(config), options));
   const ModelConfig& c = m->config_;
   const WeightLayout layout(c, tied, false);
-  uint8_t* base = m->layers_->allocate_weights(layout);
-  std::vector<uint16_t> staged;
-  auto put_matrices = [&](size_t offset, std::initializer_list<kernels::WeightMatrix> parts) {
-    staged.clear();
-    for (const auto& part : parts) append_bf16(part, staged);
-    upload(base + offset, staged.data(), staged.size() * 2);
-  };
-  auto put_vector = [&](size_t offset, const float* v, int64_t n) {
-    upload(base + offset, v, static_cast<size_t>(n) * 4);
-  };
-  put_matrices(layout.token_embd, {w.token_embd});
-  if (!tied) put_matrices(layout.output, {w.output});
-  put_vector(layout.output_norm, w.output_norm, c.dim);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LlamaLayerWeights& L = w.layers[static_cast<size_t>(l)];
-    const auto& o = layout.layers[static_cast<size_t>(l)];
-    put_vector(o.attn_norm, L.attn_norm, c.dim);
-    put_matrices(o.wqkv, {L.wq, L.wk, L.wv});
-    if (c.qk_norm) {
-      put_vector(o.q_norm, L.q_norm, c.head_dim);
-      put_vector(o.k_norm, L.k_norm, c.head_dim);
-    }
-    put_matrices(o.wo, {L.wo});
-    put_vector(o.ffn_norm, L.ffn_norm, c.dim);
-    put_matrices(o.w_gate_up, {L.w_gate, L.w_up});
-    put_matrices(o.w_down, {L.w_down});
-  }
+  WeightUploader put(m->layers_->allocate_weights(layout));
+  put.matrices(layout.token_embd, {w.token_embd});
+  if (!tied) put.matrices(layout.output, {w.output});
+  put.vector(layout.output_norm, w.output_norm, c.dim);
+  for (int l = 0; l < c.n_layers; ++l)
+    upload_layer(put, layout.layers[static_cast<size_t>(l)], w.layers[static_cast<size_t>(l)], c);
   return m;
 }
 

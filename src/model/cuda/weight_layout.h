@@ -20,18 +20,32 @@ struct WeightLayout {
     size_t attn_norm, wqkv, qkv_bias, q_norm, k_norm, wo, ffn_norm, w_gate_up, w_down;  // SIZE_MAX when absent
   };
   size_t token_embd = 0, output = 0, output_norm = 0;
+  size_t fc = SIZE_MAX;  // a draft head's input projection [dim, 2 dim]
   std::vector<LayerOffsets> layers;
   size_t total = 0;
 
-  WeightLayout(const ModelConfig& c, bool tied, bool bias) {
+  // A model's: its vocabulary tables (one when tied), output norm and layers.
+  WeightLayout(const ModelConfig& c, bool tied, bool bias) : WeightLayout(c, tied ? kTied : kOwn, bias) {}
+  // A draft head's (model/draft_head_file.h): its input projection in place
+  // of the vocabulary tables, which it borrows from its target (SIZE_MAX).
+  static WeightLayout draft_head(const ModelConfig& c) { return WeightLayout(c, kBorrowed, false); }
+
+ private:
+  enum Tables { kOwn, kTied, kBorrowed };
+  WeightLayout(const ModelConfig& c, Tables tables, bool bias) {
     auto take = [&](size_t bytes) {
       const size_t at = total;
       total += (bytes + 255) / 256 * 256;
       return at;
     };
     const size_t dim = static_cast<size_t>(c.dim), ffn = static_cast<size_t>(c.ffn_dim);
-    token_embd = take(static_cast<size_t>(c.vocab_size) * dim * 2);
-    output = tied ? token_embd : take(static_cast<size_t>(c.vocab_size) * dim * 2);
+    if (tables == kBorrowed) {
+      token_embd = output = SIZE_MAX;
+      fc = take(dim * 2 * dim * 2);
+    } else {
+      token_embd = take(static_cast<size_t>(c.vocab_size) * dim * 2);
+      output = tables == kTied ? token_embd : take(static_cast<size_t>(c.vocab_size) * dim * 2);
+    }
     output_norm = take(dim * 4);
     for (int l = 0; l < c.n_layers; ++l) {
       LayerOffsets o{};
