@@ -252,6 +252,44 @@ TEST(AttentionSlidingWindow, MatchesFloat64AndKeepsItsBitsAcrossBatchesAndChunks
   }
 }
 
+// Blocks that lie wholly before the window of a sequence's first query may be
+// released by the KV cache (their table entries kNoBlock) and reused by other
+// sequences: the kernel must read neither their keys nor their values, also
+// where a 16-key tile starts in such a block (blocks of 4 and 6 keys). Those
+// entries point here at a block of NaNs, which any read would spread.
+TEST(AttentionSlidingWindow, ReadsNoBlockBeforeTheWindowOfTheFirstQuery) {
+  for (const int block_size : {4, 6}) {
+    AttentionCase ac;
+    ac.n_heads = 4;
+    ac.n_kv_heads = 2;
+    ac.head_dim = 64;
+    ac.block_size = block_size;
+    ac.seqs = {{37, 1}, {50, 7}, {29, 29}, {600, 3}, {1100, 40}};
+    std::mt19937 rng(static_cast<uint32_t>(block_size));
+    ac.setup(rng, 2.0f);
+    const int32_t window = 10;
+    const float scale = 0.125f;
+    ThreadPool two(2);
+    std::vector<float> full(ac.q.size()), released(ac.q.size());
+    attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, full.data(), two, AttentionMask::causal, window);
+
+    const int64_t block_floats = int64_t{block_size} * ac.n_kv_heads * ac.head_dim;
+    ac.k_cache.resize(ac.k_cache.size() + static_cast<size_t>(block_floats), NAN);
+    ac.v_cache.resize(ac.v_cache.size() + static_cast<size_t>(block_floats), NAN);
+    const auto nan_block = static_cast<int32_t>(ac.num_blocks++);
+    int64_t num_released = 0;
+    for (size_t s = 0; s < ac.seqs.size(); ++s) {
+      const int32_t first_read = std::max(0, ac.seqs[s].len - ac.seqs[s].n_new - window + 1);
+      for (int32_t b = 0; (b + 1) * block_size <= first_read; ++b, ++num_released)
+        ac.block_tables[s * static_cast<size_t>(ac.max_blocks) + static_cast<size_t>(b)] = nan_block;
+    }
+    ASSERT_GT(num_released, 0);
+    attention(ac.cache(), ac.batch(), ac.q.data(), ac.n_heads, scale, released.data(), two, AttentionMask::causal,
+              window);
+    EXPECT_EQ(std::memcmp(released.data(), full.data(), full.size() * sizeof(float)), 0) << "blocks of " << block_size;
+  }
+}
+
 // Attention sinks (gpt-oss): a learned logit per query head joins every
 // row's softmax denominator. Sinks below, near and far above the scores, with
 // and without a sliding window: against float64 (and no worse than the naive

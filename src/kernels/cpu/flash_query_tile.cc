@@ -39,6 +39,7 @@ TileBuffers carve(Carver& c, int group, int hd) {
   b.first_valid = c.take<int32_t>(rows);
   b.tile.k_transposed = c.take<float>(int64_t{hd} * kKeyTile);
   b.tile.scores = c.take<float>(int64_t{rows} * kKeyTile);
+  b.zero_row = c.take<float>(hd);
   for (RowState* s : {&b.partition, &b.merged}) {
     s->m = c.take<float>(rows);
     s->l = c.take<float>(rows);
@@ -65,7 +66,9 @@ int64_t tile_buffer_bytes(int group, int head_dim) {
 
 TileBuffers carve_tile_buffers(void* memory, int group, int head_dim) {
   Carver c(static_cast<std::byte*>(memory));
-  return carve(c, group, head_dim);
+  TileBuffers b = carve(c, group, head_dim);
+  std::fill(b.zero_row, b.zero_row + head_dim, 0.0f);
+  return b;
 }
 
 RowState partial_state(float* slot, int rows, int /*head_dim*/) {
@@ -96,7 +99,8 @@ void attend_partition(const FlashProblem& p, const QueryTile& t, int32_t part, T
   const int rows = t.rows(p.group);
   reset_state(state, rows, hd);
   const int32_t end = std::min((part + 1) * kPartitionKeys, last_key(p, t) + 1);
-  const int32_t begin = std::max(part * kPartitionKeys, first_key(p, t) / kKeyTile * kKeyTile);
+  const int32_t first = first_key(p, t);
+  const int32_t begin = std::max(part * kPartitionKeys, first / kKeyTile * kKeyTile);
   const float* keys[kKeyTile];
   const float* values[kKeyTile];
   for (int32_t j0 = begin; j0 < end; j0 += kKeyTile) {
@@ -107,9 +111,15 @@ void attend_partition(const FlashProblem& p, const QueryTile& t, int32_t part, T
     int32_t block = j0 / bs, in_block = j0 % bs;
     const int64_t row_stride = int64_t{p.cache.n_kv_heads} * hd;
     for (int j = 0; j < n_keys; ++j) {
-      const int64_t off = (int64_t{table[block]} * bs + in_block) * row_stride + int64_t{t.kv_head} * hd;
-      keys[j] = p.cache.k + off;
-      values[j] = p.cache.v + off;
+      // Positions before every row's window are masked; their blocks may be
+      // released (kNoBlock), so they read zeros instead of the table.
+      if (j0 + j < first) {
+        keys[j] = values[j] = buf.zero_row;
+      } else {
+        const int64_t off = (int64_t{table[block]} * bs + in_block) * row_stride + int64_t{t.kv_head} * hd;
+        keys[j] = p.cache.k + off;
+        values[j] = p.cache.v + off;
+      }
       if (++in_block == bs) in_block = 0, ++block;
     }
     for (int r = 0; r < rows; ++r) {

@@ -70,6 +70,7 @@ struct TileBuffers {
   int32_t* n_valid;      // [rows] valid keys of each row in the current KV tile: [first_valid, n_valid)
   int32_t* first_valid;  // [rows]
   TileScratch tile;      // see flash_tile.h
+  float* zero_row;       // [head_dim] zeros: the key and value read for positions before every row's window
   RowState partition;    // state over the current partition
   RowState merged;       // merge of the partitions so far
 };
