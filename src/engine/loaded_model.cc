@@ -113,6 +113,7 @@ LoadedModel load_dummy(const std::string& path, const LoadOptions& options) {
 #ifdef EXACTLY_WITH_CUDA
   if (options.device != Device::kCuda)
     throw Error("--load-format dummy needs --device cuda (random weights are made on the GPU)", ExitCode::kUsage);
+  cap_context_at_windows(config);
   check_gpu_supports(path, config);
   check_gpu_tensor_parallel(options);
   CudaModelOptions cuda;
@@ -138,6 +139,7 @@ LoadedModel load_hf(const std::string& path, const LoadOptions& options) {
     m.model = cpu_model(std::make_unique<LlamaModel>(std::move(weights), std::move(config)), options);
     return m;
   }
+  cap_context_at_windows(config);
   check_gpu_supports(path, config);
   check_gpu_tensor_parallel(options);
 #ifdef EXACTLY_WITH_CUDA
@@ -157,6 +159,7 @@ std::unique_ptr<Model> make_model(const GGUFFile& file, ModelConfig config, cons
     if (options.tensor_parallel_size > 1) check_tensor_parallel(config, options.tensor_parallel_size);
     return cpu_model(std::make_unique<LlamaModel>(file, std::move(config)), options);
   }
+  cap_context_at_windows(config);
   check_gpu_supports(file.path(), config);
   check_gpu_tensor_parallel(options);
 #ifdef EXACTLY_WITH_CUDA

@@ -141,6 +141,19 @@ void read_gpt_oss(const GGUFFile& f, const std::string& a, ModelConfig& c) {
   for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back(l % 2 == 0 ? window : 0);
 }
 
+// A llama file with attention.sliding_window (Mistral's window, where a
+// converter writes it): every layer slides. A pattern of sliding and global
+// layers is refused, naming the key, rather than guessed.
+void read_llama_window(const GGUFFile& f, const std::string& a, ModelConfig& c) {
+  if (!f.find(a + "attention.sliding_window")) return;
+  const std::string pattern = a + "attention.sliding_window_pattern";
+  if (f.find(pattern))
+    throw FileFormatError(strformat("%s: metadata key '%s' is not supported for %s (every layer slides)",
+                                    f.path().c_str(), pattern.c_str(), c.architecture.c_str()));
+  const int32_t window = positive_int(f, a + "attention.sliding_window");
+  c.layer_windows.assign(static_cast<size_t>(c.n_layers), window);
+}
+
 // <arch>.expert_count and expert_used_count; the expert width from
 // expert_feed_forward_length (Qwen3-MoE, gpt-oss) or feed_forward_length
 // (Mixtral).
@@ -212,6 +225,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   read_rope_scaling(f, a, c);
   if (c.architecture == "gemma3") read_gemma3(f, a, c);
   if (c.architecture == "gpt-oss") read_gpt_oss(f, a, c);
+  if (c.architecture == "llama") read_llama_window(f, a, c);
   c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
   const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
   c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;
@@ -233,6 +247,12 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
                                       f.path().c_str(), kOutputTokenIdsKey));
   }
   return c;
+}
+
+void cap_context_at_windows(ModelConfig& c) {
+  for (int32_t w : c.layer_windows)
+    if (w > 0) c.context_length = std::min(c.context_length, w);
+  c.layer_windows.clear();
 }
 
 }  // namespace exactly

@@ -2,6 +2,7 @@
 // Hugging Face config.json (model/hf_config.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -92,6 +93,14 @@ struct ModelConfig {
   int32_t window_of(int layer) const {
     return layer_windows.empty() ? 0 : layer_windows[static_cast<size_t>(layer)];
   }
+  // How far back any layer reads keys: a query at position p reads none
+  // before p - kv_window() + 1. The largest window when every layer slides;
+  // 0 when a layer is global (it reads the whole context).
+  int32_t kv_window() const {
+    if (layer_windows.empty() || std::find(layer_windows.begin(), layer_windows.end(), 0) != layer_windows.end())
+      return 0;
+    return *std::max_element(layer_windows.begin(), layer_windows.end());
+  }
   // The output projection is the token embedding (config.json's
   // tie_word_embeddings). GGUF files leave this false: a missing output.weight
   // says it there.
@@ -107,5 +116,10 @@ struct ModelConfig {
   // Reads "<arch>.*" keys; throws FileFormatError naming a missing/invalid key.
   static ModelConfig from_gguf(const GGUFFile& file);
 };
+
+// For kernels that compute no sliding window (the GPU's): the context capped
+// at the smallest window, below which every window is full attention, and the
+// windows dropped. Exact, at the price of the context.
+void cap_context_at_windows(ModelConfig& c);
 
 }  // namespace exactly

@@ -218,6 +218,26 @@ void read_layer_windows(const JsonObject& cfg, ModelConfig& c, const std::functi
   for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back(slides(l) ? window : 0);
 }
 
+// The sliding windows of the families that are llama bodies: Mistral's and
+// Mixtral's on every layer, Qwen's (under use_sliding_window) on the layers
+// from max_window_layers on, as transformers reads them; layer_types, where
+// given, names the sliding layers instead. Llama's transformers model ignores
+// a sliding_window key: there the context is capped at the window, below
+// which a sliding window is full attention, so either reading is exact.
+void read_sliding_windows(const JsonObject& cfg, const Architecture& arch, ModelConfig& c) {
+  const bool qwen = arch.hf_name.starts_with("Qwen");
+  if (qwen && cfg.get_bool("use_sliding_window").value_or(false)) {
+    const int64_t full_layers = cfg.get_int("max_window_layers").value_or(28);  // transformers' default
+    if (full_layers < 0) cfg.fail("max_window_layers", "is negative");
+    return read_layer_windows(cfg, c, [full_layers](int32_t l) { return l >= full_layers; });
+  }
+  if (qwen || cfg.find("sliding_window") == nullptr) return;
+  if (arch.hf_name == "MistralForCausalLM" || arch.hf_name == "MixtralForCausalLM")
+    return read_layer_windows(cfg, c, [](int32_t) { return true; });
+  if (arch.hf_name == "LlamaForCausalLM")
+    c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
+}
+
 // Gemma 3's layers: sliding or global from layer_types, or else every
 // sliding_window_pattern-th layer global; the embedding scaled by
 // sqrt(hidden_size) rounded to the checkpoint's dtype, as transformers does;
@@ -343,13 +363,7 @@ ModelConfig read_hf_config(const std::string& path) {
   c.rms_eps = static_cast<float>(cfg.require_number("rms_norm_eps"));
   if (!(c.rms_eps > 0)) cfg.fail("rms_norm_eps", "must be positive");
   c.context_length = positive_int(cfg, "max_position_embeddings");
-  // Below the window, sliding-window attention is full attention; capping the
-  // context there keeps every computation exact.
-  const bool qwen = arch.hf_name.starts_with("Qwen");
-  const bool own_windows = gemma || arch.name == "gpt-oss";  // sliding layers computed as such
-  const bool sliding = qwen ? cfg.get_bool("use_sliding_window").value_or(false)
-                            : !own_windows && cfg.find("sliding_window") != nullptr;
-  if (sliding) c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
+  read_sliding_windows(cfg, arch, c);
   c.vocab_size = positive_int(cfg, "vocab_size");
   c.attention_bias = arch.qkv_bias || (arch.reads_attention_bias && cfg.get_bool("attention_bias").value_or(false));
   c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(gemma);  // transformers' default per family

@@ -169,13 +169,41 @@ TEST(HfConfig, SmolLM2AgreesWithItsGguf) {
   EXPECT_EQ(g.rope_layout, RopeLayout::kAdjacentPairs);  // the GGUF converter permuted q/k
 }
 
-TEST(HfConfig, MistralSlidingWindowCapsTheContext) {
-  const ModelConfig c = read_hf_config(write_config(kMistral7B_v01));
+TEST(HfConfig, MistralSlidesEveryLayerOverTheWholeContext) {
+  ModelConfig c = read_hf_config(write_config(kMistral7B_v01));
   EXPECT_EQ(c.architecture, "llama");
-  EXPECT_EQ(c.context_length, 4096);
+  EXPECT_EQ(c.context_length, 32768);
   EXPECT_EQ(c.n_kv_heads, 8);
-  EXPECT_EQ(read_hf_config(edited(kMistral7B_v01, "sliding_window", nullptr)).context_length, 32768);
-  EXPECT_EQ(read_hf_config(edited(kQwen25_05B, "use_sliding_window", true)).context_length, 32768);
+  EXPECT_EQ(c.layer_windows, std::vector<int32_t>(32, 4096));
+  EXPECT_EQ(c.kv_window(), 4096) << "every layer slides: blocks before the window can go";
+  cap_context_at_windows(c);  // the GPU's way: exact below the window
+  EXPECT_EQ(c.context_length, 4096);
+  EXPECT_TRUE(c.layer_windows.empty());
+  const ModelConfig unset = read_hf_config(edited(kMistral7B_v01, "sliding_window", nullptr));
+  EXPECT_EQ(unset.context_length, 32768);
+  EXPECT_TRUE(unset.layer_windows.empty());
+  // Llama's transformers model ignores the key; capping is exact either way.
+  const ModelConfig llama = read_hf_config(edited(kSmolLM2_135M, "sliding_window", 1024));
+  EXPECT_EQ(llama.context_length, 1024);
+  EXPECT_TRUE(llama.layer_windows.empty());
+}
+
+TEST(HfConfig, QwenSlidesTheLayersFromMaxWindowLayersOn) {
+  json j = json::parse(kQwen25_05B);
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 512;
+  j["max_window_layers"] = 20;
+  ModelConfig c = read_hf_config(write_config(j.dump()));
+  ASSERT_EQ(c.layer_windows.size(), 24u);
+  for (int l = 0; l < 24; ++l) EXPECT_EQ(c.window_of(l), l >= 20 ? 512 : 0) << l;
+  EXPECT_EQ(c.kv_window(), 0) << "global layers read the whole context";
+  EXPECT_EQ(c.context_length, 32768);
+  cap_context_at_windows(c);
+  EXPECT_EQ(c.context_length, 512);
+  j["max_window_layers"] = 0;
+  EXPECT_EQ(read_hf_config(write_config(j.dump())).kv_window(), 512);
+  j["use_sliding_window"] = false;
+  EXPECT_TRUE(read_hf_config(write_config(j.dump())).layer_windows.empty());
 }
 
 TEST(HfConfig, DefaultsAndDirectories) {
@@ -263,6 +291,10 @@ TEST(HfConfig, Gemma3TextModel) {
   const ModelConfig alt = read_hf_config(edited(kGemma3_1B, "layer_types", types));
   EXPECT_EQ(alt.window_of(0), 512);
   EXPECT_EQ(alt.window_of(1), 0);
+  EXPECT_EQ(c.kv_window(), 0) << "Gemma 3's global layers keep every block";
+  const ModelConfig all_sliding =
+      read_hf_config(edited(kGemma3_1B, "layer_types", json(std::vector<std::string>(26, "sliding_attention"))));
+  EXPECT_EQ(all_sliding.kv_window(), 512);
   EXPECT_EQ(read_hf_config(edited(kGemma3_1B, "final_logit_softcapping", 30.0)).final_logit_softcap, 30.0f);
   EXPECT_EQ(read_hf_config(edited(kGemma3_1B, "torch_dtype", "float32")).embedding_scale, std::sqrt(1152.0f));
   // transformers 5: one RoPE object per layer type.
