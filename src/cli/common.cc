@@ -121,7 +121,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--spec", c.spec_method,
                  "speculative decoding: ngram (prompt lookup), draft:PATH (a draft model with the same vocabulary), "
                  "layerskip:L (the model's first L layers draft) or head:PATH (a draft head reading the model's "
-                 "hidden states; --device cpu only); off by default");
+                 "hidden states, on the CPU or the GPU); off by default");
   cmd.add_option("--num-speculative-tokens", c.num_speculative_tokens, "most draft tokens per request and step")
       ->capture_default_str()->check(CLI::Range(1, 16));
   cmd.add_flag("--no-adaptive-speculation{false}", c.adaptive_speculation,
