@@ -61,15 +61,24 @@ PrefixHit KVCacheManager::find_cached_prefix(std::span<const int32_t> tokens) co
   if (!enable_prefix_caching_ || tokens.empty()) return hit;
   const int64_t bs = block_size();
   const int64_t max_blocks = (static_cast<int64_t>(tokens.size()) - 1) / bs;
+  std::vector<BlockId> found;  // [<= max_blocks] the cached block of each block of tokens, or kNoBlock
   BlockHash parent = kRootBlockHash;
   for (int64_t i = 0; i < max_blocks; ++i) {
     std::span<const int32_t> block_tokens = tokens.subspan(static_cast<size_t>(i * bs), static_cast<size_t>(bs));
-    std::optional<BlockId> block = pool_.find(parent, block_tokens);
-    if (!block) break;
-    hit.blocks.push_back(*block);
-    parent = *pool_.hash_of(*block);
+    const std::optional<BlockId> block = pool_.find(parent, block_tokens);
+    if (!block && window_ == 0) break;  // without a window every block is read
+    found.push_back(block.value_or(kNoBlock));
+    parent = hash_block(parent, block_tokens);
   }
-  hit.num_tokens = static_cast<int64_t>(hit.blocks.size()) * bs;
+  // The most blocks k whose last (k - first_needed_block(k * bs)) are found.
+  size_t best = 0;
+  for (size_t k = 1, run = 0; k <= found.size(); ++k) {
+    run = found[k - 1] != kNoBlock ? run + 1 : 0;
+    if (run >= k - first_needed_block(static_cast<int64_t>(k) * bs)) best = k;
+  }
+  const size_t first = first_needed_block(static_cast<int64_t>(best) * bs);
+  for (size_t i = 0; i < best; ++i) hit.blocks.push_back(i < first ? kNoBlock : found[i]);
+  hit.num_tokens = static_cast<int64_t>(best) * bs;
   return hit;
 }
 
@@ -89,20 +98,22 @@ bool KVCacheManager::allocate_new(SeqId seq, std::span<const int32_t> tokens, co
   const size_t first_taken = first_needed_block(hit.num_tokens);
   // Hit blocks that sit in the free list stop being free once taken.
   int64_t hits_now_free = 0;
-  for (size_t i = first_taken; i < hit.blocks.size(); ++i) hits_now_free += pool_.ref_count(hit.blocks[i]) == 0 ? 1 : 0;
+  for (size_t i = first_taken; i < hit.blocks.size(); ++i) {
+    EXACTLY_CHECK(hit.blocks[i] != kNoBlock, "a prefix hit without its block %zu, which its window reads", i);
+    hits_now_free += pool_.ref_count(hit.blocks[i]) == 0 ? 1 : 0;
+  }
   if (num_fresh + hits_now_free > num_free_blocks()) return false;
 
   Sequence s;
   s.first_held = first_taken;
   // Take the hits before popping fresh blocks, or eviction could pick them.
+  const auto bs = static_cast<size_t>(block_size());
+  BlockHash parent = kRootBlockHash;
   for (size_t i = 0; i < hit.blocks.size(); ++i) {
-    const BlockId b = hit.blocks[i];
-    s.hashes.push_back(*pool_.hash_of(b));
-    if (i < first_taken) {
-      s.table.push_back(kNoBlock);
-      continue;
-    }
-    pool_.acquire(b);
+    parent = hash_block(parent, tokens.subspan(i * bs, bs));
+    s.hashes.push_back(parent);
+    const BlockId b = i < first_taken ? kNoBlock : hit.blocks[i];
+    if (b != kNoBlock) pool_.acquire(b);
     s.table.push_back(b);
   }
   for (int64_t i = 0; i < num_fresh; ++i) s.table.push_back(pool_.take_free());

@@ -30,8 +30,10 @@
 namespace exactly {
 
 struct PrefixHit {
-  std::vector<BlockId> blocks;  // [num_hit_blocks] cached blocks holding the prompt's first tokens
-  int64_t num_tokens = 0;       // num_hit_blocks * block_size
+  // [num_hit_blocks] cached blocks holding the prompt's first tokens; kNoBlock
+  // for those before the window of the first token left to compute.
+  std::vector<BlockId> blocks;
+  int64_t num_tokens = 0;  // num_hit_blocks * block_size
 };
 
 // Copy block src's KV into block dst before the forward pass. Pairs must be
@@ -71,14 +73,17 @@ class KVCacheManager {
   // step's tokens.
   int64_t max_blocks_held(int64_t num_tokens, int64_t max_step_tokens) const;
 
-  // The longest run of cached full blocks at the start of `tokens`. At least
-  // one token is always left to compute (the model needs the last token's
-  // logits), so a prompt found whole gives back its last block. Changes nothing.
+  // The longest prefix of `tokens` in full blocks whose blocks the next query
+  // reads are all cached under that prefix's hash chain: every block, or with
+  // a window those of the window (the chain is computed from the tokens, so
+  // blocks evicted before it do not break the hit). At least one token is
+  // always left to compute (the model needs the last token's logits), so a
+  // prompt found whole gives back its last block. Changes nothing.
   PrefixHit find_cached_prefix(std::span<const int32_t> tokens) const;
 
   // Starts `seq` with the blocks of `hit` and room for `num_new_tokens` more.
   // `tokens` are the sequence's known tokens (counted in the prefix statistics).
-  // Hit blocks before the window of the first new token are not taken.
+  // Blocks before the window of the first new token are not taken.
   // All or nothing: false, with nothing changed, when the free blocks (cached
   // ones count as free) do not suffice.
   [[nodiscard]] bool allocate_new(SeqId seq, std::span<const int32_t> tokens, const PrefixHit& hit,

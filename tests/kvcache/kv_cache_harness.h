@@ -35,6 +35,7 @@ class KvHarness {
   KVCacheManager kv;
   std::map<SeqId, SimSeq> seqs;
   int64_t num_copies = 0;
+  int64_t num_hits_past_the_window = 0;  // prefix hits with blocks before their window
 
   int64_t blocks_for(int64_t tokens) const { return (tokens + bs_ - 1) / bs_; }
   // The first position a query at `pos` reads, and the first block holding it.
@@ -74,15 +75,24 @@ class KvHarness {
     const PrefixHit hit = kv.find_cached_prefix(prompt);
     EXPECT_EQ(hit.num_tokens, static_cast<int64_t>(hit.blocks.size()) * bs_);
     EXPECT_LE(hit.num_tokens, static_cast<int64_t>(prompt.size()) - 1) << "a hit must leave a token to compute";
+    // Every block the first new token's window reads holds the prompt's tokens.
+    const auto first_taken = static_cast<size_t>(first_needed_block(hit.num_tokens));
+    if (first_taken > 0) ++num_hits_past_the_window;
     for (size_t i = 0; i < hit.blocks.size(); ++i) {
+      if (i < first_taken) {
+        EXPECT_EQ(hit.blocks[i], kNoBlock) << "prefix hit block " << i << " lies before the window";
+        continue;
+      }
+      if (hit.blocks[i] == kNoBlock) {
+        ADD_FAILURE() << "prefix hit block " << i << " is missing from the window";
+        return -1;
+      }
       std::vector<int32_t> expected(prompt.begin() + static_cast<ptrdiff_t>(i) * bs_,
                                     prompt.begin() + static_cast<ptrdiff_t>(i + 1) * bs_);
       EXPECT_EQ(block_contents(hit.blocks[i]), expected) << "prefix hit block " << i << " holds other tokens";
     }
     chunk = std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size()) - hit.num_tokens);
     const std::vector<int32_t> refs = table_refs();
-    // Hit blocks before the first new token's window are not taken.
-    const auto first_taken = static_cast<size_t>(first_needed_block(hit.num_tokens));
     int64_t hits_free = 0;
     for (size_t i = first_taken; i < hit.blocks.size(); ++i) hits_free += refs[hit.blocks[i]] == 0 ? 1 : 0;
     const int64_t fresh = blocks_for(hit.num_tokens + chunk) - static_cast<int64_t>(hit.blocks.size());

@@ -95,18 +95,21 @@ TEST(KVCacheWindow, ReleasedBlocksStayCachedAndAHitTakesOnlyItsWindow) {
   for (size_t i = 7; i < 10; ++i) EXPECT_EQ(table[i], hit.blocks[i]);
   EXPECT_EQ(kv.num_free_blocks(), free_before - 1) << "shared hits and one fresh block; the rest not taken";
 
-  // Filling the pool evicts released blocks, oldest first: a later hit is
-  // shorter, and whatever it returns holds the prompt's own tokens.
+  // Filling the pool evicts released blocks, oldest first. A hit needs only
+  // the blocks its window reads (the hash chain comes from the tokens), so it
+  // survives the loss of the prompt's head, not that of a block it reads.
   kv.free(0);
   kv.free(1);
-  const Tokens other = counting(15, 500);
-  ASSERT_TRUE(kv.allocate_new(2, other, {}, 15));  // 8 blocks: the never used ones, then a's oldest
-  const PrefixHit after = kv.find_cached_prefix(longer);
-  EXPECT_LT(after.num_tokens, 20);
-  for (size_t i = 0; i < after.blocks.size(); ++i) {
-    std::span<const int32_t> held = kv.pool().tokens_of(after.blocks[i]);
+  ASSERT_TRUE(kv.allocate_new(2, counting(15, 500), {}, 15));  // 8 blocks: the never used ones, then blocks 0..2
+  const PrefixHit headless = kv.find_cached_prefix(longer);
+  ASSERT_EQ(headless.num_tokens, 20);
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(headless.blocks[i], kNoBlock);
+  for (size_t i = 7; i < 10; ++i) {
+    std::span<const int32_t> held = kv.pool().tokens_of(headless.blocks[i]);
     EXPECT_TRUE(std::equal(held.begin(), held.end(), longer.begin() + static_cast<ptrdiff_t>(i) * kBlock));
   }
+  ASSERT_TRUE(kv.allocate_new(3, counting(12, 600), {}, 12));  // 6 blocks: 3..6, the unfilled one, block 9
+  EXPECT_EQ(kv.find_cached_prefix(longer).num_tokens, 0) << "every shorter prefix's window lost a block too";
   kv.check_integrity();
 }
 
