@@ -30,6 +30,8 @@ public HF -> GGUF conversion script):
     beta_fast (32) and beta_slow (1) turns into the original context (the
     ends floored and ceiled, as llama.cpp computes them), and every cos and
     sin is multiplied by attn_factor * (0.1 ln s + 1).
+  * A sliding window on every layer (llama.attention.sliding_window, Mistral's
+    window): a query at position p sees only keys p - window + 1 .. p.
   * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
     replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
     ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
@@ -78,6 +80,7 @@ class LlamaConfig:
     n_experts: int = 0       # mixture of experts (0: a dense MLP)
     n_experts_used: int = 0
     yarn: dict | None = None  # factor, original_context, beta_fast, beta_slow, attn_factor
+    window: int = 0          # every layer's sliding window (0: full causal attention)
 
 
 def _field(reader: GGUFReader, key: str):
@@ -116,6 +119,8 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
         n_experts=n_experts,
         n_experts_used=int(_field(reader, p + "expert_used_count")) if n_experts else 0,
         yarn=_read_yarn(reader, p),
+        window=int(_field(reader, p + "attention.sliding_window")) if p + "attention.sliding_window" in reader.fields
+        else 0,
     )
 
 
@@ -233,9 +238,13 @@ class LlamaRef:
         keys = np.repeat(keys, group, axis=0)  # [n_heads, T, head_dim]
         vals = np.repeat(vals, group, axis=0)
         scores = q @ keys.transpose(0, 2, 1) / np.sqrt(cfg.head_dim)  # [n_heads, n, T]
-        # Causal mask: a query at position p sees keys at positions <= p.
+        # Causal mask: a query at position p sees keys at positions <= p
+        # (and, under a sliding window, > p - window).
         key_pos = np.arange(keys.shape[1])
-        scores = np.where(key_pos[None, None, :] <= positions[None, :, None], scores, -np.inf)
+        seen = key_pos[None, None, :] <= positions[None, :, None]
+        if cfg.window > 0:
+            seen &= key_pos[None, None, :] > positions[None, :, None] - cfg.window
+        scores = np.where(seen, scores, -np.inf)
         scores -= scores.max(axis=-1, keepdims=True)
         probs = np.exp(scores)
         probs /= probs.sum(axis=-1, keepdims=True)
