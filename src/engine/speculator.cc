@@ -47,7 +47,8 @@ Speculator::Speculator(const SpecMethod& method, LoadedModel& target, Model* dra
                               human_bytes(static_cast<double>(per_slot)).c_str()),
                     ExitCode::kUsage);
       draft_kv_storage_ = draft->make_kv_pool(blocks, config.block_size);
-      draft_kv_manager_ = std::make_unique<KVCacheManager>(blocks, config.block_size, config.enable_prefix_caching);
+      draft_kv_manager_ = std::make_unique<KVCacheManager>(blocks, config.block_size, config.enable_prefix_caching,
+                                                           draft->config().kv_window());
       if (method.kind == SpecMethod::Kind::kHead) hidden_ = std::make_unique<TargetHiddenStates>(draft->config().dim);
       drafter_ = std::make_unique<ModelDrafter>(*draft, draft->config().n_layers, *draft_kv_storage_,
                                                 *draft_kv_manager_, ModelDrafter::Cache::kOwn,

@@ -6,7 +6,8 @@ the KV blocks that fall out of the window. In a pool of POOL_BLOCKS blocks of
 without a window), greedy requests generate the reference's tokens, and a
 request's tokens and logprobs are the same alone, batched (with preemption),
 after a prefix-cache hit (on the blocks of its window: the prompt's head has
-been evicted), without prefix caching and with speculation. A llama GGUF with
+been evicted), without prefix caching and with speculation (prompt lookup,
+and the model as its own draft, whose cache frees its window's blocks too). A llama GGUF with
 llama.attention.sliding_window slides every layer too.
 """
 
@@ -95,10 +96,14 @@ def test_a_request_keeps_its_tokens_through_freed_blocks(run_exactly, tmp_path):
     assert cached["usage"]["prompt_tokens_details"]["cached_tokens"] == 18
     uncached = run(others[:2] + [mine], "uncached", "--no-prefix-caching")[0][2]
     speculated = run([mine], "speculated", "--spec", "ngram")[0][0]["choices"][0]
+    stats = tmp_path / "drafted-stats.json"  # itself as draft, in a pool as small
+    drafted = run([mine], "drafted", "--spec", f"draft:{model}", "--no-adaptive-speculation", "--stats", stats,
+                  "--draft-kv-cache-memory", POOL_BLOCKS * BLOCK * SLOT_BYTES)[0][0]["choices"][0]
+    assert json.loads(stats.read_text())["spec_accepted_tokens"] > 0, "the draft's cache held no window"
     assert len(alone["logprobs"]["tokens"]) == NEW_TOKENS
     for other in (batched[2]["choices"][0], cached["choices"][0], uncached["choices"][0]):
         assert other["text"] == alone["text"] and other["logprobs"] == alone["logprobs"]
-    assert speculated["text"] == alone["text"]
+    assert speculated["text"] == drafted["text"] == alone["text"]
 
 
 def test_a_llama_gguf_with_a_window_key_slides_every_layer(run_exactly, model_path, tmp_path):
