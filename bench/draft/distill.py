@@ -209,8 +209,9 @@ def generate(model, prompts, temps, seed, device, batch=1024, max_new=MAX_NEW):
             valid[b, P - n:] = True
             pad[b] = P - n
         temp = torch.tensor([t for _, t in part], device=device, dtype=torch.float32)
-        cache = [(torch.zeros(B, c["n_kv"], S, c["head_dim"], dtype=torch.bfloat16, device=device),
-                  torch.zeros(B, c["n_kv"], S, c["head_dim"], dtype=torch.bfloat16, device=device))
+        dt = model.head.dtype  # the model's own (bf16 for the target)
+        cache = [(torch.zeros(B, c["n_kv"], S, c["head_dim"], dtype=dt, device=device),
+                  torch.zeros(B, c["n_kv"], S, c["head_dim"], dtype=dt, device=device))
                  for _ in range(c["n_layers"])]
         ar = torch.arange(S, device=device)
         pos = (torch.arange(P, device=device)[None, :] - pad[:, None]).clamp(min=0)

@@ -3,14 +3,18 @@
 llama target, on a GPU with PyTorch, on the target's own answers.
 
     train_head.py --target T.gguf --prompts DIR --out HEAD.npz [--samples 0,0.7,1.0]
-                  [--answers ANS.npz] [--train-seconds 300] [--ffn 0] [--lr 3e-4]
+                  [--answers ANS.npz] [--answer-seconds 0] [--train-seconds 300] [--ffn 0] [--lr 3e-4]
+                  [--max-new 256] [--batch-tokens 16384] [--device cuda|cpu]
     write_head_gguf.py --target T.gguf --trained HEAD.npz --out head.gguf
 
 DIR holds train.ids.jsonl and heldout.ids.jsonl (prompt ids, one JSON array
 a line, as for distill.py). The data pipeline is distill.py's: the target,
-dequantised from its GGUF file and run in bf16 by distill.py's PyTorch llama
+dequantised from its GGUF file and run in bf16 (float32 with --device cpu,
+where the whole pipeline also runs, slowly) by distill.py's PyTorch llama
 (GGUF's adjacent-pair rotary embedding), answers each training prompt at
-each temperature of --samples (or the answers are read from --answers).
+each temperature of --samples, up to --max-new tokens (or the answers are
+read from --answers); --answer-seconds bounds that stage, dropping the
+prompts it leaves unanswered.
 
 The head computes, at position s of prompt + answer,
     g_s = norm(layer(fc · [embed(x_s); h_{s-1}]))          (h_{-1} = 0)
@@ -30,7 +34,9 @@ first draft is the target's greedy token, and the mean acceptance
 probability sum_x min(p(x), q(x)) at temperature 0.8 of that first draft.
 
 Writes HEAD.npz: fc.weight, blk.0.*.weight, output_norm.weight ([rows, cols]
-float32, PyTorch's layout) and n_heads, n_kv_heads; HEAD.json the report.
+float32, PyTorch's layout) and n_heads, n_kv_heads; HEAD.json the report
+(with each stage's seconds). The weights are written before the last
+evaluation, so a run stopped during it still leaves them.
 """
 import argparse
 import json
@@ -41,7 +47,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from distill import batches, generate, load_answers, load_target, log, make_target, pack, read_ids, \
+from distill import MAX_NEW, batches, generate, load_answers, load_target, log, make_target, pack, read_ids, \
     save_answers
 
 LAYER = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
@@ -110,6 +116,8 @@ def train(head, target, seqs, seconds, lr, feature_weight, device, seed, tokens_
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = np.random.default_rng(seed)
     start, steps = time.time(), 0
+    if seconds <= 0:
+        return 0
     for idx in batches(seqs, tokens_per_batch, rng):
         done = (time.time() - start) / seconds
         if done >= 1:
@@ -123,8 +131,10 @@ def train(head, target, seqs, seconds, lr, feature_weight, device, seed, tokens_
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         steps += 1
-        if steps % 200 == 0:
+        if steps % 200 == 0 or steps == 1:
             log(f"step {steps}: loss {loss.item():.4f}, kl {kl.item():.4f}, {time.time() - start:.0f} s")
+    if steps:
+        log(f"{steps} steps in {time.time() - start:.0f} s: loss {loss.item():.4f}, kl {kl.item():.4f}")
     return steps
 
 
@@ -144,6 +154,22 @@ def evaluate(head, target, seqs, device, temperature=0.8):
     return {"positions": n, "greedy_agreement": agree / max(n, 1), "acceptance_t0.8": accept / max(n, 1)}
 
 
+def answer(target, prompts, temps, seed, device, max_new, seconds):
+    """distill.generate's answers to `prompts` at each of `temps`. With `seconds`, in chunks of
+    prompts (each at every temperature, one batch of generate's), no chunk started after `seconds`:
+    the answers to the prompts left out are not made."""
+    if not seconds:
+        return generate(target, prompts, temps, seed, device, max_new=max_new)
+    chunk, runs, t0 = max(1, 1024 // len(temps)), [], time.time()
+    for c0 in range(0, len(prompts), chunk):
+        if time.time() - t0 >= seconds:
+            log(f"--answer-seconds: answers to the first {c0} of {len(prompts)} prompts")
+            break
+        part = generate(target, prompts[c0:c0 + chunk], temps, seed + c0, device, max_new=max_new)
+        runs += [(c0 + i, t, a) for i, t, a in part]
+    return runs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", required=True)
@@ -151,20 +177,35 @@ def main():
     ap.add_argument("--out", required=True, help="HEAD.npz")
     ap.add_argument("--samples", default="0,0.7,1.0", help="temperatures of the target's answers (0: greedy)")
     ap.add_argument("--answers", help="the target's answers: read from this .npz if it exists, else written there")
+    ap.add_argument("--answer-seconds", type=float, default=0,
+                    help="start no chunk of answers after this many seconds (0: answer every prompt)")
     ap.add_argument("--train-seconds", type=float, default=300)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--feature-weight", type=float, default=0.1)
     ap.add_argument("--ffn", type=int, default=0, help="the layer's feed-forward size (0: the target's)")
     ap.add_argument("--heldout", type=int, default=256)
     ap.add_argument("--max-train-prompts", type=int, default=0)
+    ap.add_argument("--max-new", type=int, default=MAX_NEW, help="the longest answer, in tokens")
+    ap.add_argument("--batch-tokens", type=int, default=16384, help="tokens per training step (padding included)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = ap.parse_args()
-    device = "cuda"
+    device = args.device
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
 
+    seconds = {}  # each stage's wall time
+    clock = time.time()
+
+    def lap(stage):
+        nonlocal clock
+        seconds[stage] = round(time.time() - clock, 1)
+        clock = time.time()
+
     cfg, w = load_target(args.target, device)
-    target = make_target(cfg, w)
+    # bf16 on the GPU, as distill.py runs the target; float32 on a CPU, where bf16 matmuls are slow
+    target = make_target(cfg, w, torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    lap("load")
     pdir = Path(args.prompts)
     train_p = read_ids(pdir / "train.ids.jsonl")
     if args.max_train_prompts:
@@ -173,30 +214,41 @@ def main():
     temps = [float(t) for t in args.samples.split(",")]
     if args.answers and Path(args.answers).exists():
         runs = load_answers(args.answers, len(train_p))
+        log(f"{len(runs)} answers from {args.answers}")
     else:
-        runs = generate(target, train_p, temps, args.seed, device)
+        runs = answer(target, train_p, temps, args.seed, device, args.max_new, args.answer_seconds)
         if args.answers:
             save_answers(args.answers, runs)
     seqs = [(train_p[i], a) for i, _, a in runs if a]
-    held = [(held_p[i], a) for i, _, a in generate(target, held_p, [0.8], args.seed + 1, device) if a]
-    log(f"{len(seqs)} training answers, {sum(len(a) for _, a in seqs)} tokens; {len(held)} held out")
+    lap("answers")
+    held = [(held_p[i], a) for i, _, a in generate(target, held_p, [0.8], args.seed + 1, device, max_new=args.max_new)
+            if a]
+    lap("heldout_answers")
+    log(f"{len(seqs)} training answers, {sum(len(a) for _, a in seqs)} tokens; {len(held)} held out, "
+        f"{sum(len(a) for _, a in held)} tokens")
 
     head = Head(target, cfg, w, args.ffn).to(device)
-    report = {"args": vars(args), "before": evaluate(head, target, held, device)}
+    report = {"args": vars(args), "train_answers": len(seqs), "train_tokens": sum(len(a) for _, a in seqs),
+              "before": evaluate(head, target, held, device)}
     log("before training", report["before"])
-    t0 = time.time()
-    report["steps"] = train(head, target, seqs, args.train_seconds, args.lr, args.feature_weight, device, args.seed)
-    report["train_seconds"] = time.time() - t0
-    report["after"] = evaluate(head, target, held, device)
-    log("after training", report["after"])
-
+    lap("evaluate_before")
+    report["steps"] = train(head, target, seqs, args.train_seconds, args.lr, args.feature_weight, device, args.seed,
+                            args.batch_tokens)
+    lap("train")
+    report["train_seconds"] = seconds["train"]
+    # The weights first: a run stopped during the evaluation still leaves them.
     arrays = {"fc.weight": head.fc, "output_norm.weight": head.norm_w}
     arrays.update({f"blk.0.{n}.weight": p for n, p in head.layer.items()})
     arrays = {k: v.detach().float().cpu().numpy() for k, v in arrays.items()}
     np.savez(args.out, n_heads=cfg["n_heads"], n_kv_heads=cfg["n_kv"], **arrays)
     report["bytes"] = int(sum(a.nbytes for a in arrays.values()))
-    Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1))
     log(f"wrote {args.out}")
+    report["after"] = evaluate(head, target, held, device)
+    log("after training", report["after"])
+    lap("evaluate_after")
+    report["seconds"] = seconds
+    log("seconds", seconds)
+    Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,9 @@ The file's layout is model/draft_head.h's: architecture exactly-draft-head,
 the target's hidden size, vocabulary and layer count as metadata (the engine
 refuses a head made for another model), fc.weight, one llama layer blk.0.*
 and output_norm.weight. HEAD.npz holds those tensors under the same names,
-each [rows, cols] as PyTorch stores a Linear's weight, the layer's shape
-(n_heads, n_kv_heads, rope_freq_base, rms_eps) and optionally vocab_ids, the
-tokens of a partial head. Needs numpy and the gguf package only.
+each [rows, cols] as PyTorch stores a Linear's weight, the layer's head
+counts (n_heads, n_kv_heads; its rotary base and norm epsilon are the
+target's) and optionally vocab_ids, the tokens of a partial head. Needs numpy and the gguf package only.
 """
 import argparse
 
