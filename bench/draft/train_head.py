@@ -35,8 +35,8 @@ probability sum_x min(p(x), q(x)) at temperature 0.8 of that first draft.
 
 Writes HEAD.npz: fc.weight, blk.0.*.weight, output_norm.weight ([rows, cols]
 float32, PyTorch's layout) and n_heads, n_kv_heads; HEAD.json the report
-(with each stage's seconds). The weights are written before the last
-evaluation, so a run stopped during it still leaves them.
+(with each stage's seconds). Both are written before the last evaluation
+(HEAD.json again after it), so a run stopped during it still leaves them.
 """
 import argparse
 import json
@@ -242,13 +242,15 @@ def main():
     arrays = {k: v.detach().float().cpu().numpy() for k, v in arrays.items()}
     np.savez(args.out, n_heads=cfg["n_heads"], n_kv_heads=cfg["n_kv"], **arrays)
     report["bytes"] = int(sum(a.nbytes for a in arrays.values()))
+    report_path = Path(args.out).with_suffix(".json")
+    report_path.write_text(json.dumps(report, indent=1))  # again, complete, after the evaluation
     log(f"wrote {args.out}")
     report["after"] = evaluate(head, target, held, device)
     log("after training", report["after"])
     lap("evaluate_after")
     report["seconds"] = seconds
     log("seconds", seconds)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1))
+    report_path.write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
