@@ -161,6 +161,9 @@ struct RowJobs {
   std::vector<int32_t> verify_drafts, q_offsets;
   std::vector<DraftProb> q_entries;
   std::vector<double> verify_uniforms;
+  // The probability at temperature 1 of each kArgmax row's token is wanted
+  // too (Model::argmax_probabilities): a greedy draft's confidence.
+  bool argmax_probabilities = false;
 
   void clear() {
     row_use.clear();
@@ -172,6 +175,7 @@ struct RowJobs {
     verifies.clear();
     verify_drafts.clear();
     q_offsets.clear();
+    argmax_probabilities = false;
     q_entries.clear();
     verify_uniforms.clear();
   }

@@ -102,6 +102,14 @@ class Model {
   // state after the output norm (of the layers that ran), the vector the
   // output head multiplies. A draft head reads it (model/draft_head.h).
   virtual std::span<const float> hidden() const { return {}; }
+  // Whether forward(), given `tokens`, returns a kArgmax row's token without
+  // its logits and, with batch.jobs.argmax_probabilities, that token's
+  // probability at temperature 1 (argmax_probabilities()): a drafter on a
+  // device then draws greedy drafts without the vocabulary crossing to the host.
+  virtual bool returns_argmax_probabilities() const { return false; }
+  // [logits_rows] of the last forward() that asked for them: 1 / sum_j
+  // exp(l_j - l_max) for each kArgmax row (other rows' entries undefined).
+  virtual std::span<const float> argmax_probabilities() const { return {}; }
 };
 
 // Checks what every model assumes of a batch (array sizes, token ids inside

@@ -130,10 +130,18 @@ void ModelDrafter::forward(const std::vector<Row>& rows, ThreadPool& pool) {
     if (row.wants_logits) b.input.logits_rows.push_back(static_cast<int32_t>(b.input.tokens.size() - 1));
   }
   if (hidden_) fill_hidden_in(rows);
+  // Rows drawn from their argmax leave their logits on the model's device.
+  for (const Row& row : rows)
+    if (row.wants_logits) b.jobs.row_use.push_back(row.argmax_only ? RowUse::kArgmax : RowUse::kLogits);
+  const bool argmax_rows = std::find(b.jobs.row_use.begin(), b.jobs.row_use.end(), RowUse::kArgmax) !=
+                           b.jobs.row_use.end();
+  if (!argmax_rows) b.jobs.row_use.clear();
+  b.jobs.argmax_probabilities = argmax_rows;
+  argmax_.assign(b.input.logits_rows.size(), -1);
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   logits_.resize(std::max<size_t>(1, b.input.logits_rows.size()) * vocab);
   const auto t0 = std::chrono::steady_clock::now();
-  model_.forward(b, kv_, logits_.data(), pool, num_layers_);
+  model_.forward(b, kv_, logits_.data(), pool, num_layers_, argmax_rows ? argmax_.data() : nullptr);
   passes_.push_back({b.input.num_tokens(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                      model_.last_forward_was_setup()});
 }
@@ -188,15 +196,22 @@ double probability_of(std::span<const TokenProb> q, int32_t x) {
 void ModelDrafter::draw(const DraftRequest& r, Work& w, size_t logits_row, Drafts& out) {
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   std::span<const float> logits(logits_.data() + logits_row * vocab, vocab);
+  const bool argmax_only = !batch_.jobs.row_use.empty() && batch_.jobs.row_use[logits_row] == RowUse::kArgmax;
   std::vector<TokenProb> q = q_pool_.take();
-  r.sampler->distribution_into(logits, w.context, r.num_prompt, q);
+  if (argmax_only) {  // a plain greedy draft: q is one-hot (its logit is read by no one)
+    q.assign(1, TokenProb{argmax_[logits_row], 0.0f, 1.0});
+  } else {
+    r.sampler->distribution_into(logits, w.context, r.num_prompt, q);
+  }
   const bool greedy = r.sampler->params().greedy();
   const int32_t x = greedy ? q.front().id
                            : draw_from(DistributionView::sparse(std::span<const TokenProb>(q)), r.sampler->rng().uniform());
   // A run's confidence is worth its cost (a pass over the vocabulary for a
   // greedy draft) only where it decides the run's length.
   if (r.continue_above) {
-    const double confidence = greedy ? unit_softmax_probability(logits, x) : probability_of(q, x);
+    const double confidence = argmax_only ? model_.argmax_probabilities()[logits_row]
+                              : greedy    ? unit_softmax_probability(logits, x)
+                                          : probability_of(q, x);
     out.confidence.push_back(confidence);
     w.all_accepted *= std::min(1.0, r.confidence_scale * confidence);
     if (w.all_accepted < *r.continue_above) w.k = std::min(w.k, static_cast<int32_t>(out.tokens.size() + 1));
@@ -244,7 +259,11 @@ std::vector<Drafts> ModelDrafter::propose(std::span<const DraftRequest> requests
       } else {
         continue;
       }
-      if (rows.back().wants_logits) drawing.push_back(i);
+      if (rows.back().wants_logits) {
+        drawing.push_back(i);
+        rows.back().argmax_only =
+            model_.returns_argmax_probabilities() && r.sampler->plain_greedy(w.context.size(), r.num_prompt);
+      }
     }
     if (rows.empty()) break;  // every run of drafts has ended
     forward(rows, pool);

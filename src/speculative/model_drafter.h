@@ -150,6 +150,9 @@ class ModelDrafter {
     std::span<const int32_t> tokens;  // [n_fed]
     bool wants_logits;               // of its last token
     const float* fed_hidden;         // [dim] a draft head's own hidden state before a draft, or null
+    // Its draft is a plain greedy one, drawn from the token and probability
+    // the model returns (Model::returns_argmax_probabilities), not its logits.
+    bool argmax_only = false;
   };
 
   bool prepare_own(const DraftRequest& r, std::span<const DraftRequest> all, int64_t& budget, Work& w);
@@ -169,7 +172,8 @@ class ModelDrafter {
   int64_t max_pass_tokens_;
   std::unordered_map<SeqId, Held> held_;  // kOwn: every sequence in kv_manager_
   ForwardBatch batch_;
-  std::vector<float> logits_;  // [n_rows_with_logits, vocab]
+  std::vector<float> logits_;      // [n_rows_with_logits, vocab]
+  std::vector<int32_t> argmax_;   // [n_rows_with_logits] the tokens of argmax_only rows
   std::vector<DraftPass> passes_;
   DistributionPool q_pool_;
   const TargetHiddenStates* hidden_;  // a draft head's input; null for a model

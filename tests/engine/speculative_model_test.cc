@@ -6,7 +6,9 @@
 // block of both caches goes back to its pool.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -255,6 +257,77 @@ TEST_F(SpeculativeModel, ADraftModelsRunOfDraftsEndsAtTheFirstDraftItIsUnsureOf)
   EXPECT_EQ(run.confidence[1], all.confidence[1]);
   EXPECT_EQ(run.dists.size(), 2u);
   EXPECT_EQ(drafts_with(first * 1.0001).tokens.size(), 1u);  // unsure of the first: no second
+}
+
+// A model on a device returns a plain greedy row's token and its
+// probability without its logits (Model::returns_argmax_probabilities). This
+// one wraps the CPU export: such rows' logits are overwritten with NaN, so a
+// drafter that read them would draft other tokens.
+class ArgmaxOnDevice final : public Model {
+ public:
+  explicit ArgmaxOnDevice(Model& inner) : inner_(inner) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  const char* device() const override { return "cpu"; }
+  int64_t weight_bytes() const override { return inner_.weight_bytes(); }
+  int64_t kv_bytes_per_slot() const override { return inner_.kv_bytes_per_slot(); }
+  void reserve(const ModelLimits& l) override { inner_.reserve(l); }
+  int64_t default_kv_cache_memory(double u) const override { return inner_.default_kv_cache_memory(u); }
+  std::unique_ptr<KVPool> make_kv_pool(int64_t blocks, int size) override { return inner_.make_kv_pool(blocks, size); }
+  bool returns_argmax_probabilities() const override { return true; }
+  std::span<const float> argmax_probabilities() const override { return probabilities_; }
+  int64_t argmax_rows = 0;
+
+  void forward(const ForwardBatch& b, KVPool& kv, float* logits, ThreadPool& pool, int num_layers,
+               int32_t* tokens) override {
+    inner_.forward(b, kv, logits, pool, num_layers);
+    const auto vocab = static_cast<size_t>(config().vocab_size);
+    probabilities_.assign(b.input.logits_rows.size(), 0.0f);
+    for (size_t r = 0; r < b.jobs.row_use.size(); ++r) {
+      if (b.jobs.row_use[r] != RowUse::kArgmax) continue;
+      ASSERT_NE(tokens, nullptr);
+      ASSERT_TRUE(b.jobs.argmax_probabilities);
+      std::span<float> row(logits + r * vocab, vocab);
+      tokens[r] = argmax(row);
+      double sum = 0;
+      for (const float l : row) sum += std::exp(static_cast<double>(l) - row[static_cast<size_t>(tokens[r])]);
+      probabilities_[r] = static_cast<float>(1.0 / sum);
+      std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
+      ++argmax_rows;
+    }
+  }
+
+ private:
+  Model& inner_;
+  std::vector<float> probabilities_;
+};
+
+TEST_F(SpeculativeModel, GreedyDraftsOfAModelOnADeviceComeFromItsTokensAndProbabilitiesNotItsLogits) {
+  LoadedModel draft = load_model(exported_path(), false);
+  ArgmaxOnDevice device(*draft.model);
+  const std::vector<int32_t> tokens =
+      model_->tokenizer->encode("<|im_start|>user\nName three rivers in Europe.<|im_end|>\n<|im_start|>assistant\n", true);
+  ThreadPool pool(1);
+  const auto drafts_of = [&](Model& m, float temperature) {
+    std::unique_ptr<KVPool> kv = m.make_kv_pool(16, 16);
+    KVCacheManager kv_manager(16, 16, true);
+    ModelDrafter drafter(m, m.config().n_layers, *kv, kv_manager, ModelDrafter::Cache::kOwn, 4096);
+    SamplingParams sp;
+    sp.temperature = temperature;
+    sp.seed = 3;
+    Sampler sampler(sp);
+    const DraftRequest r{1, tokens, tokens.size(), 5, &sampler, 0.0, 1.0};
+    return drafter.propose(std::span<const DraftRequest>(&r, 1), pool).front();
+  };
+  const Drafts host = drafts_of(*draft.model, 0.0f), on_device = drafts_of(device, 0.0f);
+  EXPECT_EQ(device.argmax_rows, 5);
+  EXPECT_EQ(on_device.tokens, host.tokens);
+  ASSERT_EQ(on_device.confidence.size(), host.confidence.size());
+  for (size_t i = 0; i < host.confidence.size(); ++i)
+    EXPECT_NEAR(on_device.confidence[i], host.confidence[i], 1e-6 * host.confidence[i]) << i;
+  // A sampled request's drafts need the whole distribution: its rows keep their logits.
+  device.argmax_rows = 0;
+  EXPECT_EQ(drafts_of(device, 0.8f).tokens, drafts_of(*draft.model, 0.8f).tokens);
+  EXPECT_EQ(device.argmax_rows, 0);
 }
 
 TEST_F(SpeculativeModel, AnAdaptiveModelDrafterAloneProbesWithEnoughDraftsForAFit) {

@@ -368,7 +368,8 @@ __device__ void better(float& v, int& i, float ov, int oi) {
   if (ov > v || (ov == v && oi < i)) v = ov, i = oi;
 }
 
-__global__ void __launch_bounds__(kRowThreads) row_argmax_kernel(const float* logits, int vocab, int32_t* out) {
+__global__ void __launch_bounds__(kRowThreads) row_argmax_kernel(const float* logits, int vocab, int32_t* out,
+                                                                  float* probability) {
   wait_for_predecessor();
   release_dependents();
   const float* row = logits + int64_t{blockIdx.x} * vocab;
@@ -385,7 +386,17 @@ __global__ void __launch_bounds__(kRowThreads) row_argmax_kernel(const float* lo
   if (threadIdx.x == 0) {
     for (int w = 1; w < kRowThreads / 32; ++w) better(v, i, vs[w], is[w]);
     out[blockIdx.x] = i < vocab ? i : 0;  // all -inf (or NaN): index 0, as the host's scan gives
+    vs[0] = v;
   }
+  if (probability == nullptr) return;
+  // The winner's probability at temperature 1: 1 / sum_j exp(l_j - max).
+  __syncthreads();
+  const float top = vs[0];
+  float sum = 0.0f;
+  if (top != -INFINITY)
+    for (int j = threadIdx.x; j < vocab; j += kRowThreads) sum += __expf(row[j] - top);
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) probability[blockIdx.x] = sum > 0.0f ? 1.0f / sum : 1.0f;
 }
 
 __device__ uint64_t splitmix64(uint64_t z) {
@@ -495,10 +506,11 @@ void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, floa
                    stream, positions, n_tokens, rope_dims, freq_base, static_cast<float2*>(out));
 }
 
-void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream) {
+void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream,
+                float* probability) {
   if (rows == 0) return;
   launch_dependent("row_argmax", LaunchRole::kOther, row_argmax_kernel, static_cast<unsigned>(rows), kRowThreads, 0,
-                   stream, logits, vocab, out);
+                   stream, logits, vocab, out, probability);
 }
 
 void fill_uniform_bf16(void* out, int64_t n, float scale, uint64_t seed, cudaStream_t stream) {

@@ -81,8 +81,11 @@ void head_rmsnorm(const HeadNormArgs& args, cudaStream_t stream);
 // out[t, j] = bf16(silu(g) * u) with g = gate_up[t, j], u = gate_up[t, ffn + j].
 void swiglu(const void* gate_up_bf16, int64_t n_tokens, int ffn_dim, void* out_bf16, cudaStream_t stream);
 
-// out[r] = the lowest index of the largest value of logits[r, :] (fp32 [rows, vocab]).
-void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream);
+// out[r] = the lowest index of the largest value of logits[r, :] (fp32 [rows, vocab]);
+// probability[r], unless null, that value's probability at temperature 1,
+// 1 / sum_j exp(l_j - max) (1 for a row of -inf).
+void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream,
+                float* probability = nullptr);
 
 // Fills n bf16 values with uniform draws in [-scale, scale) from a counter
 // hash of (seed, index): random weights for benchmarks (--load-format dummy).

@@ -85,6 +85,7 @@ void CudaRunner::ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, 
     arch_.allocate_activations(w.tokens, w.logits_rows);
     w.logits = kc::DeviceBuffer(static_cast<size_t>(w.logits_rows) * static_cast<size_t>(c.vocab_size) * 4, "logits");
     w.argmax = kc::DeviceBuffer(T * 4, "argmax");
+    w.argmax_probability = kc::DeviceBuffer(T * 4, "argmax probabilities");
     allocate_index(T, static_cast<size_t>(w.seqs), static_cast<size_t>(w.blocks));
     if (arch_.reads_hidden_in()) {
       w.hidden_in = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 2, "a draft head's input");
@@ -358,6 +359,8 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
   if (sampling) rows_.upload_sampling(b, stream_);
   const bool processing = sampling && !j.row_processing.empty();
   if (processing) rows_.upload_processing(j, c.vocab_size, stream_);
+  const bool probabilities = tokens != nullptr && j.argmax_probabilities;
+  EXACTLY_CHECK(!probabilities || !sampling, "argmax probabilities in a step that samples rows");
   if (verifying) {
     EXACTLY_CHECK(n_out <= w.logits_rows, "%lld logits rows with verifies exceed one chunk of %d",
                   static_cast<long long>(n_out), w.logits_rows);
@@ -372,7 +375,8 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
     if (sampling) {
       rows_.sample(w.logits.as<float>(), first, rows, c.vocab_size, w.argmax.as<int32_t>(), stream_);
     } else if (tokens != nullptr) {
-      kc::row_argmax(w.logits.as<float>(), rows, c.vocab_size, w.argmax.as<int32_t>() + first, stream_);
+      kc::row_argmax(w.logits.as<float>(), rows, c.vocab_size, w.argmax.as<int32_t>() + first, stream_,
+                     probabilities ? w.argmax_probability.as<float>() + first : nullptr);
     }
     if (verifying) rows_.run_verifies(j, w.logits.as<float>(), c.vocab_size, stream_);
     download_logits(b, first, rows, logits, tokens);
@@ -382,6 +386,12 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
         cudaMemcpyAsync(tokens, w.argmax.get(), static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost, stream_),
         "token download");
   if (verifying) rows_.download_outcomes(j.verifies.size(), stream_);
+  if (probabilities) {
+    argmax_probabilities_.resize(static_cast<size_t>(n_out));
+    kc::check_cuda(cudaMemcpyAsync(argmax_probabilities_.data(), w.argmax_probability.get(),
+                                   static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost, stream_),
+                   "argmax probabilities download");
+  }
   kc::check_cuda(cudaStreamSynchronize(stream_), "forward pass");
   if (verifying) rows_.write_verified_tokens(j, tokens);  // a verify's rows give its emitted tokens, then -1
 }
@@ -410,7 +420,8 @@ void CudaRunner::download_logits(const ForwardBatch& b, int64_t first, int64_t r
 std::string CudaRunner::memory_report() const {
   const Workspace& w = ws_;
   const size_t workspace = arch_.activation_memory() + w.logits.bytes() + w.argmax.bytes() + w.decode.bytes() +
-                           w.index.bytes() + rows_.bytes() + w.hidden_in.bytes() + w.hidden_out.bytes();
+                           w.index.bytes() + rows_.bytes() + w.hidden_in.bytes() + w.hidden_out.bytes() +
+                           w.argmax_probability.bytes();
   return strformat("GPU memory: weights %s, activation workspace %s, %lld step graphs made (%zu live) %s",
                    human_bytes(static_cast<double>(arch_.weight_memory())).c_str(),
                    human_bytes(static_cast<double>(workspace)).c_str(), static_cast<long long>(graphs_.made()),

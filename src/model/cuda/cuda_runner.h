@@ -69,6 +69,8 @@ class CudaRunner {
   // [hidden_rows, dim] of the last forward: the hidden states of the batch's
   // hidden_rows (Model::hidden()), bf16 values as the head reads them.
   std::span<const float> hidden() const { return hidden_; }
+  // [logits_rows] of the last forward with jobs.argmax_probabilities (Model's).
+  std::span<const float> argmax_probabilities() const { return argmax_probabilities_; }
   std::string memory_report() const;
 
  private:
@@ -79,6 +81,7 @@ class CudaRunner {
     int32_t seqs = 0, blocks = 0, max_seq_len = 0, logits_rows = 0;
     kernels::cuda::DeviceBuffer logits;  // [logits_rows, vocab] fp32: a chunk of the step's logits rows
     kernels::cuda::DeviceBuffer argmax;  // [tokens] int32: each logits row's token
+    kernels::cuda::DeviceBuffer argmax_probability;  // [tokens] fp32: that token's probability, when asked
     kernels::cuda::DeviceBuffer decode;  // split-KV decode partials, decode_bytes
     size_t decode_bytes = 0;
     // tokens, positions, slots, query_start, seq_lens, block tables, logits rows
@@ -131,6 +134,7 @@ class CudaRunner {
   // Where each of the batch's tokens sits in the padded layout of a graph step.
   std::vector<int32_t> padded_index_;
   std::vector<float> hidden_;
+  std::vector<float> argmax_probabilities_;
   bool last_forward_was_setup_ = false;
 };
 

@@ -73,6 +73,8 @@ bool CudaDraftHead::last_forward_was_setup() const { return runner_->last_forwar
 
 std::span<const float> CudaDraftHead::hidden() const { return runner_->hidden(); }
 
+std::span<const float> CudaDraftHead::argmax_probabilities() const { return runner_->argmax_probabilities(); }
+
 std::string CudaDraftHead::memory_report() const { return "draft head: " + runner_->memory_report(); }
 
 }  // namespace exactly

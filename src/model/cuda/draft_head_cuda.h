@@ -42,6 +42,8 @@ class CudaDraftHead final : public Model {
   // g_s of batch.input.hidden_rows.
   bool returns_hidden() const override { return true; }
   std::span<const float> hidden() const override;
+  bool returns_argmax_probabilities() const override { return true; }
+  std::span<const float> argmax_probabilities() const override;
   std::string memory_report() const override;
 
  private:

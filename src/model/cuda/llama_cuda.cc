@@ -62,6 +62,8 @@ bool CudaLlamaModel::last_forward_was_setup() const { return runner_->last_forwa
 
 std::span<const float> CudaLlamaModel::hidden() const { return runner_->hidden(); }
 
+std::span<const float> CudaLlamaModel::argmax_probabilities() const { return runner_->argmax_probabilities(); }
+
 int64_t CudaLlamaModel::weight_bytes() const { return layers_->weight_bytes(); }
 
 std::string CudaLlamaModel::memory_report() const { return runner_->memory_report(); }

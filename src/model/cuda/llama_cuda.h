@@ -62,6 +62,8 @@ class CudaLlamaModel final : public Model {
   // bf16 as the head reads it (a draft head's input).
   bool returns_hidden() const override { return true; }
   std::span<const float> hidden() const override;
+  bool returns_argmax_probabilities() const override { return true; }
+  std::span<const float> argmax_probabilities() const override;
   static constexpr int64_t kSparseDraftEntries = CudaSamplingRows::kSparseDraftEntries;
   static constexpr int64_t kDenseDraftRows = CudaSamplingRows::kDenseDraftRows;
 
