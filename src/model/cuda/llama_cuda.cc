@@ -1,71 +1,12 @@
-// CudaLlamaModel, the Model the engine sees: its checks, then its calls
-// handed to the runner and the architecture.
+// CudaLlamaModel: the target on the GPU; its loaders are in
+// llama_cuda_weights.cc and llama_cuda_hf.cc, what it shares with a draft
+// head in cuda_model.cc.
 #include "model/cuda/llama_cuda.h"
 
-#include "core/check.h"
-#include "core/error.h"
-#include "core/format.h"
-#include "model/cuda/kv_pool_cuda.h"
-#include "model/cuda/llama_cuda_layers.h"
-
 namespace exactly {
-
-CudaLlamaModel::CudaLlamaModel(ModelConfig config, const CudaModelOptions& options)
-    : config_(std::move(config)), options_(options) {
-  const ModelConfig& c = config_;
-  if (c.head_dim != 64 && c.head_dim != 128)
-    throw Error(strformat("the CUDA backend supports head dims 64 and 128, not %d", c.head_dim), ExitCode::kUsage);
-  if (c.n_heads % c.n_kv_heads != 0)
-    throw Error(strformat("%d query heads over %d KV heads", c.n_heads, c.n_kv_heads), ExitCode::kUsage);
-  int devices = 0;
-  if (const cudaError_t st = cudaGetDeviceCount(&devices); st != cudaSuccess || devices == 0)
-    throw Error(strformat("--device cuda: no CUDA device is visible (%s)",
-                          st != cudaSuccess ? cudaGetErrorString(st) : "the driver reports none"),
-                ExitCode::kUsage);
-  // The architecture (its products' cuBLASLt handle) before the runner's
-  // stream: a throw here leaks nothing.
-  layers_ = std::make_unique<CudaLlamaLayers>(c, options.deterministic);
-  runner_ = std::make_unique<CudaRunner>(c, options, *layers_);
-}
-
-CudaLlamaModel::~CudaLlamaModel() = default;
-
-int64_t CudaLlamaModel::kv_bytes_per_slot() const {
-  return int64_t{2} * config_.n_layers * config_.n_kv_heads * config_.head_dim * 2;  // bf16 K and V
-}
-
-void CudaLlamaModel::reserve(const ModelLimits& limits) { runner_->reserve(limits); }
-
-int64_t CudaLlamaModel::default_kv_cache_memory(double utilization) const {
-  return runner_->default_kv_cache_memory(utilization);
-}
-
-std::unique_ptr<KVPool> CudaLlamaModel::make_kv_pool(int64_t num_blocks, int block_size) {
-  if (block_size % 16 != 0)
-    throw Error(strformat("--block-size %d: the CUDA backend needs a multiple of 16", block_size), ExitCode::kUsage);
-  return std::make_unique<CudaKVPool>(config_, num_blocks, block_size);
-}
-
-void CudaLlamaModel::forward(const ForwardBatch& b, KVPool& kv_pool, float* logits, ThreadPool&, int num_layers,
-                             int32_t* tokens) {
-  num_layers = check_forward_batch(b, *this, num_layers);
-  auto* kv = dynamic_cast<CudaKVPool*>(&kv_pool);
-  EXACTLY_CHECK(kv != nullptr, "the CUDA model was given a KV pool of another device");
-  runner_->forward(b, *kv, logits, num_layers, tokens);
-}
 
 bool CudaLlamaModel::samples_rows() const { return runner_->samples_rows(); }
 
 int64_t CudaLlamaModel::verified_draft_entries() const { return runner_->verified_draft_entries(); }
-
-bool CudaLlamaModel::last_forward_was_setup() const { return runner_->last_forward_was_setup(); }
-
-std::span<const float> CudaLlamaModel::hidden() const { return runner_->hidden(); }
-
-std::span<const float> CudaLlamaModel::argmax_probabilities() const { return runner_->argmax_probabilities(); }
-
-int64_t CudaLlamaModel::weight_bytes() const { return layers_->weight_bytes(); }
-
-std::string CudaLlamaModel::memory_report() const { return runner_->memory_report(); }
 
 }  // namespace exactly
