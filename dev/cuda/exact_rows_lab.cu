@@ -36,6 +36,17 @@ namespace {
 constexpr int kBlock = 16;
 int64_t g_split_differ = 0;  // elements in which the split path alone differs, over all cases
 
+// The split path with a ring of `stages` tiles in its chain (tiles in flight + 1).
+constexpr int kSplitStages[] = {4, 8, 16};
+void run_split(int stages, const kc::PagedKVDevice& cache, const kc::AttentionBatchDevice& batch, const void* q,
+               int n_heads, float scale, void* out, void* ws, int64_t ws_bytes, cudaStream_t st) {
+  switch (stages) {
+    case 4: return kc::split_lab::exact_rows_split<4>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
+    case 8: return kc::split_lab::exact_rows_split<8>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
+    default: return kc::split_lab::exact_rows_split<16>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
+  }
+}
+
 struct Batch {
   std::vector<int32_t> query_start, seq_lens, tables;
   int max_blocks = 0, max_q = 0, max_len = 0;
@@ -122,7 +133,6 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_exact, nullptr, kc::ExactRowsPath::kOneKernel);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_windows, nullptr, kc::ExactRowsPath::kWindows);
   kc::exact_rows_attention(cache, db.view, q, n_heads, scale, out_cluster, nullptr, kc::ExactRowsPath::kCluster);
-  kc::split_lab::exact_rows_split(cache, db.view, q, n_heads, scale, out_split, split_ws, split_bytes, nullptr);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<uint16_t> a(static_cast<size_t>(q_elems)), x(static_cast<size_t>(q_elems)),
@@ -131,13 +141,23 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   CK(cudaMemcpy(x.data(), out_exact, x.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(y.data(), out_windows, y.size() * 2, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(z.data(), out_cluster, z.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(u.data(), out_split, u.size() * 2, cudaMemcpyDeviceToHost));
   auto is_nan = [](uint16_t e) { return (e & 0x7f80) == 0x7f80 && (e & 0x7f) != 0; };
   int64_t diff = 0, nan = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] != x[i]) + (a[i] != y[i]) + (a[i] != z[i]) + (a[i] != u[i]);
-    nan += is_nan(x[i]) + is_nan(y[i]) + is_nan(z[i]) + is_nan(u[i]);
-    g_split_differ += a[i] != u[i];
+    diff += (a[i] != x[i]) + (a[i] != y[i]) + (a[i] != z[i]);
+    nan += is_nan(x[i]) + is_nan(y[i]) + is_nan(z[i]);
+  }
+  for (int stages : kSplitStages) {
+    CK(cudaMemset(out_split, 0xff, q_elems * 2));
+    run_split(stages, cache, db.view, q, n_heads, scale, out_split, split_ws, split_bytes, nullptr);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(u.data(), out_split, u.size() * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff += a[i] != u[i];
+      nan += is_nan(u[i]);
+      g_split_differ += a[i] != u[i];
+    }
   }
   for (void* p : {k, v, q, out_prefill, out_exact, out_windows, out_cluster, out_split, split_ws}) cudaFree(p);
   return diff + nan;
@@ -190,9 +210,12 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const int64_t split_bytes = kc::split_lab::exact_rows_split_bytes(batch, kKv, kHeads / kKv, 1, ctx);
   void* split_ws;
   CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
-  const float split_rows = time_graph([&](cudaStream_t st) {
-    for (const auto& c : caches) kc::split_lab::exact_rows_split(c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
-  });
+  float split_at[3];
+  for (int i = 0; i < 3; ++i)
+    split_at[i] = time_graph([&](cudaStream_t st) {
+      for (const auto& c : caches) run_split(kSplitStages[i], c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
+    });
+  const float split_rows = split_at[0];
   cudaFree(split_ws);
   const float prefill = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::flash_attention_prefill(c, db.view, q, kHeads, scale, true, out, st);
@@ -200,9 +223,10 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
               "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | cluster %7.3f ms (x%.2f) | split %7.3f ms "
-              "(x%.2f) | prefill kernel %7.3f ms (x%.2f)\n",
+              "(x%.2f), ring 8 %7.3f, ring 16 %7.3f | prefill kernel %7.3f ms (x%.2f)\n",
               shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, windows, bytes / windows / 1e6,
-              split / windows, cluster, split / cluster, split_rows, split / split_rows, prefill, split / prefill);
+              split / windows, cluster, split / cluster, split_rows, split / split_rows, split_at[1], split_at[2], prefill,
+              split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);
 }

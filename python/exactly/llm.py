@@ -169,23 +169,32 @@ class LLM:
     def _finish_all(self, states: list[RequestState]) -> list[RequestOutput]:
         """Runs the requests to the end, their step outputs folded by the
         engine (none crosses into Python until the whole does)."""
+        # A step's Python work is independent of how many requests wait: the
+        # inbox is read only when another caller's step left something in it,
+        # and the sorted id list is rebuilt only when a request finishes.
         try:
             waiting = {s.request_id for s in states}
+            mine = sorted(waiting)
             while waiting:
                 with self._step_lock:
-                    for i in list(waiting):  # delivered by other callers' steps, folded in their turn
-                        for out in self._inbox.pop(i, []):
-                            self._engine.fold_output(out)
-                            if out.finished:
-                                waiting.discard(i)
+                    if self._inbox:  # delivered by other callers' steps, folded in their turn
+                        for i in list(waiting):
+                            for out in self._inbox.pop(i, []):
+                                self._engine.fold_output(out)
+                                if out.finished:
+                                    waiting.discard(i)
+                        if len(waiting) != len(mine):
+                            mine = sorted(waiting)
                     if not waiting:
                         break
                     if not self._engine.has_unfinished():
                         raise RuntimeError("the engine has no work but requests are unfinished")
-                    finished, others = self._engine.step_folding(sorted(waiting))
+                    finished, others = self._engine.step_folding(mine)
                     for out in others:
                         self._inbox.setdefault(out.id, []).append(out)
-                    waiting.difference_update(finished)
+                    if finished:
+                        waiting.difference_update(finished)
+                        mine = sorted(waiting)
             for state in states:
                 state.fold(self._engine.take_folded(state.request_id))
         finally:

@@ -45,7 +45,7 @@ constexpr int kTileKeys = 128;  // the prefill kernel's tile (flash_prefill.cu, 
 constexpr int kKSteps = kTileKeys / 16;
 constexpr int kScoreWarps = 4;  // a warp scores 32 keys of the tile
 constexpr int kChainCols = 16;  // O's columns per chain warp
-constexpr int kChainStages = 4;
+constexpr int kChainStages = 4;  // the default ring: tiles in flight + 1
 constexpr int kProbBytes = kKSteps * 32 * 16;  // a tile's P fragments: a 16-byte A fragment per lane and k16 step
 constexpr int kChainValueBytes = 32 * 16;      // a tile's corrections and sums: 4 floats per lane
 constexpr int kVRow = kChainCols * 2, kVPieces = kVRow / 16, kVBytes = kTileKeys * kVRow;
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(32) exact_probs_kernel(const ExactRowsParams p
 
 // A chain lane's copies of tile t into a stage: the tile's P fragments, its
 // corrections and sums, and the warp's 16 columns of V through the slots.
-template <int D>
+template <int D, int STAGES = kChainStages>
 struct ChainCopies {
   const ExactRowsParams& p;
   const GroupArrays& w;
@@ -240,7 +240,7 @@ struct ChainCopies {
   // `entry` is the lane's entry of tile t, read a tile earlier.
   __device__ void issue(int t, int32_t entry) const {
     if (t < n_tiles) {
-      const int stage = t % kChainStages;
+      const int stage = t % STAGES;
       const uint32_t dst = ring + stage * kStageBytes;
       const int key = t * kTileKeys + kLaneKeys * lane, offset = key % p.block_size;
 #pragma unroll
@@ -265,18 +265,18 @@ struct ChainCopies {
   }
 };
 
-template <int D>
+template <int D, int STAGES>
 __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p, const SplitArrays a) {
   constexpr int kNT = kChainCols / 8;  // 8-column n-tiles of the warp's O
   extern __shared__ __align__(128) uint8_t ring[];
-  __shared__ int32_t slots[kChainStages][kTileKeys];
+  __shared__ int32_t slots[STAGES][kTileKeys];
   const int col0 = blockIdx.x * kChainCols, kv_head = blockIdx.y, s = blockIdx.z / a.row_groups;
   const int group_index = blockIdx.z % a.row_groups;
   const RowGroup rg(p, s, group_index);
   if (rg.empty()) return;
   const int lane = threadIdx.x, q_mat = lane / 8, q_row = lane % 8;
   const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
-  const ChainCopies<D> copies{p,
+  const ChainCopies<D, STAGES> copies{p,
                               w,
                               p.block_tables + int64_t{s} * p.max_blocks_per_seq,
                               p.v_cache + int64_t{kv_head} * D + col0,
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   // Table entries one tile ahead of the copies: the read of a tile's entry
   // is in flight while the chain runs the tile before.
   int32_t next_entry = copies.entry(0);
-  for (int i = 0; i < kChainStages - 1; ++i) {
+  for (int i = 0; i < STAGES - 1; ++i) {
     const int32_t e = next_entry;
     next_entry = copies.entry(i + 1);
     copies.issue(i, e);
@@ -297,10 +297,10 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   OnlineSoftmax<kTileKeys> sm;  // only l_run is used: the row sums at the end
   float o[kNT][4] = {};
   for (int t = 0; t < copies.n_tiles; ++t) {
-    cp_async_wait<kChainStages - 2>();
+    cp_async_wait<STAGES - 2>();
     __syncwarp();
-    const uint32_t stage = copies.ring + (t % kChainStages) * kStageBytes;
-    const uint8_t* stage_ptr = ring + (t % kChainStages) * kStageBytes;
+    const uint32_t stage = copies.ring + (t % STAGES) * kStageBytes;
+    const uint8_t* stage_ptr = ring + (t % STAGES) * kStageBytes;
     const float4 cv = *reinterpret_cast<const float4*>(stage_ptr + kProbBytes + 16 * lane);
     const float correction[2] = {cv.x, cv.y}, added[2] = {cv.z, cv.w};
 #pragma unroll
@@ -324,14 +324,14 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
     }
     __syncwarp();
     const int32_t e = next_entry;
-    next_entry = copies.entry(t + kChainStages);
-    copies.issue(t + kChainStages - 1, e);
+    next_entry = copies.entry(t + STAGES);
+    copies.issue(t + STAGES - 1, e);
   }
   cp_async_wait<0>();
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
-template <int D>
+template <int D, int STAGES>
 void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_seq_len, cudaStream_t stream) {
   const unsigned z = static_cast<unsigned>(n_seqs * a.row_groups), heads = static_cast<unsigned>(p.n_kv_heads);
   const unsigned tiles = static_cast<unsigned>((max_seq_len + kTileKeys - 1) / kTileKeys);
@@ -339,8 +339,8 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: scores");
   exact_probs_kernel<<<dim3(tiles, heads, z), 32, 0, stream>>>(p, a);
   check_launch("exact_rows_attention: probabilities");
-  allow_shared_memory<exact_chain_kernel<D>>(kChainStages * kStageBytes, "exact_rows_attention: chain");
-  exact_chain_kernel<D><<<dim3(D / kChainCols, heads, z), 32, kChainStages * kStageBytes, stream>>>(p, a);
+  allow_shared_memory<exact_chain_kernel<D, STAGES>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+  exact_chain_kernel<D, STAGES><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
   check_launch("exact_rows_attention: chain");
 }
 
@@ -352,7 +352,8 @@ inline int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int
 
 // The rows in three launches: scores by key tile, probabilities by key tile,
 // then O's chain by O's columns. workspace: exact_rows_split_bytes(...) bytes.
-inline void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
+template <int STAGES = kChainStages>
+void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                       float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
@@ -373,7 +374,7 @@ inline void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDev
                       shape.row_groups,
                       shape.row_cap,
                       shape.key_cap};
-  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
+  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value, STAGES>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
 }
 
 }  // namespace split_lab
