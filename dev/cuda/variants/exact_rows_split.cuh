@@ -222,7 +222,8 @@ __global__ void __launch_bounds__(32) exact_probs_kernel(const ExactRowsParams p
 
 // A chain lane's copies of tile t into a stage: the tile's P fragments, its
 // corrections and sums, and the warp's 16 columns of V through the slots.
-template <int D, int STAGES = kChainStages>
+// NOCOPY (an ablation, wrong bits): no copies at all, the chain's floor.
+template <int D, int STAGES = kChainStages, bool NOCOPY = false>
 struct ChainCopies {
   const ExactRowsParams& p;
   const GroupArrays& w;
@@ -239,7 +240,7 @@ struct ChainCopies {
   }
   // `entry` is the lane's entry of tile t, read a tile earlier.
   __device__ void issue(int t, int32_t entry) const {
-    if (t < n_tiles) {
+    if (!NOCOPY && t < n_tiles) {
       const int stage = t % STAGES;
       const uint32_t dst = ring + stage * kStageBytes;
       const int key = t * kTileKeys + kLaneKeys * lane, offset = key % p.block_size;
@@ -265,7 +266,7 @@ struct ChainCopies {
   }
 };
 
-template <int D, int STAGES>
+template <int D, int STAGES, bool NOCOPY>
 __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p, const SplitArrays a) {
   constexpr int kNT = kChainCols / 8;  // 8-column n-tiles of the warp's O
   extern __shared__ __align__(128) uint8_t ring[];
@@ -276,7 +277,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   if (rg.empty()) return;
   const int lane = threadIdx.x, q_mat = lane / 8, q_row = lane % 8;
   const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
-  const ChainCopies<D, STAGES> copies{p,
+  const ChainCopies<D, STAGES, NOCOPY> copies{p,
                               w,
                               p.block_tables + int64_t{s} * p.max_blocks_per_seq,
                               p.v_cache + int64_t{kv_head} * D + col0,
@@ -331,7 +332,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
-template <int D, int STAGES>
+template <int D, int STAGES, bool NOCOPY>
 void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_seq_len, cudaStream_t stream) {
   const unsigned z = static_cast<unsigned>(n_seqs * a.row_groups), heads = static_cast<unsigned>(p.n_kv_heads);
   const unsigned tiles = static_cast<unsigned>((max_seq_len + kTileKeys - 1) / kTileKeys);
@@ -339,8 +340,8 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: scores");
   exact_probs_kernel<<<dim3(tiles, heads, z), 32, 0, stream>>>(p, a);
   check_launch("exact_rows_attention: probabilities");
-  allow_shared_memory<exact_chain_kernel<D, STAGES>>(STAGES * kStageBytes, "exact_rows_attention: chain");
-  exact_chain_kernel<D, STAGES><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
+  allow_shared_memory<exact_chain_kernel<D, STAGES, NOCOPY>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+  exact_chain_kernel<D, STAGES, NOCOPY><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
   check_launch("exact_rows_attention: chain");
 }
 
@@ -352,7 +353,7 @@ inline int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int
 
 // The rows in three launches: scores by key tile, probabilities by key tile,
 // then O's chain by O's columns. workspace: exact_rows_split_bytes(...) bytes.
-template <int STAGES = kChainStages>
+template <int STAGES = kChainStages, bool NOCOPY = false>
 void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                       float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
@@ -374,7 +375,7 @@ void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& ba
                       shape.row_groups,
                       shape.row_cap,
                       shape.key_cap};
-  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value, STAGES>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
+  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value, STAGES, NOCOPY>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
 }
 
 }  // namespace split_lab
