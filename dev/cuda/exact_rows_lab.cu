@@ -38,13 +38,17 @@ int64_t g_split_differ = 0;  // elements in which the split path alone differs, 
 
 // The split path with a ring of `stages` tiles in its chain (tiles in flight + 1);
 // 0: its chain without copies (wrong bits; timed only, as the chain's floor).
-constexpr int kSplitStages[] = {4, 8, 16};
+// -8, -16: the chain beside a producer warp, rings of 8 and 16 tiles.
+constexpr int kSplitStages[] = {4, 8, 16, -8, -16};
 void run_split(int stages, const kc::PagedKVDevice& cache, const kc::AttentionBatchDevice& batch, const void* q,
                int n_heads, float scale, void* out, void* ws, int64_t ws_bytes, cudaStream_t st) {
   switch (stages) {
     case 4: return kc::split_lab::exact_rows_split<4>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
     case 8: return kc::split_lab::exact_rows_split<8>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
     case 16: return kc::split_lab::exact_rows_split<16>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
+    case -8: return kc::split_lab::exact_rows_split<8, false, true>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
+    case -16:
+      return kc::split_lab::exact_rows_split<16, false, true>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
     default: return kc::split_lab::exact_rows_split<4, true>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
   }
 }
@@ -212,10 +216,10 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const int64_t split_bytes = kc::split_lab::exact_rows_split_bytes(batch, kKv, kHeads / kKv, 1, ctx);
   void* split_ws;
   CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
-  float split_at[4];
-  for (int i = 0; i < 4; ++i)
+  float split_at[6];
+  for (int i = 0; i < 6; ++i)
     split_at[i] = time_graph([&](cudaStream_t st) {
-      for (const auto& c : caches) run_split(i < 3 ? kSplitStages[i] : 0, c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
+      for (const auto& c : caches) run_split(i < 5 ? kSplitStages[i] : 0, c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
     });
   const float split_rows = split_at[0];
   cudaFree(split_ws);
@@ -225,9 +229,9 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
               "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | cluster %7.3f ms (x%.2f) | split %7.3f ms "
-              "(x%.2f), ring 8 %7.3f, ring 16 %7.3f, chain without copies %7.3f | prefill kernel %7.3f ms (x%.2f)\n",
+              "(x%.2f), ring 8 %7.3f, ring 16 %7.3f, producer 8 %7.3f, producer 16 %7.3f, chain without copies %7.3f | prefill kernel %7.3f ms (x%.2f)\n",
               shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, windows, bytes / windows / 1e6,
-              split / windows, cluster, split / cluster, split_rows, split / split_rows, split_at[1], split_at[2], split_at[3], prefill,
+              split / windows, cluster, split / cluster, split_rows, split / split_rows, split_at[1], split_at[2], split_at[3], split_at[4], split_at[5], prefill,
               split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);

@@ -35,6 +35,7 @@
 #include "kernels/cuda/exact_rows_window.cuh"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/online_softmax.cuh"
+#include "kernels/cuda/tma_primitives.cuh"
 
 namespace exactly::kernels::cuda {
 namespace split_lab {
@@ -332,7 +333,91 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
-template <int D, int STAGES, bool NOCOPY>
+// v5: the chain warp beside a producer warp. The producer (warp 1) finds
+// each tile's slots and issues its copies into a ring of STAGES tiles; each
+// lane's copies arrive on the stage's full barrier when they land
+// (cp.async.mbarrier.arrive.noinc, 32 arrivals a phase); the chain warp
+// (warp 0) waits on it, runs the tile as the one-warp chain does and frees
+// the stage on its empty barrier. The chain's arithmetic is the one-warp
+// chain's, so the bits are too.
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+template <int D, int STAGES>
+__global__ void __launch_bounds__(64) exact_chain_pc_kernel(const ExactRowsParams p, const SplitArrays a) {
+  constexpr int kNT = kChainCols / 8;
+  extern __shared__ __align__(128) uint8_t ring[];
+  __shared__ int32_t slots[STAGES][kTileKeys];
+  __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
+  const int col0 = blockIdx.x * kChainCols, kv_head = blockIdx.y, s = blockIdx.z / a.row_groups;
+  const int group_index = blockIdx.z % a.row_groups;
+  const RowGroup rg(p, s, group_index);
+  if (rg.empty()) return;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q_mat = lane / 8, q_row = lane % 8;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbarrier_init(smem_address(&full[i]), 32);
+      mbarrier_init(smem_address(&empty[i]), 1);
+    }
+  }
+  __syncthreads();
+  const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
+  const ChainCopies<D, STAGES> copies{p,
+                                      w,
+                                      p.block_tables + int64_t{s} * p.max_blocks_per_seq,
+                                      p.v_cache + int64_t{kv_head} * D + col0,
+                                      slots,
+                                      smem_address(ring),
+                                      rg.ctx_len,
+                                      (rg.ctx_len + kTileKeys - 1) / kTileKeys,
+                                      lane};
+  if (warp == 1) {  // the producer
+    int32_t next_entry = copies.entry(0);
+    for (int t = 0; t < copies.n_tiles; ++t) {
+      const int32_t e = next_entry;
+      next_entry = copies.entry(t + 1);
+      if (t >= STAGES) mbarrier_wait(smem_address(&empty[t % STAGES]), ((t / STAGES) - 1) & 1);
+      copies.issue(t, e);
+      cp_async_arrive_noinc(smem_address(&full[t % STAGES]));
+    }
+    cp_async_wait<0>();
+    return;
+  }
+  OnlineSoftmax<kTileKeys> sm;
+  float o[kNT][4] = {};
+  for (int t = 0; t < copies.n_tiles; ++t) {
+    mbarrier_wait(smem_address(&full[t % STAGES]), (t / STAGES) & 1);
+    const uint32_t stage = copies.ring + (t % STAGES) * kStageBytes;
+    const uint8_t* stage_ptr = ring + (t % STAGES) * kStageBytes;
+    const float4 cv = *reinterpret_cast<const float4*>(stage_ptr + kProbBytes + 16 * lane);
+    const float correction[2] = {cv.x, cv.y}, added[2] = {cv.z, cv.w};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) sm.l_run[r] = sm.l_run[r] * correction[r] + added[r];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[nt][e] *= correction[e / 2];
+    const uint32_t values = stage + kProbBytes + kChainValueBytes;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const uint4 f = *reinterpret_cast<const uint4*>(stage_ptr + 16 * (ks * 32 + lane));
+      const uint32_t pk[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+      for (int nt = 0; nt < kNT; nt += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, values + (16 * ks + (q_mat % 2) * 8 + q_row) * kVRow + (nt + q_mat / 2) * 16);
+        Elem<bf16>::mma(o[nt], pk, b[0], b[1]);
+        Elem<bf16>::mma(o[nt + 1], pk, b[2], b[3]);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(smem_address(&empty[t % STAGES]));
+  }
+  exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
+}
+
+template <int D, int STAGES, bool NOCOPY, bool PRODUCER>
 void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_seq_len, cudaStream_t stream) {
   const unsigned z = static_cast<unsigned>(n_seqs * a.row_groups), heads = static_cast<unsigned>(p.n_kv_heads);
   const unsigned tiles = static_cast<unsigned>((max_seq_len + kTileKeys - 1) / kTileKeys);
@@ -340,8 +425,13 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: scores");
   exact_probs_kernel<<<dim3(tiles, heads, z), 32, 0, stream>>>(p, a);
   check_launch("exact_rows_attention: probabilities");
-  allow_shared_memory<exact_chain_kernel<D, STAGES, NOCOPY>>(STAGES * kStageBytes, "exact_rows_attention: chain");
-  exact_chain_kernel<D, STAGES, NOCOPY><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
+  if constexpr (PRODUCER) {
+    allow_shared_memory<exact_chain_pc_kernel<D, STAGES>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+    exact_chain_pc_kernel<D, STAGES><<<dim3(D / kChainCols, heads, z), 64, STAGES * kStageBytes, stream>>>(p, a);
+  } else {
+    allow_shared_memory<exact_chain_kernel<D, STAGES, NOCOPY>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+    exact_chain_kernel<D, STAGES, NOCOPY><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
+  }
   check_launch("exact_rows_attention: chain");
 }
 
@@ -353,7 +443,7 @@ inline int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int
 
 // The rows in three launches: scores by key tile, probabilities by key tile,
 // then O's chain by O's columns. workspace: exact_rows_split_bytes(...) bytes.
-template <int STAGES = kChainStages, bool NOCOPY = false>
+template <int STAGES = kChainStages, bool NOCOPY = false, bool PRODUCER = false>
 void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                       float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
@@ -375,7 +465,7 @@ void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& ba
                       shape.row_groups,
                       shape.row_cap,
                       shape.key_cap};
-  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value, STAGES, NOCOPY>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
+  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value, STAGES, NOCOPY, PRODUCER>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
 }
 
 }  // namespace split_lab

@@ -94,10 +94,16 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
 // time; a smaller one (kAuto) gives each row group eight warps that score two
 // tiles at once, with only O's chain over the tiles left sequential; a few
 // row groups over long contexts (head dim 128) run in the prefill kernel
-// itself. The same bits every way.
-enum class ExactRowsPath { kAuto, kOneKernel, kWindows, kCluster };
+// itself; with a workspace, few row groups may spread each group's keys
+// over the GPU (exact_rows_split.h). The same bits every way.
+enum class ExactRowsPath { kAuto, kOneKernel, kWindows, kCluster, kSplit };
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
-                          float scale, void* out, cudaStream_t stream, ExactRowsPath path = ExactRowsPath::kAuto);
+                          float scale, void* out, cudaStream_t stream, ExactRowsPath path = ExactRowsPath::kAuto,
+                          void* workspace = nullptr, int64_t workspace_bytes = 0);
+// Workspace bytes that let exact_rows_attention take its split path for
+// every batch of decode rows of at most max_seq_len keys that it would split
+// (0 where it splits none).
+int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len);
 
 // k, v: [n_tokens, n_kv_heads, head_dim]; slot = block * block_size + offset,
 // a negative slot skips its token (padding).

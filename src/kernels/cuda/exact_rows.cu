@@ -39,6 +39,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/exact_rows_common.cuh"
+#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/exact_rows_window.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/mma_primitives.cuh"
@@ -217,7 +218,20 @@ bool take_prefill_kernel(ExactRowsPath path, int head_dim, int64_t groups, int m
   return path == ExactRowsPath::kAuto && head_dim == 128 && groups <= 32 && max_seq_len > 1024;
 }
 
-// EXACTLY_EXACT_ROWS (one, windows, cluster) forces a path where the caller
+// The split path may run at most this many row groups over at most this
+// many keys, where the caller gives it a workspace (exact_rows_workspace_bytes
+// sizes one for them). Unforced, it takes up to kExactSplitAutoGroups.
+constexpr int64_t kExactSplitMaxGroups = 64;
+constexpr int kExactSplitMaxKeys = 16384;
+constexpr int64_t kExactSplitAutoGroups = 0;
+
+bool take_split(ExactRowsPath path, int64_t groups, int max_seq_len, int64_t needed, int64_t workspace_bytes) {
+  if (needed > workspace_bytes || groups > kExactSplitMaxGroups || max_seq_len > kExactSplitMaxKeys) return false;
+  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kSplit;
+  return groups <= kExactSplitAutoGroups;
+}
+
+// EXACTLY_EXACT_ROWS (one, windows, cluster, split) forces a path where the caller
 // leaves the choice: engine-level comparisons of paths with the same bits.
 ExactRowsPath forced_path() {
   static const ExactRowsPath forced = [] {
@@ -226,6 +240,7 @@ ExactRowsPath forced_path() {
     if (name == "one") return ExactRowsPath::kOneKernel;
     if (name == "windows") return ExactRowsPath::kWindows;
     if (name == "cluster") return ExactRowsPath::kCluster;
+    if (name == "split") return ExactRowsPath::kSplit;
     return ExactRowsPath::kAuto;
   }();
   return forced;
@@ -243,7 +258,8 @@ void launch(const ExactRowsParams& p, const AttentionBatchDevice& b, cudaStream_
 }  // namespace
 
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
-                          float scale, void* out, cudaStream_t stream, ExactRowsPath path) {
+                          float scale, void* out, cudaStream_t stream, ExactRowsPath path, void* workspace,
+                          int64_t workspace_bytes) {
   check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
   EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
   EXACTLY_CUDA_REQUIRE(batch.max_query_len >= 0 && int64_t{batch.max_query_len} * (n_heads / cache.n_kv_heads) <=
@@ -255,12 +271,24 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
   const ExactRowsParams p = paged_attention_params<__nv_bfloat16>(cache, batch, q, out, n_heads, scale);
   const int row_groups = (batch.max_query_len * p.group + 15) / 16;
   const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
+  const int64_t split_bytes = exact_rows_split_bytes(batch.n_seqs, cache.n_kv_heads, p.group, batch.max_query_len,
+                                                     batch.max_seq_len);
+  if (workspace != nullptr && take_split(path, groups, batch.max_seq_len, split_bytes, workspace_bytes))
+    return exact_rows_split(cache, batch, q, n_heads, scale, out, workspace, workspace_bytes, stream);
   if (take_cluster(path, groups, batch.max_seq_len))
     return exact_rows_cluster(p, batch.n_seqs, row_groups, batch.max_seq_len, cache.head_dim, stream);
   if (take_prefill_kernel(path, cache.head_dim, groups, batch.max_seq_len))
     return flash_attention_prefill(cache, batch, q, n_heads, scale, true, out, stream);
   if (take_windows(path, groups)) return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
+}
+
+int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len) {
+  const int64_t row_groups = (group + 15) / 16, per_seq = int64_t{n_kv_heads} * row_groups;
+  const int64_t seqs = kExactSplitMaxGroups / per_seq;
+  const bool splits = kExactSplitAutoGroups > 0 || forced_path() == ExactRowsPath::kSplit;
+  if (!splits || seqs == 0 || max_seq_len > kExactSplitMaxKeys) return 0;
+  return exact_rows_split_bytes(static_cast<int>(seqs), n_kv_heads, group, 1, max_seq_len);
 }
 
 }  // namespace exactly::kernels::cuda

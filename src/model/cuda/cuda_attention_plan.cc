@@ -49,7 +49,10 @@ void CudaAttentionPlan::run(const kc::PagedKVDevice& cache, const void* q, int n
       case Kernel::kSplitDecode:
         kc::paged_decode_attention(cache, a.batch, q, n_heads, scale, out, decode_, decode_bytes_, stream);
         break;
-      case Kernel::kExactRows: kc::exact_rows_attention(cache, a.batch, q, n_heads, scale, out, stream); break;
+      case Kernel::kExactRows:
+        kc::exact_rows_attention(cache, a.batch, q, n_heads, scale, out, stream, kc::ExactRowsPath::kAuto, decode_,
+                                 decode_bytes_);
+        break;
       case Kernel::kPrefill: kc::flash_attention_prefill(cache, a.batch, q, n_heads, scale, true, out, stream); break;
     }
   }

@@ -24,7 +24,8 @@ class CudaAttentionPlan {
   void plan(const ModelInput& b, const kernels::cuda::AttentionBatchDevice& attn, bool decode);
   // One launch for a step whose sequences bring `query` tokens each.
   void plan_uniform(const kernels::cuda::AttentionBatchDevice& attn, int32_t query);
-  // The split-KV decode kernel's partials: [decode_bytes] bytes.
+  // The decode kernel's workspace, [decode_bytes] bytes: the split-KV
+  // kernel's partials, or the exact rows' split path's scores and probabilities.
   void set_decode_workspace(void* decode, int64_t decode_bytes) {
     decode_ = decode;
     decode_bytes_ = decode_bytes;

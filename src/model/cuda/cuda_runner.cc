@@ -94,13 +94,15 @@ void CudaRunner::ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, 
     w.hidden_out = {};  // made again, at the new size, when asked for
     rows_.resize(w.tokens, w.seqs, w.logits_rows, c.vocab_size);
   }
-  // The decode workspace (split-KV partials) follows the largest batch and
-  // context seen (the sequence count may have grown above without the
-  // context growing). The canonical order's decode kernel needs none.
+  // The decode workspace (split-KV partials, or in the canonical order the
+  // exact rows' split path) follows the largest batch and context seen (the
+  // sequence count may have grown above without the context growing).
   w.max_seq_len = std::max(w.max_seq_len, max_seq_len);
   {
     const int64_t bytes =
-        options_.deterministic ? 0 : kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim);
+        options_.deterministic
+            ? kc::exact_rows_workspace_bytes(c.n_kv_heads, c.n_heads / c.n_kv_heads, w.max_seq_len)
+            : kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim);
     if (static_cast<size_t>(bytes) > w.decode_bytes) {
       kc::check_cuda(cudaStreamSynchronize(stream_), "workspace");
       graphs_.clear();
