@@ -239,7 +239,7 @@ void time_decode(const Shape& shape, int batch, int ctx) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int64_t bad = 0;
   int cases = 0;
   const std::vector<int> contexts = {1, 2, 15, 16, 17, 127, 128, 129, 255, 300, 640, 1000, 2049, 5000};
@@ -272,6 +272,14 @@ int main() {
                        : "EXACT ROWS DIFFER from the prefill kernel (%d cases)\n",
               cases);
   std::printf("of which the split path: %lld elements\n", static_cast<long long>(g_split_differ));
+  if (argc > 1 && std::strcmp(argv[1], "split-bounds") == 0) {  // where the split path starts to win, by keys and groups
+    for (auto [batch, ctx] : {std::pair{1, 1024}, {1, 1536}, {1, 2048}, {1, 3072}, {4, 1024}, {4, 1536}, {4, 2048},
+                              {4, 3072}, {6, 2048}, {6, 4096}, {8, 2048}})
+      time_decode(kLlama8B, batch, ctx);
+    for (auto [batch, ctx] : {std::pair{1, 1024}, {1, 1536}, {1, 2048}, {16, 1024}, {16, 2048}, {21, 4096}})
+      time_decode(kSmolLM2, batch, ctx);
+    return bad == 0 ? 0 : 1;
+  }
   for (auto [batch, ctx] : {std::pair{1, 640}, {2, 640}, {4, 640}, {8, 640}, {16, 640}, {32, 640}, {64, 640},
                             {128, 640}, {1, 4096}, {4, 4096}, {8, 4096}, {16, 4096}, {32, 4096}})
     time_decode(kLlama8B, batch, ctx);

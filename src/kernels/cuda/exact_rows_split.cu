@@ -16,11 +16,13 @@
 // - the chain, a warp per (16 columns of O, KV head, row group): the tiles
 //   in order from key 0, l = l * correction + the tile's sum, O *= correction,
 //   O += P V in eight k16 steps, then O / l rounded to bf16.
-// The chain warp is alone on its SM and every instruction it issues waits on
-// the one before, so its copies cost no division and no table read on their
-// path: each lane finds the slots of four keys of a tile with one division
-// (blocks are whole multiples of 16 keys), from a table entry it read a tile
-// earlier, and the copies read the slots from shared memory.
+// Every instruction of the chain waits on the one before, so the copies of
+// its V tiles are kept off its path: on sm_90 a producer warp beside it
+// issues them into a ring of 8 tiles; elsewhere the chain issues them
+// itself at no division and no table read on its path (each lane finds the
+// slots of four keys of a tile with one division, blocks being whole
+// multiples of 16 keys, from a table entry it read a tile earlier, and the
+// copies read the slots from shared memory).
 #include "kernels/cuda/exact_rows_split.h"
 
 #include <cuda_bf16.h>
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kernels/cuda/device_info.h"
 #include "kernels/cuda/exact_rows_common.cuh"
 #include "kernels/cuda/exact_rows_window.cuh"
 #include "kernels/cuda/launch_common.h"
@@ -45,7 +48,8 @@ constexpr int kTileKeys = 128;  // the prefill kernel's tile (flash_prefill.cu, 
 constexpr int kKSteps = kTileKeys / 16;
 constexpr int kScoreWarps = 4;  // a warp scores 32 keys of the tile
 constexpr int kChainCols = 16;  // O's columns per chain warp
-constexpr int kChainStages = 4;  // the default ring: tiles in flight + 1
+constexpr int kChainStages = 4;  // the lone chain's ring: tiles in flight + 1
+constexpr int kReservedSharedBytes = 1024;  // the shared memory the runtime keeps per CTA
 constexpr int kProbBytes = kKSteps * 32 * 16;  // a tile's P fragments: a 16-byte A fragment per lane and k16 step
 constexpr int kChainValueBytes = 32 * 16;      // a tile's corrections and sums: 4 floats per lane
 constexpr int kVRow = kChainCols * 2, kVPieces = kVRow / 16, kVBytes = kTileKeys * kVRow;
@@ -331,7 +335,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
-// The chain warp beside a producer warp (EXACTLY_SPLIT_RING=-8 or -16). The producer (warp 1) finds
+// The chain warp beside a producer warp (sm_90's default, chain_ring()). The producer (warp 1) finds
 // each tile's slots and issues its copies into a ring of STAGES tiles; each
 // lane's copies arrive on the stage's full barrier when they land
 // (cp.async.mbarrier.arrive.noinc, 32 arrivals a phase); the chain warp
@@ -437,18 +441,33 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: chain");
 }
 
-// The chain's ring in tiles (EXACTLY_SPLIT_RING: 4, 8 or 16, negative for
-// the chain beside a producer warp; kChainStages otherwise), read once per process: engine-level comparisons of ring depths.
+// The chain's ring in tiles, negative for the chain beside a producer warp:
+// 8 tiles filled by the producer on sm_90 (its copies arrive on the ring's
+// mbarriers, which only Hopper's machine code here waits on), 4 tiles the
+// chain fills itself elsewhere. On an H100 (exact_rows_lab, 32 layers of
+// Llama-3-8B, 1 x 4,096 keys) the producer's ring of 8 took 1.03 ms against
+// 1.35 for the lone chain's ring of 4: the lone chain waits on its own
+// copies' address arithmetic. EXACTLY_SPLIT_RING (4, 8, 16, -8, -16) forces
+// one, read once per process, for engine-level comparisons.
 int chain_ring() {
   static const int ring = [] {
     const char* v = std::getenv("EXACTLY_SPLIT_RING");
     const int n = v != nullptr ? std::atoi(v) : 0;
-    return n == 8 || n == 16 || n == -8 || n == -16 ? n : kChainStages;
+    if (n == 4 || n == 8 || n == 16 || n == -8 || n == -16) return n;
+    return device_compute_major() == 9 ? -8 : kChainStages;
   }();
   return ring;
 }
 
 }  // namespace
+
+bool exact_rows_split_chain_fits(int64_t groups, int head_dim) {
+  static const int64_t per_sm = [] {
+    const int64_t smem = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, "shared memory per SM");
+    return smem / (int64_t{std::abs(chain_ring())} * kStageBytes + kReservedSharedBytes);
+  }();
+  return groups * (head_dim / kChainCols) <= per_sm * device_multiprocessors();
+}
 
 int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len) {
   return SplitLayout(n_seqs, n_kv_heads, SplitShape(group, max_query_len, max_seq_len)).bytes();
