@@ -44,8 +44,9 @@ def targets(vocab: int, rng: random.Random) -> list[dict]:
         {"prompt": ids(181), "max_tokens": 24, "temperature": 0.9, "top_p": 0.95, "seed": 7, "n": 2,
          "ignore_eos": True, "logprobs": 3},
         {"prompt": ids(700), "max_tokens": 16, "temperature": 0, "ignore_eos": True, "logprobs": 2},
-        # Past 1,024 keys a lone sequence's decode rows take the split path on
-        # Hopper, the same rows in the crowd the windows.
+        # On Hopper a lone sequence's decode rows past 1,024 keys take the
+        # split path at head dim 128 (at any under EXACTLY_EXACT_ROWS=split),
+        # the same rows in the crowd the windows.
         {"prompt": ids(1500), "max_tokens": 12, "temperature": 0.8, "seed": 11, "ignore_eos": True, "logprobs": 2},
     ]
 

@@ -103,7 +103,7 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
 // Workspace bytes that let exact_rows_attention take its split path for
 // every batch of decode rows of at most max_seq_len keys that it would split
 // (0 where it splits none).
-int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int head_dim, int max_seq_len);
+int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len);
 
 // k, v: [n_tokens, n_kv_heads, head_dim]; slot = block * block_size + offset,
 // a negative slot skips its token (padding).

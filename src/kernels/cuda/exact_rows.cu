@@ -222,22 +222,19 @@ bool take_prefill_kernel(ExactRowsPath path, int head_dim, int64_t groups, int m
 // many keys, where the caller gives it a workspace (exact_rows_workspace_bytes
 // sizes one for them). Unforced, on sm_90 (its chain's producer warp), it
 // takes kExactSplitAutoKeys keys or more while its chain's CTAs fit the GPU
-// at once. Its chain's cost a tile is the same at head dim 64 as at 128,
-// the other paths' halves, so at 64 it waits for longer contexts. On an
-// H100 (exact_rows_lab, 32 layers of Llama-3-8B) it took
+// at once. On an H100 (exact_rows_lab, 32 layers of Llama-3-8B, one
+// producer warp) it took
 // 0.44 ms against the cluster's 0.46 at 1 x 1,024 keys (0.38 against 0.37
 // at 640), 1.03 against 1.36 at 1 x 4,096, 0.82 against the prefill
 // kernel's 0.91 at 4 x 2,048, 1.85 against the windows' 2.31 at 6 x 4,096
 // (48 groups, 384 chain CTAs); at 8 x 2,048 (512 chain CTAs, 396 at once)
-// the windows won, 1.32 against 1.55. SmolLM2 (30 layers, head dim 64):
-// 0.90 against the cluster's 0.96 at 1 x 4,096 keys, 0.55 against 0.53 at
-// 1 x 2,048; 1.46 against the windows' 1.59 at 21 x 4,096 (63 groups, 252
-// chain CTAs).
+// the windows won, 1.32 against 1.55. At head dim 64 (SmolLM2) one producer
+// lost to the cluster up to about 3,000 keys; with two the engine took 931
+// against 891 tokens/s at batch 1 and 1,024 + 128 tokens, 851 against 742
+// at 2,048 + 128, 982 against 989 at 512 + 128.
 constexpr int64_t kExactSplitMaxGroups = 64;
 constexpr int kExactSplitMaxKeys = 16384;
-constexpr int kExactSplitAutoKeys = 1024;  // at head dim 128; 3,072 below
-
-int split_auto_keys(int head_dim) { return head_dim >= 128 ? kExactSplitAutoKeys : 3 * kExactSplitAutoKeys; }
+constexpr int kExactSplitAutoKeys = 1024;
 
 bool split_runs_unforced() { return device_compute_major() == 9; }
 
@@ -245,7 +242,7 @@ bool take_split(ExactRowsPath path, int64_t groups, int head_dim, int max_seq_le
                 int64_t workspace_bytes) {
   if (needed > workspace_bytes || groups > kExactSplitMaxGroups || max_seq_len > kExactSplitMaxKeys) return false;
   if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kSplit;
-  return split_runs_unforced() && max_seq_len >= split_auto_keys(head_dim) &&
+  return split_runs_unforced() && max_seq_len >= kExactSplitAutoKeys &&
          exact_rows_split_chain_fits(groups, head_dim);
 }
 
@@ -301,9 +298,9 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
 }
 
-int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int head_dim, int max_seq_len) {
+int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len) {
   const bool forced = forced_path() == ExactRowsPath::kSplit;
-  const bool unforced = split_runs_unforced() && max_seq_len >= split_auto_keys(head_dim);
+  const bool unforced = split_runs_unforced() && max_seq_len >= kExactSplitAutoKeys;
   if (!(forced || unforced) || max_seq_len > kExactSplitMaxKeys) return 0;
   const int64_t seqs = kExactSplitMaxGroups / (int64_t{n_kv_heads} * ((group + 15) / 16));
   return seqs == 0 ? 0 : exact_rows_split_bytes(static_cast<int>(seqs), n_kv_heads, group, 1, max_seq_len);

@@ -101,7 +101,7 @@ void CudaRunner::ensure_workspace(int64_t tokens, int32_t seqs, int32_t blocks, 
   {
     const int64_t bytes =
         options_.deterministic
-            ? kc::exact_rows_workspace_bytes(c.n_kv_heads, c.n_heads / c.n_kv_heads, c.head_dim, w.max_seq_len)
+            ? kc::exact_rows_workspace_bytes(c.n_kv_heads, c.n_heads / c.n_kv_heads, w.max_seq_len)
             : kc::decode_workspace_bytes(w.seqs, c.n_heads, w.max_seq_len, c.head_dim);
     if (static_cast<size_t>(bytes) > w.decode_bytes) {
       kc::check_cuda(cudaStreamSynchronize(stream_), "workspace");
