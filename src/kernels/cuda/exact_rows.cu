@@ -301,9 +301,12 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
 int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len) {
   const bool forced = forced_path() == ExactRowsPath::kSplit;
   const bool unforced = split_runs_unforced() && max_seq_len >= kExactSplitAutoKeys;
-  if (!(forced || unforced) || max_seq_len > kExactSplitMaxKeys) return 0;
+  if (!(forced || unforced)) return 0;
+  // Contexts past kExactSplitMaxKeys take other paths: a model's longer
+  // limit still leaves the split path its shorter ones.
+  const int keys = std::min(max_seq_len, kExactSplitMaxKeys);
   const int64_t seqs = kExactSplitMaxGroups / (int64_t{n_kv_heads} * ((group + 15) / 16));
-  return seqs == 0 ? 0 : exact_rows_split_bytes(static_cast<int>(seqs), n_kv_heads, group, 1, max_seq_len);
+  return seqs == 0 ? 0 : exact_rows_split_bytes(static_cast<int>(seqs), n_kv_heads, group, 1, keys);
 }
 
 }  // namespace exactly::kernels::cuda
