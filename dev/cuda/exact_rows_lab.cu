@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "kernels/cuda/attention.h"
-#include "variants/exact_rows_split.cuh"
+#include "kernels/cuda/exact_rows_split.cuh"
 #include "kernels/cuda/layer_ops.h"
 #include "lab_common.h"
 
@@ -36,21 +36,36 @@ namespace {
 constexpr int kBlock = 16;
 int64_t g_split_differ = 0;  // elements in which the split path alone differs, over all cases
 
-// The split path with a ring of `stages` tiles in its chain (tiles in flight + 1);
-// 0: its chain without copies (wrong bits; timed only, as the chain's floor).
-// -8, -16: the chain beside a producer warp, rings of 8 and 16 tiles.
-constexpr int kSplitStages[] = {4, 8, 16, -8, -16};
-void run_split(int stages, const kc::PagedKVDevice& cache, const kc::AttentionBatchDevice& batch, const void* q,
-               int n_heads, float scale, void* out, void* ws, int64_t ws_bytes, cudaStream_t st) {
-  switch (stages) {
-    case 4: return kc::split_lab::exact_rows_split<4>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
-    case 8: return kc::split_lab::exact_rows_split<8>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
-    case 16: return kc::split_lab::exact_rows_split<16>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
-    case -8: return kc::split_lab::exact_rows_split<8, false, true>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
-    case -16:
-      return kc::split_lab::exact_rows_split<16, false, true>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
-    default: return kc::split_lab::exact_rows_split<4, true>(cache, batch, q, n_heads, scale, out, ws, ws_bytes, st);
+// The split path's chain (exact_rows_split.cuh) in the lab's modes: 4, the
+// lone chain with its ring of 4 tiles; -1, -2, -4, a ring of 8 tiles fed by
+// 1, 2 or 4 producer warps (production's choices); 0, the lone chain
+// without copies (wrong bits; timed only, as the chain's floor).
+constexpr int kSplitModes[] = {4, -1, -2, -4};
+template <int D>
+void launch_split(int mode, const kc::ExactRowsParams& p, const kc::exact_split::SplitArrays& a, int n_seqs,
+                  int max_seq_len, cudaStream_t st) {
+  namespace es = kc::exact_split;
+  switch (mode) {
+    case 4: return es::launch<D, 4, 0>(p, a, n_seqs, max_seq_len, st);
+    case -1: return es::launch<D, 8, 1>(p, a, n_seqs, max_seq_len, st);
+    case -2: return es::launch<D, 8, 2>(p, a, n_seqs, max_seq_len, st);
+    case -4: return es::launch<D, 8, 4>(p, a, n_seqs, max_seq_len, st);
+    default: return es::launch<D, 4, 0, false>(p, a, n_seqs, max_seq_len, st);
   }
+}
+int64_t split_bytes_for(int n_seqs, int n_kv, int group, int max_q, int max_seq_len) {
+  namespace es = kc::exact_split;
+  return es::SplitLayout(n_seqs, n_kv, es::SplitShape(group, max_q, max_seq_len)).bytes();
+}
+void run_split(int mode, const kc::PagedKVDevice& cache, const kc::AttentionBatchDevice& batch, const void* q,
+               int n_heads, float scale, void* out, void* ws, int64_t, cudaStream_t st) {
+  namespace es = kc::exact_split;
+  const kc::ExactRowsParams p = kc::paged_attention_params<__nv_bfloat16>(cache, batch, q, out, n_heads, scale);
+  const es::SplitShape shape(p.group, batch.max_query_len, batch.max_seq_len);
+  const es::SplitArrays a = es::split_arrays(ws, es::SplitLayout(batch.n_seqs, p.n_kv_heads, shape), shape);
+  kc::with_head_dim(cache.head_dim, [&](auto d) {
+    launch_split<decltype(d)::value>(mode, p, a, batch.n_seqs, batch.max_seq_len, st);
+  });
 }
 
 struct Batch {
@@ -121,7 +136,7 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
   CK(cudaMalloc(&out_windows, q_elems * 2));
   CK(cudaMalloc(&out_cluster, q_elems * 2));
   CK(cudaMalloc(&out_split, q_elems * 2));
-  const int64_t split_bytes = kc::split_lab::exact_rows_split_bytes(static_cast<int>(lens.size()), n_kv, n_heads / n_kv, b.max_q,
+  const int64_t split_bytes = split_bytes_for(static_cast<int>(lens.size()), n_kv, n_heads / n_kv, b.max_q,
                                                          b.max_len);
   CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
   CK(cudaMemset(split_ws, 0xff, static_cast<size_t>(split_bytes)));
@@ -153,7 +168,7 @@ int64_t compare(int head_dim, int n_heads, int n_kv, const std::vector<int>& len
     diff += (a[i] != x[i]) + (a[i] != y[i]) + (a[i] != z[i]);
     nan += is_nan(x[i]) + is_nan(y[i]) + is_nan(z[i]);
   }
-  for (int stages : kSplitStages) {
+  for (int stages : kSplitModes) {
     CK(cudaMemset(out_split, 0xff, q_elems * 2));
     run_split(stages, cache, db.view, q, n_heads, scale, out_split, split_ws, split_bytes, nullptr);
     CK(cudaGetLastError());
@@ -213,13 +228,13 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const float cluster = time_graph([&](cudaStream_t st) {
     for (const auto& c : caches) kc::exact_rows_attention(c, db.view, q, kHeads, scale, out, st, kc::ExactRowsPath::kCluster);
   });
-  const int64_t split_bytes = kc::split_lab::exact_rows_split_bytes(batch, kKv, kHeads / kKv, 1, ctx);
+  const int64_t split_bytes = split_bytes_for(batch, kKv, kHeads / kKv, 1, ctx);
   void* split_ws;
   CK(cudaMalloc(&split_ws, static_cast<size_t>(split_bytes)));
-  float split_at[6];
-  for (int i = 0; i < 6; ++i)
+  float split_at[5];
+  for (int i = 0; i < 5; ++i)
     split_at[i] = time_graph([&](cudaStream_t st) {
-      for (const auto& c : caches) run_split(i < 5 ? kSplitStages[i] : 0, c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
+      for (const auto& c : caches) run_split(i < 4 ? kSplitModes[i] : 0, c, db.view, q, kHeads, scale, out, split_ws, split_bytes, st);
     });
   const float split_rows = split_at[0];
   cudaFree(split_ws);
@@ -229,9 +244,9 @@ void time_decode(const Shape& shape, int batch, int ctx) {
   const double bytes = double(batch) * ctx * kKv * kHd * 2 * 2 * kLayers;
   std::printf("%s, batch %3d x %5d keys, %d layers: split-KV decode %7.3f ms (%4.0f GB/s) | exact rows, one kernel "
               "%7.3f ms (x%.2f) | exact rows, windows %7.3f ms (%4.0f GB/s, x%.2f) | cluster %7.3f ms (x%.2f) | split %7.3f ms "
-              "(x%.2f), ring 8 %7.3f, ring 16 %7.3f, producer 8 %7.3f, producer 16 %7.3f, chain without copies %7.3f | prefill kernel %7.3f ms (x%.2f)\n",
+              "(x%.2f), producers 1 %7.3f, 2 %7.3f, 4 %7.3f, chain without copies %7.3f | prefill kernel %7.3f ms (x%.2f)\n",
               shape.name, batch, ctx, kLayers, split, bytes / split / 1e6, exact, split / exact, windows, bytes / windows / 1e6,
-              split / windows, cluster, split / cluster, split_rows, split / split_rows, split_at[1], split_at[2], split_at[3], split_at[4], split_at[5], prefill,
+              split / windows, cluster, split / cluster, split_rows, split / split_rows, split_at[1], split_at[2], split_at[3], split_at[4], prefill,
               split / prefill);
   for (auto& c : caches) cudaFree(c.k), cudaFree(c.v);
   cudaFree(q), cudaFree(out), cudaFree(ws);

@@ -1,7 +1,6 @@
-// Lab variant of exact_rows_attention (dev/cuda/exact_rows_lab.cu): the
-// prefill kernel's bits with a row group's keys spread over the GPU. It lost
-// to the cluster and windowed paths almost everywhere (dev/cuda/NOTES.md,
-// "Exact rows split again"), so production does not carry it.
+// The kernels of exact_rows_attention's split path (exact_rows_split.cu;
+// the lab times their variants): the prefill kernel's bits with a row
+// group's keys spread over the GPU.
 //
 // In the prefill kernel's chain over 128-key tiles only O and the row sums
 // carry from one tile to the next, and what a tile adds to them depends on
@@ -18,11 +17,13 @@
 // - the chain, a warp per (16 columns of O, KV head, row group): the tiles
 //   in order from key 0, l = l * correction + the tile's sum, O *= correction,
 //   O += P V in eight k16 steps, then O / l rounded to bf16.
-// The chain warp is alone on its SM and every instruction it issues waits on
-// the one before, so its copies cost no division and no table read on their
-// path: each lane finds the slots of four keys of a tile with one division
-// (blocks are whole multiples of 16 keys), from a table entry it read a tile
-// earlier, and the copies read the slots from shared memory.
+// Every instruction of the chain waits on the one before, so the copies of
+// its V tiles are kept off its path: on sm_90 a producer warp beside it
+// issues them into a ring of 8 tiles; elsewhere the chain issues them
+// itself at no division and no table read on its path (each lane finds the
+// slots of four keys of a tile with one division, blocks being whole
+// multiples of 16 keys, from a table entry it read a tile earlier, and the
+// copies read the slots from shared memory).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -37,8 +38,10 @@
 #include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/tma_primitives.cuh"
 
-namespace exactly::kernels::cuda {
-namespace split_lab {
+namespace exactly::kernels::cuda::exact_split {
+// Each file that includes these (the library's launcher, the lab) has its
+// own copies: the lab links the library too.
+namespace {
 
 using bf16 = __nv_bfloat16;
 
@@ -46,7 +49,8 @@ constexpr int kTileKeys = 128;  // the prefill kernel's tile (flash_prefill.cu, 
 constexpr int kKSteps = kTileKeys / 16;
 constexpr int kScoreWarps = 4;  // a warp scores 32 keys of the tile
 constexpr int kChainCols = 16;  // O's columns per chain warp
-constexpr int kChainStages = 4;  // the default ring: tiles in flight + 1
+constexpr int kChainStages = 4;  // the lone chain's ring: tiles in flight + 1
+constexpr int kReservedSharedBytes = 1024;  // the shared memory the runtime keeps per CTA
 constexpr int kProbBytes = kKSteps * 32 * 16;  // a tile's P fragments: a 16-byte A fragment per lane and k16 step
 constexpr int kChainValueBytes = 32 * 16;      // a tile's corrections and sums: 4 floats per lane
 constexpr int kVRow = kChainCols * 2, kVPieces = kVRow / 16, kVBytes = kTileKeys * kVRow;
@@ -223,8 +227,8 @@ __global__ void __launch_bounds__(32) exact_probs_kernel(const ExactRowsParams p
 
 // A chain lane's copies of tile t into a stage: the tile's P fragments, its
 // corrections and sums, and the warp's 16 columns of V through the slots.
-// NOCOPY (an ablation, wrong bits): no copies at all, the chain's floor.
-template <int D, int STAGES = kChainStages, bool NOCOPY = false>
+// COPIES false (the lab's ablation, wrong bits): no copies at all, the chain's floor.
+template <int D, int STAGES, bool COPIES = true>
 struct ChainCopies {
   const ExactRowsParams& p;
   const GroupArrays& w;
@@ -241,7 +245,7 @@ struct ChainCopies {
   }
   // `entry` is the lane's entry of tile t, read a tile earlier.
   __device__ void issue(int t, int32_t entry) const {
-    if (!NOCOPY && t < n_tiles) {
+    if (COPIES && t < n_tiles) {
       const int stage = t % STAGES;
       const uint32_t dst = ring + stage * kStageBytes;
       const int key = t * kTileKeys + kLaneKeys * lane, offset = key % p.block_size;
@@ -267,7 +271,36 @@ struct ChainCopies {
   }
 };
 
-template <int D, int STAGES, bool NOCOPY>
+// One tile of O's chain from its stage in the ring: l = l * correction +
+// the tile's sum, O *= correction (by row), O += P V in eight k16 steps.
+__device__ __forceinline__ void chain_tile(float (&o)[kChainCols / 8][4], float (&l)[2], uint32_t stage,
+                                           const uint8_t* stage_ptr, int lane) {
+  constexpr int kNT = kChainCols / 8;  // 8-column n-tiles of the warp's O
+  const int q_mat = lane / 8, q_row = lane % 8;
+  const float4 cv = *reinterpret_cast<const float4*>(stage_ptr + kProbBytes + 16 * lane);
+  const float correction[2] = {cv.x, cv.y}, added[2] = {cv.z, cv.w};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * correction[r] + added[r];
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[nt][e] *= correction[e / 2];
+  const uint32_t values = stage + kProbBytes + kChainValueBytes;
+#pragma unroll
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    const uint4 f = *reinterpret_cast<const uint4*>(stage_ptr + 16 * (ks * 32 + lane));
+    const uint32_t pk[4] = {f.x, f.y, f.z, f.w};
+#pragma unroll
+    for (int nt = 0; nt < kNT; nt += 2) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, values + (16 * ks + (q_mat % 2) * 8 + q_row) * kVRow + (nt + q_mat / 2) * 16);
+      Elem<bf16>::mma(o[nt], pk, b[0], b[1]);
+      Elem<bf16>::mma(o[nt + 1], pk, b[2], b[3]);
+    }
+  }
+}
+
+template <int D, int STAGES, bool COPIES = true>
 __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p, const SplitArrays a) {
   constexpr int kNT = kChainCols / 8;  // 8-column n-tiles of the warp's O
   extern __shared__ __align__(128) uint8_t ring[];
@@ -276,9 +309,9 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   const int group_index = blockIdx.z % a.row_groups;
   const RowGroup rg(p, s, group_index);
   if (rg.empty()) return;
-  const int lane = threadIdx.x, q_mat = lane / 8, q_row = lane % 8;
+  const int lane = threadIdx.x;
   const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
-  const ChainCopies<D, STAGES, NOCOPY> copies{p,
+  const ChainCopies<D, STAGES, COPIES> copies{p,
                               w,
                               p.block_tables + int64_t{s} * p.max_blocks_per_seq,
                               p.v_cache + int64_t{kv_head} * D + col0,
@@ -301,29 +334,7 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   for (int t = 0; t < copies.n_tiles; ++t) {
     cp_async_wait<STAGES - 2>();
     __syncwarp();
-    const uint32_t stage = copies.ring + (t % STAGES) * kStageBytes;
-    const uint8_t* stage_ptr = ring + (t % STAGES) * kStageBytes;
-    const float4 cv = *reinterpret_cast<const float4*>(stage_ptr + kProbBytes + 16 * lane);
-    const float correction[2] = {cv.x, cv.y}, added[2] = {cv.z, cv.w};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) sm.l_run[r] = sm.l_run[r] * correction[r] + added[r];
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)  // O *= the tile's correction, by row
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[nt][e] *= correction[e / 2];
-    const uint32_t values = stage + kProbBytes + kChainValueBytes;
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      const uint4 f = *reinterpret_cast<const uint4*>(stage_ptr + 16 * (ks * 32 + lane));
-      const uint32_t pk[4] = {f.x, f.y, f.z, f.w};
-#pragma unroll
-      for (int nt = 0; nt < kNT; nt += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, values + (16 * ks + (q_mat % 2) * 8 + q_row) * kVRow + (nt + q_mat / 2) * 16);
-        Elem<bf16>::mma(o[nt], pk, b[0], b[1]);
-        Elem<bf16>::mma(o[nt + 1], pk, b[2], b[3]);
-      }
-    }
+    chain_tile(o, sm.l_run, copies.ring + (t % STAGES) * kStageBytes, ring + (t % STAGES) * kStageBytes, lane);
     __syncwarp();
     const int32_t e = next_entry;
     next_entry = copies.entry(t + STAGES);
@@ -333,19 +344,23 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
-// v5: the chain warp beside a producer warp. The producer (warp 1) finds
+// The chain warp beside a producer warp (sm_90's default, chain_ring()). The producer (warp 1) finds
 // each tile's slots and issues its copies into a ring of STAGES tiles; each
 // lane's copies arrive on the stage's full barrier when they land
 // (cp.async.mbarrier.arrive.noinc, 32 arrivals a phase); the chain warp
 // (warp 0) waits on it, runs the tile as the one-warp chain does and frees
 // the stage on its empty barrier. The chain's arithmetic is the one-warp
 // chain's, so the bits are too.
-__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+[[maybe_unused]] __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
-template <int D, int STAGES>
-__global__ void __launch_bounds__(64) exact_chain_pc_kernel(const ExactRowsParams p, const SplitArrays a) {
+template <int D, int STAGES, int PRODUCERS>
+__global__ void __launch_bounds__(32 * (1 + PRODUCERS)) exact_chain_pc_kernel(const ExactRowsParams p,
+                                                                               const SplitArrays a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();  // mbarrier waits by parity: Hopper and later
+#else
   constexpr int kNT = kChainCols / 8;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ int32_t slots[STAGES][kTileKeys];
@@ -354,7 +369,7 @@ __global__ void __launch_bounds__(64) exact_chain_pc_kernel(const ExactRowsParam
   const int group_index = blockIdx.z % a.row_groups;
   const RowGroup rg(p, s, group_index);
   if (rg.empty()) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, q_mat = lane / 8, q_row = lane % 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int i = 0; i < STAGES; ++i) {
       mbarrier_init(smem_address(&full[i]), 32);
@@ -372,11 +387,11 @@ __global__ void __launch_bounds__(64) exact_chain_pc_kernel(const ExactRowsParam
                                       rg.ctx_len,
                                       (rg.ctx_len + kTileKeys - 1) / kTileKeys,
                                       lane};
-  if (warp == 1) {  // the producer
-    int32_t next_entry = copies.entry(0);
-    for (int t = 0; t < copies.n_tiles; ++t) {
+  if (warp >= 1) {  // a producer: tiles warp - 1, warp - 1 + PRODUCERS, ...
+    int32_t next_entry = copies.entry(warp - 1);
+    for (int t = warp - 1; t < copies.n_tiles; t += PRODUCERS) {
       const int32_t e = next_entry;
-      next_entry = copies.entry(t + 1);
+      next_entry = copies.entry(t + PRODUCERS);
       if (t >= STAGES) mbarrier_wait(smem_address(&empty[t % STAGES]), ((t / STAGES) - 1) & 1);
       copies.issue(t, e);
       cp_async_arrive_noinc(smem_address(&full[t % STAGES]));
@@ -388,36 +403,15 @@ __global__ void __launch_bounds__(64) exact_chain_pc_kernel(const ExactRowsParam
   float o[kNT][4] = {};
   for (int t = 0; t < copies.n_tiles; ++t) {
     mbarrier_wait(smem_address(&full[t % STAGES]), (t / STAGES) & 1);
-    const uint32_t stage = copies.ring + (t % STAGES) * kStageBytes;
-    const uint8_t* stage_ptr = ring + (t % STAGES) * kStageBytes;
-    const float4 cv = *reinterpret_cast<const float4*>(stage_ptr + kProbBytes + 16 * lane);
-    const float correction[2] = {cv.x, cv.y}, added[2] = {cv.z, cv.w};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) sm.l_run[r] = sm.l_run[r] * correction[r] + added[r];
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[nt][e] *= correction[e / 2];
-    const uint32_t values = stage + kProbBytes + kChainValueBytes;
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      const uint4 f = *reinterpret_cast<const uint4*>(stage_ptr + 16 * (ks * 32 + lane));
-      const uint32_t pk[4] = {f.x, f.y, f.z, f.w};
-#pragma unroll
-      for (int nt = 0; nt < kNT; nt += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, values + (16 * ks + (q_mat % 2) * 8 + q_row) * kVRow + (nt + q_mat / 2) * 16);
-        Elem<bf16>::mma(o[nt], pk, b[0], b[1]);
-        Elem<bf16>::mma(o[nt + 1], pk, b[2], b[3]);
-      }
-    }
+    chain_tile(o, sm.l_run, copies.ring + (t % STAGES) * kStageBytes, ring + (t % STAGES) * kStageBytes, lane);
     __syncwarp();
     if (lane == 0) mbarrier_arrive(smem_address(&empty[t % STAGES]));
   }
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
+#endif
 }
 
-template <int D, int STAGES, bool NOCOPY, bool PRODUCER>
+template <int D, int STAGES, int PRODUCERS, bool COPIES = true>
 void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_seq_len, cudaStream_t stream) {
   const unsigned z = static_cast<unsigned>(n_seqs * a.row_groups), heads = static_cast<unsigned>(p.n_kv_heads);
   const unsigned tiles = static_cast<unsigned>((max_seq_len + kTileKeys - 1) / kTileKeys);
@@ -425,48 +419,29 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: scores");
   exact_probs_kernel<<<dim3(tiles, heads, z), 32, 0, stream>>>(p, a);
   check_launch("exact_rows_attention: probabilities");
-  if constexpr (PRODUCER) {
-    allow_shared_memory<exact_chain_pc_kernel<D, STAGES>>(STAGES * kStageBytes, "exact_rows_attention: chain");
-    exact_chain_pc_kernel<D, STAGES><<<dim3(D / kChainCols, heads, z), 64, STAGES * kStageBytes, stream>>>(p, a);
+  static_assert(COPIES || PRODUCERS == 0, "the copy-free ablation is the lone chain's");
+  if constexpr (PRODUCERS > 0) {
+    allow_shared_memory<exact_chain_pc_kernel<D, STAGES, PRODUCERS>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+    exact_chain_pc_kernel<D, STAGES, PRODUCERS>
+        <<<dim3(D / kChainCols, heads, z), 32 * (1 + PRODUCERS), STAGES * kStageBytes, stream>>>(p, a);
   } else {
-    allow_shared_memory<exact_chain_kernel<D, STAGES, NOCOPY>>(STAGES * kStageBytes, "exact_rows_attention: chain");
-    exact_chain_kernel<D, STAGES, NOCOPY><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
+    allow_shared_memory<exact_chain_kernel<D, STAGES, COPIES>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+    exact_chain_kernel<D, STAGES, COPIES><<<dim3(D / kChainCols, heads, z), 32, STAGES * kStageBytes, stream>>>(p, a);
   }
   check_launch("exact_rows_attention: chain");
 }
 
-// Bytes of workspace exact_rows_split needs for a batch of at most n_seqs
-// sequences, max_query_len query tokens and max_seq_len keys each.
-inline int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len) {
-  return SplitLayout(n_seqs, n_kv_heads, SplitShape(group, max_query_len, max_seq_len)).bytes();
-}
-
-// The rows in three launches: scores by key tile, probabilities by key tile,
-// then O's chain by O's columns. workspace: exact_rows_split_bytes(...) bytes.
-template <int STAGES = kChainStages, bool NOCOPY = false, bool PRODUCER = false>
-void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
-                      float scale, void* out, void* workspace, int64_t workspace_bytes, cudaStream_t stream) {
-  check_attention_args(cache, batch, q, out, n_heads, "exact_rows_attention");
-  EXACTLY_CUDA_REQUIRE(cache.dtype == DType::bf16, "exact_rows_attention: bf16 caches only");
-  if (batch.n_seqs == 0 || batch.max_query_len <= 0 || batch.max_seq_len <= 0) return;
-  const ExactRowsParams p = paged_attention_params<__nv_bfloat16>(cache, batch, q, out, n_heads, scale);
-  const SplitShape shape(p.group, batch.max_query_len, batch.max_seq_len);
-  const SplitLayout layout(batch.n_seqs, p.n_kv_heads, shape);
-  EXACTLY_CUDA_REQUIRE(workspace != nullptr && workspace_bytes >= layout.bytes(),
-                       "exact_rows_attention: workspace of %lld bytes, %lld needed", (long long)workspace_bytes,
-                       (long long)layout.bytes());
-  EXACTLY_CUDA_REQUIRE(int64_t{batch.n_seqs} * shape.row_groups <= 65535,
-                       "exact_rows_attention: %d sequences of %d row groups", batch.n_seqs, shape.row_groups);
+// The workspace's arrays for a batch of this shape.
+inline SplitArrays split_arrays(void* workspace, const SplitLayout& layout, const SplitShape& shape) {
   auto* bytes = static_cast<uint8_t*>(workspace);
-  const SplitArrays a{reinterpret_cast<float*>(bytes),
-                      reinterpret_cast<float*>(bytes + layout.scores),
-                      reinterpret_cast<uint32_t*>(bytes + layout.scores + layout.maxes),
-                      reinterpret_cast<float*>(bytes + layout.scores + layout.maxes + layout.probs),
-                      shape.row_groups,
-                      shape.row_cap,
-                      shape.key_cap};
-  with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value, STAGES, NOCOPY, PRODUCER>(p, a, batch.n_seqs, batch.max_seq_len, stream); });
+  return {reinterpret_cast<float*>(bytes),
+          reinterpret_cast<float*>(bytes + layout.scores),
+          reinterpret_cast<uint32_t*>(bytes + layout.scores + layout.maxes),
+          reinterpret_cast<float*>(bytes + layout.scores + layout.maxes + layout.probs),
+          shape.row_groups,
+          shape.row_cap,
+          shape.key_cap};
 }
 
-}  // namespace split_lab
-}  // namespace exactly::kernels::cuda
+}  // namespace
+}  // namespace exactly::kernels::cuda::exact_split
