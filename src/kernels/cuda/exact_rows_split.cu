@@ -20,16 +20,17 @@ using namespace exact_split;
 // 8 tiles filled by the producer on sm_90 (its copies arrive on the ring's
 // mbarriers, which only Hopper's machine code here waits on), 4 tiles the
 // chain fills itself elsewhere. On an H100 (exact_rows_lab, 32 layers of
-// Llama-3-8B, 1 x 4,096 keys) the producer's ring of 8 took 1.03 ms against
-// 1.35 for the lone chain's ring of 4: the lone chain waits on its own
-// copies' address arithmetic. EXACTLY_SPLIT_RING (4, 8, 16, -8, -16) forces
-// one, read once per process, for engine-level comparisons.
+// Llama-3-8B, 1 x 4,096 keys) one producer's ring of 8 took 1.07 ms against
+// 1.36 for the lone chain's ring of 4, which issues its own copies between
+// its tiles. EXACTLY_SPLIT_RING (4, 8, 16; -8, -16 on sm_90) forces one,
+// read once per process, for engine-level comparisons.
 int chain_ring() {
   static const int ring = [] {
     const char* v = std::getenv("EXACTLY_SPLIT_RING");
     const int n = v != nullptr ? std::atoi(v) : 0;
-    if (n == 4 || n == 8 || n == 16 || n == -8 || n == -16) return n;
-    return device_compute_major() == 9 ? -8 : kChainStages;
+    const bool hopper = device_compute_major() == 9;
+    if (n == 4 || n == 8 || n == 16 || (hopper && (n == -8 || n == -16))) return n;
+    return hopper ? -8 : kChainStages;
   }();
   return ring;
 }
