@@ -47,10 +47,10 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kTileKeys = 128;  // the prefill kernel's tile (flash_prefill.cu, kSm90BN)
 constexpr int kKSteps = kTileKeys / 16;
-constexpr int kScoreWarps = 4;  // a warp scores 32 keys of the tile
-constexpr int kChainCols = 16;  // O's columns per chain warp
-constexpr int kChainStages = 4;  // the lone chain's ring: tiles in flight + 1
-constexpr int kReservedSharedBytes = 1024;  // the shared memory the runtime keeps per CTA
+constexpr int kScoreWarps = 4;                 // a warp scores 32 keys of the tile
+constexpr int kChainCols = 16;                 // O's columns per chain warp
+constexpr int kChainStages = 4;                // the lone chain's ring: tiles in flight + 1
+constexpr int kReservedSharedBytes = 1024;     // the shared memory the runtime keeps per CTA
 constexpr int kProbBytes = kKSteps * 32 * 16;  // a tile's P fragments: a 16-byte A fragment per lane and k16 step
 constexpr int kChainValueBytes = 32 * 16;      // a tile's corrections and sums: 4 floats per lane
 constexpr int kVRow = kChainCols * 2, kVPieces = kVRow / 16, kVBytes = kTileKeys * kVRow;
@@ -200,7 +200,8 @@ __global__ void __launch_bounds__(32) exact_probs_kernel(const ExactRowsParams p
 #pragma unroll
   for (int r = 0; r < 16; ++r)
 #pragma unroll
-    for (int step = 1; step < 32; step *= 2) before[r] = fmaxf(before[r], __shfl_xor_sync(0xffffffffu, before[r], step));
+    for (int step = 1; step < 32; step *= 2)
+      before[r] = fmaxf(before[r], __shfl_xor_sync(0xffffffffu, before[r], step));
   sm.m_run[0] = before[g];
   sm.m_run[1] = before[g + 8];
   float sc[kTileKeys / 2];
@@ -237,6 +238,21 @@ struct ChainCopies {
   int32_t (*slots)[kTileKeys];  // [stage][key of the tile]
   uint32_t ring;
   int ctx_len, n_tiles, lane;
+
+  // The copies of the chain CTA of sequence s, its KV head and the 16
+  // columns from col0.
+  __device__ static ChainCopies of(const ExactRowsParams& p, const GroupArrays& w, int s, int kv_head, int col0,
+                                   int32_t (*slots)[kTileKeys], uint32_t ring, int ctx_len, int lane) {
+    return {p,
+            w,
+            p.block_tables + int64_t{s} * p.max_blocks_per_seq,
+            p.v_cache + int64_t{kv_head} * D + col0,
+            slots,
+            ring,
+            ctx_len,
+            (ctx_len + kTileKeys - 1) / kTileKeys,
+            lane};
+  }
 
   // The table entry of this lane's keys of tile t (-1 past the context).
   __device__ int32_t entry(int t) const {
@@ -311,15 +327,8 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   if (rg.empty()) return;
   const int lane = threadIdx.x;
   const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
-  const ChainCopies<D, STAGES, COPIES> copies{p,
-                              w,
-                              p.block_tables + int64_t{s} * p.max_blocks_per_seq,
-                              p.v_cache + int64_t{kv_head} * D + col0,
-                              slots,
-                              smem_address(ring),
-                              rg.ctx_len,
-                              (rg.ctx_len + kTileKeys - 1) / kTileKeys,
-                              lane};
+  const auto copies =
+      ChainCopies<D, STAGES, COPIES>::of(p, w, s, kv_head, col0, slots, smem_address(ring), rg.ctx_len, lane);
   // Table entries one tile ahead of the copies: the read of a tile's entry
   // is in flight while the chain runs the tile before.
   int32_t next_entry = copies.entry(0);
@@ -356,8 +365,8 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
 }
 
 template <int D, int STAGES, int PRODUCERS>
-__global__ void __launch_bounds__(32 * (1 + PRODUCERS)) exact_chain_pc_kernel(const ExactRowsParams p,
-                                                                               const SplitArrays a) {
+__global__ void __launch_bounds__(32 * (1 + PRODUCERS))
+    exact_chain_pc_kernel(const ExactRowsParams p, const SplitArrays a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // mbarrier waits by parity: Hopper and later
 #else
@@ -378,15 +387,7 @@ __global__ void __launch_bounds__(32 * (1 + PRODUCERS)) exact_chain_pc_kernel(co
   }
   __syncthreads();
   const GroupArrays w(a, p.n_kv_heads, s, kv_head, group_index);
-  const ChainCopies<D, STAGES> copies{p,
-                                      w,
-                                      p.block_tables + int64_t{s} * p.max_blocks_per_seq,
-                                      p.v_cache + int64_t{kv_head} * D + col0,
-                                      slots,
-                                      smem_address(ring),
-                                      rg.ctx_len,
-                                      (rg.ctx_len + kTileKeys - 1) / kTileKeys,
-                                      lane};
+  const auto copies = ChainCopies<D, STAGES>::of(p, w, s, kv_head, col0, slots, smem_address(ring), rg.ctx_len, lane);
   if (warp >= 1) {  // a producer: tiles warp - 1, warp - 1 + PRODUCERS, ...
     int32_t next_entry = copies.entry(warp - 1);
     for (int t = warp - 1; t < copies.n_tiles; t += PRODUCERS) {
@@ -421,7 +422,8 @@ void launch(const ExactRowsParams& p, const SplitArrays& a, int n_seqs, int max_
   check_launch("exact_rows_attention: probabilities");
   static_assert(COPIES || PRODUCERS == 0, "the copy-free ablation is the lone chain's");
   if constexpr (PRODUCERS > 0) {
-    allow_shared_memory<exact_chain_pc_kernel<D, STAGES, PRODUCERS>>(STAGES * kStageBytes, "exact_rows_attention: chain");
+    allow_shared_memory<exact_chain_pc_kernel<D, STAGES, PRODUCERS>>(STAGES * kStageBytes,
+                                                                     "exact_rows_attention: chain");
     exact_chain_pc_kernel<D, STAGES, PRODUCERS>
         <<<dim3(D / kChainCols, heads, z), 32 * (1 + PRODUCERS), STAGES * kStageBytes, stream>>>(p, a);
   } else {
