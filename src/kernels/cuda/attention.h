@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cuda/exact_rows_route.h"
+
 namespace exactly::kernels::cuda {
 
 enum class DType : int { bf16 = 0, f16 = 1 };
@@ -91,12 +93,13 @@ void paged_decode_attention(const PagedKVDevice& cache, const AttentionBatchDevi
 // Under canonical products the engine sends decode rows here, so that a
 // row's bits do not depend on the kernel that its step chose. A large batch
 // runs one kernel whose CTA of four warps walks a row group's tiles one at a
-// time; a smaller one (kAuto) gives each row group eight warps that score two
-// tiles at once, with only O's chain over the tiles left sequential; a few
-// row groups over long contexts (head dim 128) run in the prefill kernel
-// itself; with a workspace, few row groups may spread each group's keys
-// over the GPU (exact_rows_split.h). The same bits every way.
-enum class ExactRowsPath { kAuto, kOneKernel, kWindows, kCluster, kSplit };
+// time; a smaller one gives each row group eight warps that score two tiles
+// at once (the windows), with only O's chain over the tiles left sequential,
+// or on Hopper a cluster that passes the chain from SM to SM; a few row
+// groups over long contexts (head dim 128) run in the prefill kernel itself;
+// with a workspace, on Hopper few row groups over long contexts spread each
+// group's keys over the GPU (exact_rows_split.h). exact_rows_route.h decides
+// (kAuto) or takes a forced path. The same bits every way.
 void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice& batch, const void* q, int n_heads,
                           float scale, void* out, cudaStream_t stream, ExactRowsPath path = ExactRowsPath::kAuto,
                           void* workspace = nullptr, int64_t workspace_bytes = 0);

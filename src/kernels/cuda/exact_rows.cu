@@ -182,69 +182,8 @@ __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRows
   }
 }
 
-// Row groups (sequence, KV head, 16 packed rows) below which a batch takes
-// the windowed path. On an H100 (exact_rows_lab, 640 keys, 32 layers) the
-// windows took 0.657 against 0.791 ms at 16 x 8 groups of Llama-3-8B and lost
-// at 32 x 8 (1.247 against 1.088 ms); for SmolLM2 the engine's step was
-// faster with the windows at 64 x 3.
-constexpr int64_t kWindowsBelowGroups = 256;
-
-bool take_windows(ExactRowsPath path, int64_t groups) {
-  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kWindows;
-  return groups < kWindowsBelowGroups;
-}
-
-// The cluster path while the row groups' clusters fit on the SMs at once
-// (one CTA an SM): on an H100 (exact_rows_lab, 32 layers of Llama-3-8B) 0.370
-// against 0.454 ms for the windows and 0.425 for the prefill kernel at
-// 1 x 640 keys, 1.379 against 1.603 (prefill kernel) at 1 x 4,096, level with
-// both at 4 x 640 (96 CTAs); past the SMs each cluster waits for a whole
-// free group of them (8 x 640: 0.743 against the windows' 0.504).
-bool take_cluster(ExactRowsPath path, int64_t groups, int max_seq_len) {
-  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kCluster;
-  if (!exact_rows_cluster_runs()) return false;
-  const int cluster = exact_rows_cluster_size(max_seq_len);
-  return cluster > 1 && groups * cluster <= device_multiprocessors();
-}
-
-// At head dim 128, up to 32 groups over contexts past 1,024 keys, the
-// prefill kernel itself is faster than the windows (Llama-3-8B, 32 layers:
-// 1.606 against 2.132 ms at 1 x 4,096, 1.635 against 2.206 at 4 x 4,096; at
-// 8 x 4,096 the windows win, 2.477 against 3.327), and its bits are the
-// ones to keep. Up to 1,024 keys the windows were faster in the engine's
-// step (6.157 against 6.205 ms at 1 x 640), and at head dim 64 everywhere
-// (SmolLM2 1 x 4,096: 1.454 against 1.617).
-bool take_prefill_kernel(ExactRowsPath path, int head_dim, int64_t groups, int max_seq_len) {
-  return path == ExactRowsPath::kAuto && head_dim == 128 && groups <= 32 && max_seq_len > 1024;
-}
-
-// The split path may run at most this many row groups over at most this
-// many keys, where the caller gives it a workspace (exact_rows_workspace_bytes
-// sizes one for them). Unforced, on sm_90 (its chain's producer warp), it
-// takes kExactSplitAutoKeys keys or more while its chain's CTAs fit the GPU
-// at once. On an H100 (exact_rows_lab, 32 layers of Llama-3-8B, one
-// producer warp) it took
-// 0.44 ms against the cluster's 0.46 at 1 x 1,024 keys (0.38 against 0.37
-// at 640), 1.03 against 1.36 at 1 x 4,096, 0.82 against the prefill
-// kernel's 0.91 at 4 x 2,048, 1.85 against the windows' 2.31 at 6 x 4,096
-// (48 groups, 384 chain CTAs); at 8 x 2,048 (512 chain CTAs, 396 at once)
-// the windows won, 1.32 against 1.55. At head dim 64 (SmolLM2) one producer
-// lost to the cluster up to about 3,000 keys; with two the engine took 931
-// against 891 tokens/s at batch 1 and 1,024 + 128 tokens, 851 against 742
-// at 2,048 + 128, 982 against 989 at 512 + 128.
-constexpr int64_t kExactSplitMaxGroups = 64;
-constexpr int kExactSplitMaxKeys = 16384;
-constexpr int kExactSplitAutoKeys = 1024;
-
+// sm_90: the machine code of the cluster path and of the split chain's producers.
 bool split_runs_unforced() { return device_compute_major() == 9; }
-
-bool take_split(ExactRowsPath path, int64_t groups, int head_dim, int max_seq_len, int64_t needed,
-                int64_t workspace_bytes) {
-  if (needed > workspace_bytes || groups > kExactSplitMaxGroups || max_seq_len > kExactSplitMaxKeys) return false;
-  if (path != ExactRowsPath::kAuto) return path == ExactRowsPath::kSplit;
-  return split_runs_unforced() && max_seq_len >= kExactSplitAutoKeys &&
-         exact_rows_split_chain_fits(groups, head_dim);
-}
 
 // EXACTLY_EXACT_ROWS (one, windows, cluster, split) forces a path where the caller
 // leaves the choice: engine-level comparisons of paths with the same bits.
@@ -288,13 +227,23 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
   const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
   const int64_t split_bytes = exact_rows_split_bytes(batch.n_seqs, cache.n_kv_heads, p.group, batch.max_query_len,
                                                      batch.max_seq_len);
-  if (workspace != nullptr && take_split(path, groups, cache.head_dim, batch.max_seq_len, split_bytes, workspace_bytes))
-    return exact_rows_split(cache, batch, q, n_heads, scale, out, workspace, workspace_bytes, stream);
-  if (take_cluster(path, groups, batch.max_seq_len))
-    return exact_rows_cluster(p, batch.n_seqs, row_groups, batch.max_seq_len, cache.head_dim, stream);
-  if (take_prefill_kernel(path, cache.head_dim, groups, batch.max_seq_len))
-    return flash_attention_prefill(cache, batch, q, n_heads, scale, true, out, stream);
-  if (take_windows(path, groups)) return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
+  ExactRowsShape shape;
+  shape.groups = groups;
+  shape.head_dim = cache.head_dim;
+  shape.max_seq_len = batch.max_seq_len;
+  shape.cluster_ctas = exact_rows_cluster_size(batch.max_seq_len);
+  shape.split_workspace = workspace != nullptr && split_bytes <= workspace_bytes;
+  static const ExactRowsDevice device{split_runs_unforced(), device_multiprocessors(), exact_rows_split_chain_slots()};
+  switch (exact_rows_route(path, shape, device)) {
+    case ExactRowsKernel::kSplit:
+      return exact_rows_split(cache, batch, q, n_heads, scale, out, workspace, workspace_bytes, stream);
+    case ExactRowsKernel::kCluster:
+      return exact_rows_cluster(p, batch.n_seqs, row_groups, batch.max_seq_len, cache.head_dim, stream);
+    case ExactRowsKernel::kPrefillKernel:
+      return flash_attention_prefill(cache, batch, q, n_heads, scale, true, out, stream);
+    case ExactRowsKernel::kWindows: return exact_rows_windows(p, batch.n_seqs, row_groups, cache.head_dim, stream);
+    case ExactRowsKernel::kOneKernel: break;
+  }
   with_head_dim(cache.head_dim, [&](auto d) { launch<decltype(d)::value>(p, batch, stream); });
 }
 

@@ -54,12 +54,11 @@ int chain_producers(int64_t chain_ctas) {
 
 }  // namespace
 
-bool exact_rows_split_chain_fits(int64_t groups, int head_dim) {
-  static const int64_t per_sm = [] {
-    const int64_t smem = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, "shared memory per SM");
-    return smem / (int64_t{std::abs(chain_ring())} * kStageBytes + kReservedSharedBytes);
-  }();
-  return groups * (head_dim / kChainCols) <= per_sm * device_multiprocessors();
+int64_t exact_rows_split_chain_slots() {
+  static_assert(kChainCols == kExactSplitChainCols, "the route counts the chain's CTAs by its columns");
+  const int64_t smem = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, "shared memory per SM");
+  const int64_t per_sm = smem / (int64_t{std::abs(chain_ring())} * kStageBytes + kReservedSharedBytes);
+  return per_sm * device_multiprocessors();
 }
 
 int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len) {

@@ -15,10 +15,10 @@ namespace exactly::kernels::cuda {
 // sequences, max_query_len query tokens and max_seq_len keys each.
 int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len);
 
-// Whether the chain launch of a batch of this many row groups runs all its
-// CTAs at once on this GPU (its ring's shared memory decides how many an SM
-// holds): past that the chain runs in waves and the windows are faster.
-bool exact_rows_split_chain_fits(int64_t groups, int head_dim);
+// How many chain CTAs of the split path this GPU runs at once (its ring's
+// shared memory decides how many an SM holds): past them the chain runs in
+// waves (exact_rows_route.h).
+int64_t exact_rows_split_chain_slots();
 
 // exact_rows_attention's rows (the same arguments and bits) in three
 // launches: scores by key tile, probabilities by key tile, then O's chain by
