@@ -47,9 +47,9 @@ void launch_split(int mode, const kc::ExactRowsParams& p, const kc::exact_split:
   namespace es = kc::exact_split;
   switch (mode) {
     case 4: return es::launch<D, 4, 0>(p, a, n_seqs, max_seq_len, st);
-    case -1: return es::launch<D, 8, 1>(p, a, n_seqs, max_seq_len, st);
-    case -2: return es::launch<D, 8, 2>(p, a, n_seqs, max_seq_len, st);
-    case -4: return es::launch<D, 8, 4>(p, a, n_seqs, max_seq_len, st);
+    case -1: return es::launch<D, es::kProducerStages, 1>(p, a, n_seqs, max_seq_len, st);
+    case -2: return es::launch<D, es::kProducerStages, 2>(p, a, n_seqs, max_seq_len, st);
+    case -4: return es::launch<D, es::kProducerStages, 4>(p, a, n_seqs, max_seq_len, st);
     default: return es::launch<D, 4, 0, false>(p, a, n_seqs, max_seq_len, st);
   }
 }

@@ -1,5 +1,5 @@
 // exact_rows_attention's split path (kernels in exact_rows_split.cuh): the
-// ring and producers its chain runs with, its workspace, its launches.
+// producers its chain runs with, its workspace, its launches.
 #include "kernels/cuda/exact_rows_split.h"
 
 #include <cuda_bf16.h>
@@ -16,39 +16,25 @@ namespace {
 
 using namespace exact_split;
 
-// The chain's ring in tiles, negative for the chain beside a producer warp:
-// 8 tiles filled by the producer on sm_90 (its copies arrive on the ring's
-// mbarriers, which only Hopper's machine code here waits on), 4 tiles the
-// chain fills itself elsewhere. On an H100 (exact_rows_lab, 32 layers of
-// Llama-3-8B, 1 x 4,096 keys) one producer's ring of 8 took 1.07 ms against
-// 1.36 for the lone chain's ring of 4, which issues its own copies between
-// its tiles. EXACTLY_SPLIT_RING (4, 8, 16; -8, -16 on sm_90) forces one,
-// read once per process, for engine-level comparisons.
-int chain_ring() {
-  static const int ring = [] {
-    const char* v = std::getenv("EXACTLY_SPLIT_RING");
-    const int n = v != nullptr ? std::atoi(v) : 0;
-    const bool hopper = device_compute_major() == 9;
-    if (n == 4 || n == 8 || n == 16 || (hopper && (n == -8 || n == -16))) return n;
-    return hopper ? -8 : kChainStages;
-  }();
-  return ring;
-}
-
-// The producer warps beside the chain, taking the ring's tiles in turn: one
-// producer was the chain's bound, and more help while every chain CTA has an
-// SM of its own (an H100, 3,968 + 128 tokens, tokens/s with 1 / 2 / 4:
+// The producer warps beside the chain, taking the ring's tiles in turn; 0:
+// the lone chain, which issues its own copies between its tiles (a ring of
+// kChainStages tiles), the only chain off sm_90, whose machine code here has
+// no mbarrier waits. On an H100 (exact_rows_lab, 32 layers of Llama-3-8B,
+// 1 x 4,096 keys) the lone chain took 1.36 ms, a ring of 8 fed by 1 / 2 / 4
+// producers 1.07 / 0.70 / 0.60. Four help while every chain CTA has an SM
+// of its own (engine, 3,968 + 128 tokens, tokens/s with 1 / 2 / 4:
 // Llama-3-8B at batch 1, 64 chain CTAs, 136.0 / 143.0 / 144.9; SmolLM2 at
 // batch 1, 12 CTAs, 584.7 / 733.1 / 790.8; at batch 16, 192 CTAs, 4,787 /
-// 5,471 / 5,370). EXACTLY_SPLIT_PRODUCERS (1, 2 or 4) forces a count, read
-// once per process, for engine-level comparisons.
+// 5,471 / 5,370), two beyond. EXACTLY_SPLIT_PRODUCERS (0; 1, 2 or 4 on
+// sm_90) forces a count, read once per process, for engine-level comparisons.
 int chain_producers(int64_t chain_ctas) {
   static const int forced = [] {
     const char* v = std::getenv("EXACTLY_SPLIT_PRODUCERS");
-    const int n = v != nullptr ? std::atoi(v) : 0;
-    return n == 1 || n == 2 || n == 4 ? n : 0;
+    const int n = v != nullptr ? std::atoi(v) : -1;
+    return n == 0 || (device_compute_major() == 9 && (n == 1 || n == 2 || n == 4)) ? n : -1;
   }();
-  if (forced != 0) return forced;
+  if (forced >= 0) return forced;
+  if (device_compute_major() != 9) return 0;
   return chain_ctas <= device_multiprocessors() ? 4 : 2;
 }
 
@@ -56,9 +42,9 @@ int chain_producers(int64_t chain_ctas) {
 
 int64_t exact_rows_split_chain_slots() {
   static_assert(kChainCols == kExactSplitChainCols, "the route counts the chain's CTAs by its columns");
+  const int stages = chain_producers(0) > 0 ? kProducerStages : kChainStages;
   const int64_t smem = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, "shared memory per SM");
-  const int64_t per_sm = smem / (int64_t{std::abs(chain_ring())} * kStageBytes + kReservedSharedBytes);
-  return per_sm * device_multiprocessors();
+  return smem / (int64_t{stages} * kStageBytes + kReservedSharedBytes) * device_multiprocessors();
 }
 
 int64_t exact_rows_split_bytes(int n_seqs, int n_kv_heads, int group, int max_query_len, int max_seq_len) {
@@ -81,17 +67,11 @@ void exact_rows_split(const PagedKVDevice& cache, const AttentionBatchDevice& ba
   const SplitArrays a = split_arrays(workspace, layout, shape);
   with_head_dim(cache.head_dim, [&](auto d) {
     constexpr int D = decltype(d)::value;
-    switch (chain_ring()) {
-      case 8: return launch<D, 8, 0>(p, a, batch.n_seqs, batch.max_seq_len, stream);
-      case 16: return launch<D, 16, 0>(p, a, batch.n_seqs, batch.max_seq_len, stream);
-      case -8:
-        switch (chain_producers(int64_t{D / kChainCols} * p.n_kv_heads * batch.n_seqs * shape.row_groups)) {
-          case 1: return launch<D, 8, 1>(p, a, batch.n_seqs, batch.max_seq_len, stream);
-          case 4: return launch<D, 8, 4>(p, a, batch.n_seqs, batch.max_seq_len, stream);
-          default: return launch<D, 8, 2>(p, a, batch.n_seqs, batch.max_seq_len, stream);
-        }
-      case -16: return launch<D, 16, 1>(p, a, batch.n_seqs, batch.max_seq_len, stream);
-      default: return launch<D, kChainStages, 0>(p, a, batch.n_seqs, batch.max_seq_len, stream);
+    switch (chain_producers(int64_t{D / kChainCols} * p.n_kv_heads * batch.n_seqs * shape.row_groups)) {
+      case 0: return launch<D, kChainStages, 0>(p, a, batch.n_seqs, batch.max_seq_len, stream);
+      case 1: return launch<D, kProducerStages, 1>(p, a, batch.n_seqs, batch.max_seq_len, stream);
+      case 4: return launch<D, kProducerStages, 4>(p, a, batch.n_seqs, batch.max_seq_len, stream);
+      default: return launch<D, kProducerStages, 2>(p, a, batch.n_seqs, batch.max_seq_len, stream);
     }
   });
 }

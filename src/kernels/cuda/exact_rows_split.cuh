@@ -50,6 +50,7 @@ constexpr int kKSteps = kTileKeys / 16;
 constexpr int kScoreWarps = 4;                 // a warp scores 32 keys of the tile
 constexpr int kChainCols = 16;                 // O's columns per chain warp
 constexpr int kChainStages = 4;                // the lone chain's ring: tiles in flight + 1
+constexpr int kProducerStages = 8;             // the ring producer warps fill
 constexpr int kReservedSharedBytes = 1024;     // the shared memory the runtime keeps per CTA
 constexpr int kProbBytes = kKSteps * 32 * 16;  // a tile's P fragments: a 16-byte A fragment per lane and k16 step
 constexpr int kChainValueBytes = 32 * 16;      // a tile's corrections and sums: 4 floats per lane
@@ -353,9 +354,10 @@ __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p
   exact_windows::write_rows<D>(p, rg, kv_head, sm, o, col0);
 }
 
-// The chain warp beside a producer warp (sm_90's default, chain_ring()). The producer (warp 1) finds
-// each tile's slots and issues its copies into a ring of STAGES tiles; each
-// lane's copies arrive on the stage's full barrier when they land
+// The chain warp beside PRODUCERS producer warps (sm_90; exact_rows_split.cu
+// chooses how many). Producer k (warp 1 + k) takes tiles k, k + PRODUCERS,
+// ..., finds their slots and issues their copies into a ring of STAGES tiles;
+// each lane's copies arrive on the stage's full barrier when they land
 // (cp.async.mbarrier.arrive.noinc, 32 arrivals a phase); the chain warp
 // (warp 0) waits on it, runs the tile as the one-warp chain does and frees
 // the stage on its empty barrier. The chain's arithmetic is the one-warp
@@ -370,6 +372,7 @@ __global__ void __launch_bounds__(32 * (1 + PRODUCERS))
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();  // mbarrier waits by parity: Hopper and later
 #else
+  static_assert(STAGES % PRODUCERS == 0, "each stage is filled by one producer, in its order");
   constexpr int kNT = kChainCols / 8;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ int32_t slots[STAGES][kTileKeys];
