@@ -227,12 +227,8 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
   const int64_t groups = int64_t{batch.n_seqs} * cache.n_kv_heads * row_groups;
   const int64_t split_bytes = exact_rows_split_bytes(batch.n_seqs, cache.n_kv_heads, p.group, batch.max_query_len,
                                                      batch.max_seq_len);
-  ExactRowsShape shape;
-  shape.groups = groups;
-  shape.head_dim = cache.head_dim;
-  shape.max_seq_len = batch.max_seq_len;
-  shape.cluster_ctas = exact_rows_cluster_size(batch.max_seq_len);
-  shape.split_workspace = workspace != nullptr && split_bytes <= workspace_bytes;
+  const ExactRowsShape shape{groups, cache.head_dim, batch.max_seq_len, exact_rows_cluster_size(batch.max_seq_len),
+                             workspace != nullptr && split_bytes <= workspace_bytes};
   static const ExactRowsDevice device{split_runs_unforced(), device_multiprocessors(), exact_rows_split_chain_slots()};
   switch (exact_rows_route(path, shape, device)) {
     case ExactRowsKernel::kSplit:
