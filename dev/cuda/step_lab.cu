@@ -8,6 +8,11 @@
 //
 //   step_lab [-b BATCH] [CONTEXT ...]   sequences per step (default 1), each of
 //                                       CONTEXT keys (default 576 1024 4096)
+//   step_lab --orders [-b BATCH] [CONTEXT ...]
+//       the whole step with each way of computing the products (the fastest
+//       order, the canonical order as Gemm tunes it, gemm_rows alone) beside
+//       each attention (split-KV, exact rows as routed, exact rows split),
+//       then the kinds' costs in place in the canonical order.
 //   step_lab --edges [-b BATCH] [CONTEXT ...]
 //       the whole step only, as captured and with the graph's kernel-to-kernel
 //       edges made programmatic (into the engine's own kernels only, or all
@@ -30,6 +35,8 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemm_rows.h"
+#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/layer_ops.h"
 #include "kernels/cuda/paged_decode_kernel.cuh"
@@ -99,8 +106,22 @@ const AttentionVersion kAttentionVersions[] = {
 };
 
 enum Kind { kEmbed, kNorm, kProduct, kRope, kAttention, kSwiglu, kHead, kArgmax, kKinds };
+// Bits that leave out one of a layer's products only (beyond the kinds).
+enum LayerProduct { kQkvProduct = 16, kOutProduct, kGateUpProduct, kDownProduct, kLayerProductsEnd };
+const char* kLayerProductNames[] = {"qkv", "o", "gate/up", "down"};
+constexpr unsigned kLayerProductBits = ((1u << kLayerProductsEnd) - 1) & ~((1u << kQkvProduct) - 1);
 const char* kKindNames[kKinds] = {"embedding", "rmsnorm", "products", "rope+store", "attention",
                                   "swiglu",    "head",    "argmax"};
+
+// How the step's products are computed: the fastest order (the streaming
+// kernel, cuBLASLt with split-K), the canonical one as Gemm tunes it, or
+// gemm_rows for every product.
+enum class Products { kFastest, kCanonical, kRowsOnly };
+const char* kProductNames[] = {"fastest", "canonical", "gemm_rows"};
+// The attention: the lab's or production's split-KV (AttentionFn), or exact
+// rows, routed or forced onto the split path.
+enum class Exact { kNone, kRouted, kSplit };
+const char* kExactNames[] = {"split-KV", "exact routed", "exact split"};
 
 struct Step {
   std::vector<Layer> layers;
@@ -111,8 +132,19 @@ struct Step {
   int64_t* slots;
   int64_t decode_bytes = 0;
   int max_blocks = 0, ctx = 0, B = 1;
-  kc::Gemm gemm;
+  kc::Gemm gemm{kc::GemmOrder::kCanonical};
+  kc::Gemm fast_gemm{kc::GemmOrder::kFastest};
+  Products products = Products::kCanonical;
   AttentionFn attention = nullptr;
+  Exact exact = Exact::kNone;
+  void* exact_ws = nullptr;
+  int64_t exact_bytes = 0;
+
+  void product(const void* in, const void* w, void* out, int m, int k, kc::GemmOut type, bool add, cudaStream_t s) {
+    if (products == Products::kFastest) return fast_gemm.run(in, w, out, B, m, k, type, add, s);
+    if (products == Products::kRowsOnly && B <= kc::kGemmRowsMax) return kc::gemm_rows_bf16(in, w, out, B, m, k, type, add, s);
+    gemm.run(in, w, out, B, m, k, type, add, s);
+  }
 
   Step(int max_ctx, int batch) : B(batch) {
     max_blocks = (max_ctx + kBlock - 1) / kBlock;
@@ -142,6 +174,8 @@ struct Step {
     logits = alloc_f32(int64_t{B} * kVocab, 0.0f);
     decode_bytes = kc::decode_workspace_bytes(B, kHeads, max_ctx, kHd) * 8;  // room for 64-key partitions
     CK(cudaMalloc(&decode_ws, size_t(decode_bytes)));
+    exact_bytes = kc::exact_rows_split_bytes(B, kKv, kHeads / kKv, 1, max_ctx);
+    CK(cudaMalloc(&exact_ws, size_t(exact_bytes)));
     const size_t b = static_cast<size_t>(B);
     CK(cudaMalloc(&tokens, 4 * b));
     CK(cudaMalloc(&positions, 4 * b));
@@ -173,7 +207,8 @@ struct Step {
 
   // One decode step; `skip` leaves kinds out, `only` (if >= 0) keeps one kind.
   void record(cudaStream_t s, unsigned skip, int bound) {
-    auto on = [&](Kind k) { return (skip & (1u << k)) == 0; };
+    auto on = [&](int k) { return (skip & (1u << k)) == 0; };
+    auto product_on = [&](LayerProduct k) { return on(kProduct) && on(k); };
     kc::AttentionBatchDevice batch{B, query_start, seq_lens, tables, max_blocks, 1, bound};
     if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, kDim, kVocab, x, s);
     if (on(kRope)) kc::rope_angles(positions, B, kHd, 500000.0f, angles, s);  // once a step, as the engine does
@@ -181,24 +216,28 @@ struct Step {
       const Layer& L = layers[size_t(l)];
       kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, kKv, kHd, kc::DType::bf16};
       if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, kDim, 1e-5f, h, s);
-      if (on(kProduct)) gemm.run(h, L.wqkv, qkv, B, kQkv, kDim, kc::GemmOut::bf16, false, s);
+      if (product_on(kQkvProduct)) product(h, L.wqkv, qkv, kQkv, kDim, kc::GemmOut::bf16, false, s);
       kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q,
                              angles};
       if (on(kRope)) kc::rope_and_store(rope, cache, s);
       if (on(kAttention)) {
-        if (attention != nullptr)
+        if (exact != Exact::kNone)
+          kc::exact_rows_attention(cache, batch, q, kHeads, 0.088f, attn, s,
+                                   exact == Exact::kSplit ? kc::ExactRowsPath::kSplit : kc::ExactRowsPath::kAuto,
+                                   exact_ws, exact_bytes);
+        else if (attention != nullptr)
           attention(cache, batch, q, 0.088f, attn, decode_ws, s);
         else
           kc::paged_decode_attention(cache, batch, q, kHeads, 0.088f, attn, decode_ws, decode_bytes, s);
       }
-      if (on(kProduct)) gemm.run(attn, L.wo, x, B, kDim, kDim, kc::GemmOut::f32, true, s);
+      if (product_on(kOutProduct)) product(attn, L.wo, x, kDim, kDim, kc::GemmOut::f32, true, s);
       if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, B, kDim, 1e-5f, h, s);
-      if (on(kProduct)) gemm.run(h, L.wgu, gu, B, 2 * kFfn, kDim, kc::GemmOut::bf16, false, s);
+      if (product_on(kGateUpProduct)) product(h, L.wgu, gu, 2 * kFfn, kDim, kc::GemmOut::bf16, false, s);
       if (on(kSwiglu)) kc::swiglu(gu, B, kFfn, act, s);
-      if (on(kProduct)) gemm.run(act, L.wdown, x, B, kDim, kFfn, kc::GemmOut::f32, true, s);
+      if (product_on(kDownProduct)) product(act, L.wdown, x, kDim, kFfn, kc::GemmOut::f32, true, s);
     }
     if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, B, kDim, 1e-5f, h, s);
-    if (on(kHead)) gemm.run(h, head, logits, B, kVocab, kDim, kc::GemmOut::f32, false, s);
+    if (on(kHead)) product(h, head, logits, kVocab, kDim, kc::GemmOut::f32, false, s);
     if (on(kArgmax)) kc::row_argmax(logits, B, kVocab, argmax, s);
   }
 };
@@ -246,8 +285,12 @@ int make_edges_programmatic(cudaGraph_t graph, const std::function<bool(const ch
 int main(int argc, char** argv) {
   std::vector<int> contexts;
   int batch = 1;
-  bool edges = false;
+  bool edges = false, orders = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--orders") == 0) {
+      orders = true;
+      continue;
+    }
     if (std::strcmp(argv[i], "--edges") == 0) {
       edges = true;
       continue;
@@ -265,6 +308,47 @@ int main(int argc, char** argv) {
   std::printf("%s, %d SMs; dependent launch mode %d; Llama-3-8B shape, batch %d, one step per graph\n", prop.name,
               prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), batch);
   Step step(max_ctx, batch);
+  if (orders) {
+    for (int ctx : contexts) {
+      step.set_context(ctx);
+      const int bound = (ctx + 511) / 512 * 512;
+      std::printf("\ncontext %d (bound %d): whole step, ms (medians of 3 x 20 replays)\n", ctx, bound);
+      for (Products pr : {Products::kFastest, Products::kCanonical, Products::kRowsOnly}) {
+        for (Exact ex : {Exact::kNone, Exact::kRouted, Exact::kSplit}) {
+          step.products = pr;
+          step.exact = ex;
+          step.record(nullptr, 0, bound);  // plans the products outside capture (Gemm may time candidates)
+          CK(cudaDeviceSynchronize());
+          std::vector<float> t;
+          for (int rep = 0; rep < 3; ++rep) t.push_back(time_graph([&](cudaStream_t s) { step.record(s, 0, bound); }));
+          const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~(1u << kAttention), bound); });
+          std::printf("  products %-9s attention %-12s whole step %.3f / %.3f / %.3f   attention alone %.3f\n",
+                      kProductNames[int(pr)], kExactNames[int(ex)], t[0], t[1], t[2], alone);
+          std::fflush(stdout);
+        }
+      }
+      for (Products pr : {Products::kFastest, Products::kCanonical, Products::kRowsOnly}) {
+        step.products = pr;
+        step.exact = pr == Products::kFastest ? Exact::kNone : Exact::kRouted;
+        const float full = time_graph([&](cudaStream_t s) { step.record(s, 0, bound); });
+        std::printf("  %s order, kinds in place (whole %.3f ms):", kProductNames[int(pr)], full);
+        for (int k = 0; k < kKinds; ++k) {
+          const float without = time_graph([&](cudaStream_t s) { step.record(s, 1u << k, bound); });
+          std::printf(" %s %.3f", kKindNames[k], full - without);
+        }
+        const unsigned small = ~((1u << kProduct) | (1u << kHead) | kLayerProductBits);
+        const float chain = time_graph([&](cudaStream_t s) { step.record(s, small, bound); });
+        std::printf("; products + head alone %.3f, of which", chain);
+        for (int k = kQkvProduct; k < kLayerProductsEnd; ++k) {
+          const float without = time_graph([&](cudaStream_t s) { step.record(s, small | (1u << k), bound); });
+          std::printf(" %s %.3f", kLayerProductNames[k - kQkvProduct], chain - without);
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+    }
+    return 0;
+  }
   if (edges) {
     auto ours = [](const char* name) { return std::strstr(name, "exactly") != nullptr; };
     auto any = [](const char*) { return true; };
@@ -308,11 +392,11 @@ int main(int argc, char** argv) {
     std::printf("\ncontext %d (bound %d): whole step %.3f ms\n", ctx, bound, full);
     for (int k = 0; k < kKinds; ++k) {
       const float without = time_graph([&](cudaStream_t s) { step.record(s, 1u << k, bound); });
-      const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~(1u << k), bound); });
+      const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~((1u << k) | kLayerProductBits), bound); });
       std::printf("  %-11s without: %.3f ms (costs %.3f in place)   alone: %.3f ms\n", kKindNames[k], without,
                   full - without, alone);
     }
-    const unsigned small = ~((1u << kProduct) | (1u << kHead));
+    const unsigned small = ~((1u << kProduct) | (1u << kHead) | kLayerProductBits);
     std::printf("  products + head alone: %.3f ms\n", time_graph([&](cudaStream_t s) { step.record(s, small, bound); }));
     for (const AttentionVersion& v : kAttentionVersions) {
       step.attention = v.fn;

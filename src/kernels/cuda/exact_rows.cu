@@ -57,6 +57,7 @@ constexpr int kBN = 128, kChunkKeys = 32, kChunksPerTile = kBN / kChunkKeys, kRi
 
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32) exact_rows_kernel(const ExactRowsParams p) {
+  release_dependents();  // the output product may start streaming its weights
   constexpr int kChunkBytes = kChunkKeys * D * 2, kPieces = D / 8;
   __shared__ __align__(128) uint8_t ring[kRing * kChunkBytes];
   __shared__ float scores[16][kBN + 4];  // a tile's S, row by key (padded against bank conflicts)

@@ -83,6 +83,7 @@ __device__ __forceinline__ void receive_state(const uint8_t* shared, float (&o)[
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) exact_cluster_kernel(const ExactRowsParams p, int cluster) {
+  release_dependents();  // the output product may start streaming its weights
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // clusters are Hopper's
   using L = WindowLayout<D>;
   using C = ClusterLayout<D>;

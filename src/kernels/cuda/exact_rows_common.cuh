@@ -10,6 +10,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_params.h"
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace exactly::kernels::cuda {

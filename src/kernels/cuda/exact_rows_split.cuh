@@ -319,6 +319,7 @@ __device__ __forceinline__ void chain_tile(float (&o)[kChainCols / 8][4], float 
 
 template <int D, int STAGES, bool COPIES = true>
 __global__ void __launch_bounds__(32) exact_chain_kernel(const ExactRowsParams p, const SplitArrays a) {
+  release_dependents();  // the output product may start streaming its weights
   constexpr int kNT = kChainCols / 8;  // 8-column n-tiles of the warp's O
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ int32_t slots[STAGES][kTileKeys];
@@ -373,6 +374,7 @@ __global__ void __launch_bounds__(32 * (1 + PRODUCERS))
   __trap();  // mbarrier waits by parity: Hopper and later
 #else
   static_assert(STAGES % PRODUCERS == 0, "each stage is filled by one producer, in its order");
+  release_dependents();  // the output product may start streaming its weights
   constexpr int kNT = kChainCols / 8;
   extern __shared__ __align__(128) uint8_t ring[];
   __shared__ int32_t slots[STAGES][kTileKeys];

@@ -38,6 +38,7 @@ using namespace exact_windows;
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) exact_window_kernel(const ExactRowsParams p) {
+  release_dependents();  // the output product may start streaming its weights
   using L = WindowLayout<D>;
   extern __shared__ __align__(128) uint8_t shared[];
   const int s = blockIdx.x, kv_head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
