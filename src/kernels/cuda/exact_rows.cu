@@ -246,7 +246,7 @@ void exact_rows_attention(const PagedKVDevice& cache, const AttentionBatchDevice
 
 int64_t exact_rows_workspace_bytes(int n_kv_heads, int group, int max_seq_len) {
   const bool forced = forced_path() == ExactRowsPath::kSplit;
-  const bool unforced = split_runs_unforced() && max_seq_len >= kExactSplitAutoKeys;
+  const bool unforced = split_runs_unforced() && max_seq_len >= kExactSplitShortKeys;
   if (!(forced || unforced)) return 0;
   // Contexts past kExactSplitMaxKeys take other paths: a model's longer
   // limit still leaves the split path its shorter ones.
