@@ -1,4 +1,4 @@
-// Lab for a whole decode step of a Llama-3-8B-shaped model, built
+// Lab for a whole decode step of a Llama-3-8B-shaped (or SmolLM2-shaped) model, built
 // from the production kernels (libexactly_kernels_cuda) in the order the CUDA
 // model runs them (src/model/cuda/llama_cuda_layers.cc, run_layers), captured in one
 // CUDA graph and timed. Then the same step with one kind of kernel left out
@@ -6,9 +6,9 @@
 // Outputs are meaningless (random weights, and the ablations break the data
 // flow); only the time is measured.
 //
-//   step_lab [-b BATCH] [CONTEXT ...]   sequences per step (default 1), each of
+//   step_lab [--model llama3-8b|smollm2] [-b BATCH] [CONTEXT ...]   sequences per step (default 1), each of
 //                                       CONTEXT keys (default 576 1024 4096)
-//   step_lab --orders [-b BATCH] [CONTEXT ...]
+//   step_lab --orders [--model ...] [-b BATCH] [CONTEXT ...]
 //       the whole step with each way of computing the products (the fastest
 //       order, the canonical order as Gemm tunes it, gemm_rows alone) beside
 //       each attention (split-KV, exact rows as routed, exact rows split),
@@ -46,8 +46,17 @@ namespace kc = exactly::kernels::cuda;
 
 namespace {
 
-constexpr int kDim = 4096, kHeads = 32, kKv = 8, kHd = 128, kFfn = 14336, kVocab = 128256, kLayers = 32;
-constexpr int kQkv = (kHeads + 2 * kKv) * kHd;
+// The model's shape: Llama-3-8B's unless --model smollm2 (SmolLM2-135M's).
+struct ModelShape {
+  const char* name;
+  int dim, heads, kv, hd, ffn, vocab, layers;
+  float rope_base;
+  int qkv() const { return (heads + 2 * kv) * hd; }
+};
+constexpr ModelShape kLlama3_8B{"Llama-3-8B", 4096, 32, 8, 128, 14336, 128256, 32, 500000.0f};
+constexpr ModelShape kSmolLM2{"SmolLM2-135M", 576, 9, 3, 64, 1536, 49152, 30, 100000.0f};
+ModelShape S = kLlama3_8B;
+constexpr int kLabHd = 128;  // the lab's own split-KV versions are built for head dim 128
 constexpr int kBlock = 16;
 
 void* alloc_bf16(int64_t n, uint64_t seed, float scale = 0.02f) {
@@ -74,19 +83,19 @@ template <int kPart, int kStages>
 void decode_attention(const kc::PagedKVDevice& c, const kc::AttentionBatchDevice& b, const void* q, float scale,
                       void* out, void* workspace, cudaStream_t stream) {
   using bf16 = __nv_bfloat16;
-  using Shape = kc::DecodeShape<kHd, 4, kStages>;
-  constexpr auto kernel = kc::paged_decode_kernel<bf16, kHd, 4, kStages, kPart, false, 3>;
+  using Shape = kc::DecodeShape<kLabHd, 4, kStages>;
+  constexpr auto kernel = kc::paged_decode_kernel<bf16, kLabHd, 4, kStages, kPart, false, 3>;
   kc::allow_shared_memory<kernel>(Shape::kSmemBytes, "lab decode");
   const int parts = (b.max_seq_len + kPart - 1) / kPart;
   float* partial_out = static_cast<float*>(workspace);
-  float* partial_lse = partial_out + int64_t{b.n_seqs} * kHeads * parts * kHd;
-  kc::DecodeParams p{kc::paged_attention_params<void>(c, b, q, out, kHeads, scale), 1, parts, partial_out,
+  float* partial_lse = partial_out + int64_t{b.n_seqs} * S.heads * parts * kLabHd;
+  kc::DecodeParams p{kc::paged_attention_params<void>(c, b, q, out, S.heads, scale), 1, parts, partial_out,
                      partial_lse};
   kc::launch_dependent("lab decode", kc::LaunchRole::kOther, kernel, dim3(parts, c.n_kv_heads, b.n_seqs),
                        Shape::kThreads, Shape::kSmemBytes, stream, p);
   if (parts > 1)
-    kc::launch_dependent("lab merge", kc::LaunchRole::kOther, kc::merge_partitions_kernel<bf16, kHd, kPart>,
-                         dim3(kHeads, b.n_seqs), kHd, 0, stream, p);
+    kc::launch_dependent("lab merge", kc::LaunchRole::kOther, kc::merge_partitions_kernel<bf16, kLabHd, kPart>,
+                         dim3(S.heads, b.n_seqs), kLabHd, 0, stream, p);
 }
 
 using AttentionFn = void (*)(const kc::PagedKVDevice&, const kc::AttentionBatchDevice&, const void*, float, void*,
@@ -149,37 +158,37 @@ struct Step {
   Step(int max_ctx, int batch) : B(batch) {
     max_blocks = (max_ctx + kBlock - 1) / kBlock;
     const int64_t pool_blocks = int64_t{max_blocks} * B;
-    for (int l = 0; l < kLayers; ++l) {
+    for (int l = 0; l < S.layers; ++l) {
       Layer L;
-      L.wqkv = alloc_bf16(int64_t{kQkv} * kDim, 10 * l + 1);
-      L.wo = alloc_bf16(int64_t{kDim} * kDim, 10 * l + 2);
-      L.wgu = alloc_bf16(int64_t{2 * kFfn} * kDim, 10 * l + 3);
-      L.wdown = alloc_bf16(int64_t{kDim} * kFfn, 10 * l + 4);
-      L.k = alloc_bf16(pool_blocks * kBlock * kKv * kHd, 10 * l + 5, 1.0f);
-      L.v = alloc_bf16(pool_blocks * kBlock * kKv * kHd, 10 * l + 6, 1.0f);
-      L.attn_norm = alloc_f32(kDim, 1.0f);
-      L.ffn_norm = alloc_f32(kDim, 1.0f);
+      L.wqkv = alloc_bf16(int64_t{S.qkv()} * S.dim, 10 * l + 1);
+      L.wo = alloc_bf16(int64_t{S.dim} * S.dim, 10 * l + 2);
+      L.wgu = alloc_bf16(int64_t{2 * S.ffn} * S.dim, 10 * l + 3);
+      L.wdown = alloc_bf16(int64_t{S.dim} * S.ffn, 10 * l + 4);
+      L.k = alloc_bf16(pool_blocks * kBlock * S.kv * S.hd, 10 * l + 5, 1.0f);
+      L.v = alloc_bf16(pool_blocks * kBlock * S.kv * S.hd, 10 * l + 6, 1.0f);
+      L.attn_norm = alloc_f32(S.dim, 1.0f);
+      L.ffn_norm = alloc_f32(S.dim, 1.0f);
       layers.push_back(L);
     }
-    embd = alloc_bf16(int64_t{kVocab} * kDim, 7);
-    head = alloc_bf16(int64_t{kVocab} * kDim, 8);
-    out_norm = alloc_f32(kDim, 1.0f);
-    x = alloc_f32(int64_t{B} * kDim, 0.5f);
-    h = alloc_bf16(int64_t{B} * kDim, 11, 1.0f);
-    qkv = alloc_bf16(int64_t{B} * kQkv, 12, 1.0f);
-    q = alloc_bf16(int64_t{B} * kHeads * kHd, 13, 1.0f);
-    attn = alloc_bf16(int64_t{B} * kHeads * kHd, 14, 1.0f);
-    gu = alloc_bf16(int64_t{B} * 2 * kFfn, 15, 1.0f);
-    act = alloc_bf16(int64_t{B} * kFfn, 16, 1.0f);
-    logits = alloc_f32(int64_t{B} * kVocab, 0.0f);
-    decode_bytes = kc::decode_workspace_bytes(B, kHeads, max_ctx, kHd) * 8;  // room for 64-key partitions
+    embd = alloc_bf16(int64_t{S.vocab} * S.dim, 7);
+    head = alloc_bf16(int64_t{S.vocab} * S.dim, 8);
+    out_norm = alloc_f32(S.dim, 1.0f);
+    x = alloc_f32(int64_t{B} * S.dim, 0.5f);
+    h = alloc_bf16(int64_t{B} * S.dim, 11, 1.0f);
+    qkv = alloc_bf16(int64_t{B} * S.qkv(), 12, 1.0f);
+    q = alloc_bf16(int64_t{B} * S.heads * S.hd, 13, 1.0f);
+    attn = alloc_bf16(int64_t{B} * S.heads * S.hd, 14, 1.0f);
+    gu = alloc_bf16(int64_t{B} * 2 * S.ffn, 15, 1.0f);
+    act = alloc_bf16(int64_t{B} * S.ffn, 16, 1.0f);
+    logits = alloc_f32(int64_t{B} * S.vocab, 0.0f);
+    decode_bytes = kc::decode_workspace_bytes(B, S.heads, max_ctx, S.hd) * 8;  // room for 64-key partitions
     CK(cudaMalloc(&decode_ws, size_t(decode_bytes)));
-    exact_bytes = kc::exact_rows_split_bytes(B, kKv, kHeads / kKv, 1, max_ctx);
+    exact_bytes = kc::exact_rows_split_bytes(B, S.kv, S.heads / S.kv, 1, max_ctx);
     CK(cudaMalloc(&exact_ws, size_t(exact_bytes)));
     const size_t b = static_cast<size_t>(B);
     CK(cudaMalloc(&tokens, 4 * b));
     CK(cudaMalloc(&positions, 4 * b));
-    CK(cudaMalloc(&angles, 8 * b * kHd / 2));
+    CK(cudaMalloc(&angles, 8 * b * S.hd / 2));
     CK(cudaMalloc(&query_start, 4 * b + 4));
     CK(cudaMalloc(&seq_lens, 4 * b));
     CK(cudaMalloc(&argmax, 4 * b));
@@ -210,35 +219,35 @@ struct Step {
     auto on = [&](int k) { return (skip & (1u << k)) == 0; };
     auto product_on = [&](LayerProduct k) { return on(kProduct) && on(k); };
     kc::AttentionBatchDevice batch{B, query_start, seq_lens, tables, max_blocks, 1, bound};
-    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, kDim, kVocab, x, s);
-    if (on(kRope)) kc::rope_angles(positions, B, kHd, 500000.0f, angles, s);  // once a step, as the engine does
-    for (int l = 0; l < kLayers; ++l) {
+    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, S.dim, S.vocab, x, s);
+    if (on(kRope)) kc::rope_angles(positions, B, S.hd, S.rope_base, angles, s);  // once a step, as the engine does
+    for (int l = 0; l < S.layers; ++l) {
       const Layer& L = layers[size_t(l)];
-      kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, kKv, kHd, kc::DType::bf16};
-      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, kDim, 1e-5f, h, s);
-      if (product_on(kQkvProduct)) product(h, L.wqkv, qkv, kQkv, kDim, kc::GemmOut::bf16, false, s);
-      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, kHeads, kHd, 500000.0f, kc::RopeLayout::kHalfSplit, q,
+      kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, S.kv, S.hd, kc::DType::bf16};
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, S.dim, 1e-5f, h, s);
+      if (product_on(kQkvProduct)) product(h, L.wqkv, qkv, S.qkv(), S.dim, kc::GemmOut::bf16, false, s);
+      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, S.heads, S.hd, S.rope_base, kc::RopeLayout::kHalfSplit, q,
                              angles};
       if (on(kRope)) kc::rope_and_store(rope, cache, s);
       if (on(kAttention)) {
         if (exact != Exact::kNone)
-          kc::exact_rows_attention(cache, batch, q, kHeads, 0.088f, attn, s,
+          kc::exact_rows_attention(cache, batch, q, S.heads, 0.088f, attn, s,
                                    exact == Exact::kSplit ? kc::ExactRowsPath::kSplit : kc::ExactRowsPath::kAuto,
                                    exact_ws, exact_bytes);
         else if (attention != nullptr)
           attention(cache, batch, q, 0.088f, attn, decode_ws, s);
         else
-          kc::paged_decode_attention(cache, batch, q, kHeads, 0.088f, attn, decode_ws, decode_bytes, s);
+          kc::paged_decode_attention(cache, batch, q, S.heads, 0.088f, attn, decode_ws, decode_bytes, s);
       }
-      if (product_on(kOutProduct)) product(attn, L.wo, x, kDim, kDim, kc::GemmOut::f32, true, s);
-      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, B, kDim, 1e-5f, h, s);
-      if (product_on(kGateUpProduct)) product(h, L.wgu, gu, 2 * kFfn, kDim, kc::GemmOut::bf16, false, s);
-      if (on(kSwiglu)) kc::swiglu(gu, B, kFfn, act, s);
-      if (product_on(kDownProduct)) product(act, L.wdown, x, kDim, kFfn, kc::GemmOut::f32, true, s);
+      if (product_on(kOutProduct)) product(attn, L.wo, x, S.dim, S.dim, kc::GemmOut::f32, true, s);
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, B, S.dim, 1e-5f, h, s);
+      if (product_on(kGateUpProduct)) product(h, L.wgu, gu, 2 * S.ffn, S.dim, kc::GemmOut::bf16, false, s);
+      if (on(kSwiglu)) kc::swiglu(gu, B, S.ffn, act, s);
+      if (product_on(kDownProduct)) product(act, L.wdown, x, S.dim, S.ffn, kc::GemmOut::f32, true, s);
     }
-    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, B, kDim, 1e-5f, h, s);
-    if (on(kHead)) product(h, head, logits, kVocab, kDim, kc::GemmOut::f32, false, s);
-    if (on(kArgmax)) kc::row_argmax(logits, B, kVocab, argmax, s);
+    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, B, S.dim, 1e-5f, h, s);
+    if (on(kHead)) product(h, head, logits, S.vocab, S.dim, kc::GemmOut::f32, false, s);
+    if (on(kArgmax)) kc::row_argmax(logits, B, S.vocab, argmax, s);
   }
 };
 
@@ -287,6 +296,16 @@ int main(int argc, char** argv) {
   int batch = 1;
   bool edges = false, orders = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+      const char* name = argv[++i];
+      if (std::strcmp(name, "smollm2") == 0) {
+        S = kSmolLM2;
+      } else if (std::strcmp(name, "llama3-8b") != 0) {
+        std::fprintf(stderr, "step_lab: --model takes llama3-8b or smollm2, not %s\n", name);
+        return 2;
+      }
+      continue;
+    }
     if (std::strcmp(argv[i], "--orders") == 0) {
       orders = true;
       continue;
@@ -305,8 +324,8 @@ int main(int argc, char** argv) {
   const int max_ctx = (*std::max_element(contexts.begin(), contexts.end()) + 511) / 512 * 512;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("%s, %d SMs; dependent launch mode %d; Llama-3-8B shape, batch %d, one step per graph\n", prop.name,
-              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), batch);
+  std::printf("%s, %d SMs; dependent launch mode %d; %s shape, batch %d, one step per graph\n", prop.name,
+              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), S.name, batch);
   Step step(max_ctx, batch);
   if (orders) {
     for (int ctx : contexts) {
@@ -352,7 +371,7 @@ int main(int argc, char** argv) {
   if (edges) {
     auto ours = [](const char* name) { return std::strstr(name, "exactly") != nullptr; };
     auto any = [](const char*) { return true; };
-    std::vector<float> logits(size_t(batch) * kVocab), reference;
+    std::vector<float> logits(size_t(batch) * S.vocab), reference;
     auto run_logits = [&](cudaStream_t s, int bound) { step.record(s, 0, bound); };
     for (int ctx : contexts) {
       step.set_context(ctx);
@@ -399,6 +418,7 @@ int main(int argc, char** argv) {
     const unsigned small = ~((1u << kProduct) | (1u << kHead) | kLayerProductBits);
     std::printf("  products + head alone: %.3f ms\n", time_graph([&](cudaStream_t s) { step.record(s, small, bound); }));
     for (const AttentionVersion& v : kAttentionVersions) {
+      if (v.fn != nullptr && S.hd != kLabHd) continue;
       step.attention = v.fn;
       const float whole = time_graph([&](cudaStream_t s) { step.record(s, 0, bound); });
       const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~(1u << kAttention), bound); });
