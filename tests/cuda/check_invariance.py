@@ -3,7 +3,9 @@ logprobs never depend on what else runs with it or on how its work is cut.
 
 Target requests (greedy, seeded sampling with n = 2, prompts of 700 and
 1,500 tokens) run alone, then compared with the same requests
-1. among 127 others of mixed lengths (random token ids, 3 to 900 tokens);
+1. among 127 others of mixed lengths (random token ids, 3 to 900 tokens), and
+   the shorter targets among 15 others of 600-700 tokens (at head dim 64 on
+   Hopper their decode rows then take the split path, alone the cluster);
 2. with prefill chunks of 1, 7 and 64 tokens per step, and unlimited;
 3. after their prompt's blocks were cached by an earlier copy (a prefix hit);
 4. under a KV cache small enough that requests are preempted and recomputed;
@@ -58,6 +60,12 @@ def fillers(vocab: int, rng: random.Random, count: int) -> list[dict]:
         out.append({"prompt": [rng.randrange(100, vocab) for _ in range(n)], "max_tokens": rng.randrange(1, 40),
                     "ignore_eos": True, "temperature": rng.choice([0, 0.7, 1.2]), "seed": 1000 + i})
     return out
+
+
+def peers(vocab: int, rng: random.Random, count: int) -> list[dict]:
+    """Requests of 600-700 prompt tokens that decode beside the targets."""
+    return [{"prompt": [rng.randrange(100, vocab) for _ in range(rng.choice([600, 650, 700]))], "max_tokens": 30,
+             "ignore_eos": True, "temperature": 0.7, "seed": 2000 + i} for i in range(count)]
 
 
 def run_batch(exe: str, model: str, reqs: list[dict], extra: list[str], tmp: Path, name: str,
@@ -138,6 +146,13 @@ def main() -> int:
         out = run_batch(a.exactly, a.model, shuffled, base + ["--max-num-batched-tokens", "2048"], tmp, "crowd")
         crowd = [out[order.index(len(mixed) + i)] for i in range(len(tgt))]
         compare(f"among {a.fillers} others", alone, crowd)
+
+        # The targets under 1,024 tokens with 15 peers: 19 sequences over
+        # 600-716 keys, whose row groups' clusters do not fit on the SMs.
+        short = [i for i, t in enumerate(tgt) if len(t["prompt"]) < 1024]
+        near = [tgt[i] for i in short] + peers(vocab, rng, 15)
+        out = run_batch(a.exactly, a.model, near, base, tmp, "peers")
+        compare("among 15 others of 600-700 tokens", [alone[i] for i in short], out[:len(short)])
 
         for chunk in (1, 7, 64, 8192):
             # A budget of c tokens a step cuts each prompt into chunks of at most c.
