@@ -31,18 +31,17 @@
 #include <string>
 #include <vector>
 
-#include "lab_common.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/dependent_launch.h"
+#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemm_rows.h"
-#include "kernels/cuda/exact_rows_split.h"
 #include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/layer_ops.h"
 #include "kernels/cuda/paged_decode_kernel.cuh"
+#include "lab_common.h"
 
 namespace kc = exactly::kernels::cuda;
-
 
 namespace {
 
@@ -55,7 +54,7 @@ struct ModelShape {
 };
 constexpr ModelShape kLlama3_8B{"Llama-3-8B", 4096, 32, 8, 128, 14336, 128256, 32, 500000.0f};
 constexpr ModelShape kSmolLM2{"SmolLM2-135M", 576, 9, 3, 64, 1536, 49152, 30, 100000.0f};
-ModelShape S = kLlama3_8B;
+ModelShape shape = kLlama3_8B;
 constexpr int kLabHd = 128;  // the lab's own split-KV versions are built for head dim 128
 constexpr int kBlock = 16;
 
@@ -88,14 +87,14 @@ void decode_attention(const kc::PagedKVDevice& c, const kc::AttentionBatchDevice
   kc::allow_shared_memory<kernel>(Shape::kSmemBytes, "lab decode");
   const int parts = (b.max_seq_len + kPart - 1) / kPart;
   float* partial_out = static_cast<float*>(workspace);
-  float* partial_lse = partial_out + int64_t{b.n_seqs} * S.heads * parts * kLabHd;
-  kc::DecodeParams p{kc::paged_attention_params<void>(c, b, q, out, S.heads, scale), 1, parts, partial_out,
+  float* partial_lse = partial_out + int64_t{b.n_seqs} * shape.heads * parts * kLabHd;
+  kc::DecodeParams p{kc::paged_attention_params<void>(c, b, q, out, shape.heads, scale), 1, parts, partial_out,
                      partial_lse};
   kc::launch_dependent("lab decode", kc::LaunchRole::kOther, kernel, dim3(parts, c.n_kv_heads, b.n_seqs),
                        Shape::kThreads, Shape::kSmemBytes, stream, p);
   if (parts > 1)
     kc::launch_dependent("lab merge", kc::LaunchRole::kOther, kc::merge_partitions_kernel<bf16, kLabHd, kPart>,
-                         dim3(S.heads, b.n_seqs), kLabHd, 0, stream, p);
+                         dim3(shape.heads, b.n_seqs), kLabHd, 0, stream, p);
 }
 
 using AttentionFn = void (*)(const kc::PagedKVDevice&, const kc::AttentionBatchDevice&, const void*, float, void*,
@@ -119,8 +118,8 @@ enum Kind { kEmbed, kNorm, kProduct, kRope, kAttention, kSwiglu, kHead, kArgmax,
 enum LayerProduct { kQkvProduct = 16, kOutProduct, kGateUpProduct, kDownProduct, kLayerProductsEnd };
 const char* kLayerProductNames[] = {"qkv", "o", "gate/up", "down"};
 constexpr unsigned kLayerProductBits = ((1u << kLayerProductsEnd) - 1) & ~((1u << kQkvProduct) - 1);
-const char* kKindNames[kKinds] = {"embedding", "rmsnorm", "products", "rope+store", "attention",
-                                  "swiglu",    "head",    "argmax"};
+const char* kKindNames[kKinds] = {"embedding", "rmsnorm", "products", "rope+store",
+                                  "attention", "swiglu",  "head",     "argmax"};
 
 // How the step's products are computed: the fastest order (the streaming
 // kernel, cuBLASLt with split-K), the canonical one as Gemm tunes it, or
@@ -151,44 +150,46 @@ struct Step {
 
   void product(const void* in, const void* w, void* out, int m, int k, kc::GemmOut type, bool add, cudaStream_t s) {
     if (products == Products::kFastest) return fast_gemm.run(in, w, out, B, m, k, type, add, s);
-    if (products == Products::kRowsOnly && B <= kc::kGemmRowsMax) return kc::gemm_rows_bf16(in, w, out, B, m, k, type, add, s);
+    // gemm_rows takes at most kGemmRowsMax rows; past them Gemm's canonical plan runs.
+    if (products == Products::kRowsOnly && B <= kc::kGemmRowsMax)
+      return kc::gemm_rows_bf16(in, w, out, B, m, k, type, add, s);
     gemm.run(in, w, out, B, m, k, type, add, s);
   }
 
   Step(int max_ctx, int batch) : B(batch) {
     max_blocks = (max_ctx + kBlock - 1) / kBlock;
     const int64_t pool_blocks = int64_t{max_blocks} * B;
-    for (int l = 0; l < S.layers; ++l) {
+    for (int l = 0; l < shape.layers; ++l) {
       Layer L;
-      L.wqkv = alloc_bf16(int64_t{S.qkv()} * S.dim, 10 * l + 1);
-      L.wo = alloc_bf16(int64_t{S.dim} * S.dim, 10 * l + 2);
-      L.wgu = alloc_bf16(int64_t{2 * S.ffn} * S.dim, 10 * l + 3);
-      L.wdown = alloc_bf16(int64_t{S.dim} * S.ffn, 10 * l + 4);
-      L.k = alloc_bf16(pool_blocks * kBlock * S.kv * S.hd, 10 * l + 5, 1.0f);
-      L.v = alloc_bf16(pool_blocks * kBlock * S.kv * S.hd, 10 * l + 6, 1.0f);
-      L.attn_norm = alloc_f32(S.dim, 1.0f);
-      L.ffn_norm = alloc_f32(S.dim, 1.0f);
+      L.wqkv = alloc_bf16(int64_t{shape.qkv()} * shape.dim, 10 * l + 1);
+      L.wo = alloc_bf16(int64_t{shape.dim} * shape.dim, 10 * l + 2);
+      L.wgu = alloc_bf16(int64_t{2 * shape.ffn} * shape.dim, 10 * l + 3);
+      L.wdown = alloc_bf16(int64_t{shape.dim} * shape.ffn, 10 * l + 4);
+      L.k = alloc_bf16(pool_blocks * kBlock * shape.kv * shape.hd, 10 * l + 5, 1.0f);
+      L.v = alloc_bf16(pool_blocks * kBlock * shape.kv * shape.hd, 10 * l + 6, 1.0f);
+      L.attn_norm = alloc_f32(shape.dim, 1.0f);
+      L.ffn_norm = alloc_f32(shape.dim, 1.0f);
       layers.push_back(L);
     }
-    embd = alloc_bf16(int64_t{S.vocab} * S.dim, 7);
-    head = alloc_bf16(int64_t{S.vocab} * S.dim, 8);
-    out_norm = alloc_f32(S.dim, 1.0f);
-    x = alloc_f32(int64_t{B} * S.dim, 0.5f);
-    h = alloc_bf16(int64_t{B} * S.dim, 11, 1.0f);
-    qkv = alloc_bf16(int64_t{B} * S.qkv(), 12, 1.0f);
-    q = alloc_bf16(int64_t{B} * S.heads * S.hd, 13, 1.0f);
-    attn = alloc_bf16(int64_t{B} * S.heads * S.hd, 14, 1.0f);
-    gu = alloc_bf16(int64_t{B} * 2 * S.ffn, 15, 1.0f);
-    act = alloc_bf16(int64_t{B} * S.ffn, 16, 1.0f);
-    logits = alloc_f32(int64_t{B} * S.vocab, 0.0f);
-    decode_bytes = kc::decode_workspace_bytes(B, S.heads, max_ctx, S.hd) * 8;  // room for 64-key partitions
+    embd = alloc_bf16(int64_t{shape.vocab} * shape.dim, 7);
+    head = alloc_bf16(int64_t{shape.vocab} * shape.dim, 8);
+    out_norm = alloc_f32(shape.dim, 1.0f);
+    x = alloc_f32(int64_t{B} * shape.dim, 0.5f);
+    h = alloc_bf16(int64_t{B} * shape.dim, 11, 1.0f);
+    qkv = alloc_bf16(int64_t{B} * shape.qkv(), 12, 1.0f);
+    q = alloc_bf16(int64_t{B} * shape.heads * shape.hd, 13, 1.0f);
+    attn = alloc_bf16(int64_t{B} * shape.heads * shape.hd, 14, 1.0f);
+    gu = alloc_bf16(int64_t{B} * 2 * shape.ffn, 15, 1.0f);
+    act = alloc_bf16(int64_t{B} * shape.ffn, 16, 1.0f);
+    logits = alloc_f32(int64_t{B} * shape.vocab, 0.0f);
+    decode_bytes = kc::decode_workspace_bytes(B, shape.heads, max_ctx, shape.hd) * 8;  // room for 64-key partitions
     CK(cudaMalloc(&decode_ws, size_t(decode_bytes)));
-    exact_bytes = kc::exact_rows_split_bytes(B, S.kv, S.heads / S.kv, 1, max_ctx);
+    exact_bytes = kc::exact_rows_split_bytes(B, shape.kv, shape.heads / shape.kv, 1, max_ctx);
     CK(cudaMalloc(&exact_ws, size_t(exact_bytes)));
     const size_t b = static_cast<size_t>(B);
     CK(cudaMalloc(&tokens, 4 * b));
     CK(cudaMalloc(&positions, 4 * b));
-    CK(cudaMalloc(&angles, 8 * b * S.hd / 2));
+    CK(cudaMalloc(&angles, 8 * b * shape.hd / 2));
     CK(cudaMalloc(&query_start, 4 * b + 4));
     CK(cudaMalloc(&seq_lens, 4 * b));
     CK(cudaMalloc(&argmax, 4 * b));
@@ -219,38 +220,39 @@ struct Step {
     auto on = [&](int k) { return (skip & (1u << k)) == 0; };
     auto product_on = [&](LayerProduct k) { return on(kProduct) && on(k); };
     kc::AttentionBatchDevice batch{B, query_start, seq_lens, tables, max_blocks, 1, bound};
-    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, S.dim, S.vocab, x, s);
-    if (on(kRope)) kc::rope_angles(positions, B, S.hd, S.rope_base, angles, s);  // once a step, as the engine does
-    for (int l = 0; l < S.layers; ++l) {
+    if (on(kEmbed)) kc::embedding_lookup(embd, tokens, B, shape.dim, shape.vocab, x, s);
+    if (on(kRope))
+      kc::rope_angles(positions, B, shape.hd, shape.rope_base, angles, s);  // once a step, as the engine does
+    for (int l = 0; l < shape.layers; ++l) {
       const Layer& L = layers[size_t(l)];
-      kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, S.kv, S.hd, kc::DType::bf16};
-      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, S.dim, 1e-5f, h, s);
-      if (product_on(kQkvProduct)) product(h, L.wqkv, qkv, S.qkv(), S.dim, kc::GemmOut::bf16, false, s);
-      kc::RopeStoreArgs rope{qkv, nullptr, positions, slots, B, S.heads, S.hd, S.rope_base, kc::RopeLayout::kHalfSplit, q,
-                             angles};
+      kc::PagedKVDevice cache{L.k, L.v, int64_t{max_blocks} * B, kBlock, shape.kv, shape.hd, kc::DType::bf16};
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.attn_norm, nullptr, B, shape.dim, 1e-5f, h, s);
+      if (product_on(kQkvProduct)) product(h, L.wqkv, qkv, shape.qkv(), shape.dim, kc::GemmOut::bf16, false, s);
+      kc::RopeStoreArgs rope{
+          qkv, nullptr, positions, slots, B, shape.heads, shape.hd, shape.rope_base, kc::RopeLayout::kHalfSplit,
+          q,   angles};
       if (on(kRope)) kc::rope_and_store(rope, cache, s);
       if (on(kAttention)) {
         if (exact != Exact::kNone)
-          kc::exact_rows_attention(cache, batch, q, S.heads, 0.088f, attn, s,
+          kc::exact_rows_attention(cache, batch, q, shape.heads, 0.088f, attn, s,
                                    exact == Exact::kSplit ? kc::ExactRowsPath::kSplit : kc::ExactRowsPath::kAuto,
                                    exact_ws, exact_bytes);
         else if (attention != nullptr)
           attention(cache, batch, q, 0.088f, attn, decode_ws, s);
         else
-          kc::paged_decode_attention(cache, batch, q, S.heads, 0.088f, attn, decode_ws, decode_bytes, s);
+          kc::paged_decode_attention(cache, batch, q, shape.heads, 0.088f, attn, decode_ws, decode_bytes, s);
       }
-      if (product_on(kOutProduct)) product(attn, L.wo, x, S.dim, S.dim, kc::GemmOut::f32, true, s);
-      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, B, S.dim, 1e-5f, h, s);
-      if (product_on(kGateUpProduct)) product(h, L.wgu, gu, 2 * S.ffn, S.dim, kc::GemmOut::bf16, false, s);
-      if (on(kSwiglu)) kc::swiglu(gu, B, S.ffn, act, s);
-      if (product_on(kDownProduct)) product(act, L.wdown, x, S.dim, S.ffn, kc::GemmOut::f32, true, s);
+      if (product_on(kOutProduct)) product(attn, L.wo, x, shape.dim, shape.dim, kc::GemmOut::f32, true, s);
+      if (on(kNorm)) kc::rmsnorm_bf16(x, L.ffn_norm, nullptr, B, shape.dim, 1e-5f, h, s);
+      if (product_on(kGateUpProduct)) product(h, L.wgu, gu, 2 * shape.ffn, shape.dim, kc::GemmOut::bf16, false, s);
+      if (on(kSwiglu)) kc::swiglu(gu, B, shape.ffn, act, s);
+      if (product_on(kDownProduct)) product(act, L.wdown, x, shape.dim, shape.ffn, kc::GemmOut::f32, true, s);
     }
-    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, B, S.dim, 1e-5f, h, s);
-    if (on(kHead)) product(h, head, logits, S.vocab, S.dim, kc::GemmOut::f32, false, s);
-    if (on(kArgmax)) kc::row_argmax(logits, B, S.vocab, argmax, s);
+    if (on(kNorm)) kc::rmsnorm_bf16(x, out_norm, nullptr, B, shape.dim, 1e-5f, h, s);
+    if (on(kHead)) product(h, head, logits, shape.vocab, shape.dim, kc::GemmOut::f32, false, s);
+    if (on(kArgmax)) kc::row_argmax(logits, B, shape.vocab, argmax, s);
   }
 };
-
 
 // Replaces every edge between two kernel nodes whose downstream kernel
 // `pick` accepts by a programmatic one (the upstream kernel's trigger, or
@@ -299,7 +301,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
       const char* name = argv[++i];
       if (std::strcmp(name, "smollm2") == 0) {
-        S = kSmolLM2;
+        shape = kSmolLM2;
       } else if (std::strcmp(name, "llama3-8b") != 0) {
         std::fprintf(stderr, "step_lab: --model takes llama3-8b or smollm2, not %s\n", name);
         return 2;
@@ -325,7 +327,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs; dependent launch mode %d; %s shape, batch %d, one step per graph\n", prop.name,
-              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), S.name, batch);
+              prop.multiProcessorCount, static_cast<int>(kc::dependent_launch_mode()), shape.name, batch);
   Step step(max_ctx, batch);
   if (orders) {
     for (int ctx : contexts) {
@@ -371,7 +373,7 @@ int main(int argc, char** argv) {
   if (edges) {
     auto ours = [](const char* name) { return std::strstr(name, "exactly") != nullptr; };
     auto any = [](const char*) { return true; };
-    std::vector<float> logits(size_t(batch) * S.vocab), reference;
+    std::vector<float> logits(size_t(batch) * shape.vocab), reference;
     auto run_logits = [&](cudaStream_t s, int bound) { step.record(s, 0, bound); };
     for (int ctx : contexts) {
       step.set_context(ctx);
@@ -416,9 +418,10 @@ int main(int argc, char** argv) {
                   full - without, alone);
     }
     const unsigned small = ~((1u << kProduct) | (1u << kHead) | kLayerProductBits);
-    std::printf("  products + head alone: %.3f ms\n", time_graph([&](cudaStream_t s) { step.record(s, small, bound); }));
+    std::printf("  products + head alone: %.3f ms\n",
+                time_graph([&](cudaStream_t s) { step.record(s, small, bound); }));
     for (const AttentionVersion& v : kAttentionVersions) {
-      if (v.fn != nullptr && S.hd != kLabHd) continue;
+      if (v.fn != nullptr && shape.hd != kLabHd) continue;
       step.attention = v.fn;
       const float whole = time_graph([&](cudaStream_t s) { step.record(s, 0, bound); });
       const float alone = time_graph([&](cudaStream_t s) { step.record(s, ~(1u << kAttention), bound); });

@@ -39,16 +39,16 @@ TEST(ExactRowsRoute, LongContextsOfFewGroupsSplitOnHopper) {
 TEST(ExactRowsRoute, ShortContextsKeepTheClusterOrTheWindows) {
   EXPECT_EQ(route(llama(1, 1023)), ExactRowsKernel::kCluster);
   EXPECT_EQ(route(llama(1, 640)), ExactRowsKernel::kCluster);
-  EXPECT_EQ(route(llama(4, 640)), ExactRowsKernel::kCluster);  // 32 groups x 3 CTAs
-  EXPECT_EQ(route(llama(8, 640)), ExactRowsKernel::kWindows);  // 64 x 3 CTAs: past the SMs
-  EXPECT_EQ(route(llama(1, 200)), ExactRowsKernel::kWindows);  // one window: no cluster
+  EXPECT_EQ(route(llama(4, 640)), ExactRowsKernel::kCluster);     // 32 groups x 3 CTAs
+  EXPECT_EQ(route(llama(8, 640)), ExactRowsKernel::kWindows);     // 64 x 3 CTAs: past the SMs
+  EXPECT_EQ(route(llama(1, 200)), ExactRowsKernel::kWindows);     // one window: no cluster
   EXPECT_EQ(route(smollm2(16, 200)), ExactRowsKernel::kWindows);  // below the split's 512 keys
 }
 
 TEST(ExactRowsRoute, ShortContextsSplitWhereTheClustersDoNotFit) {
   EXPECT_EQ(route(smollm2(16, 640)), ExactRowsKernel::kSplit);  // 48 groups x 3 CTAs; 192 chain CTAs
   EXPECT_EQ(route(smollm2(1, 640)), ExactRowsKernel::kCluster);
-  EXPECT_EQ(route(llama(6, 640)), ExactRowsKernel::kSplit);     // 48 x 3 CTAs; 384 chain CTAs of 396
+  EXPECT_EQ(route(llama(6, 640)), ExactRowsKernel::kSplit);  // 48 x 3 CTAs; 384 chain CTAs of 396
   EXPECT_EQ(route(smollm2(16, 640, false)), ExactRowsKernel::kWindows);
   EXPECT_EQ(route(smollm2(16, 640), kAmpere), ExactRowsKernel::kWindows);
 }
