@@ -58,11 +58,7 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool parse_spec
     }
     for (const PieceRange& p : pre_.split(raw)) encode_piece(raw.substr(p.begin, p.end - p.begin), out);
   };
-  if (!parse_special) {
-    encode_raw(text);
-    return out;
-  }
-  for (const TextFragment& f : specials_.split(text)) {
+  for (const TextFragment& f : specials_.split(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
     } else {

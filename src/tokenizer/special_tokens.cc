@@ -6,7 +6,7 @@ namespace exactly {
 
 SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::string>& tokens,
                                            const std::vector<TokenType>& types)
-    : tokens_(tokens) {
+    : tokens_(tokens), types_(types) {
   for (size_t id = 0; id < tokens.size(); ++id) {
     if (types[id] != TokenType::kControl && types[id] != TokenType::kUserDefined) continue;
     if (tokens[id].empty()) continue;
@@ -19,12 +19,13 @@ SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::string>& token
   }
 }
 
-std::vector<TextFragment> SpecialTokenSplitter::split(std::string_view text) const {
+std::vector<TextFragment> SpecialTokenSplitter::split(std::string_view text, bool parse_special) const {
   std::vector<TextFragment> out;
   size_t raw_begin = 0;
   for (size_t pos = 0; pos < text.size();) {
     int32_t found = -1;
     for (int32_t id : by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+      if (!parse_special && types_[static_cast<size_t>(id)] == TokenType::kControl) continue;
       const std::string& t = tokens_[static_cast<size_t>(id)];
       if (text.compare(pos, t.size(), t) == 0) {
         found = id;

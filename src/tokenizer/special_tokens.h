@@ -1,6 +1,9 @@
 // Splits text at the literal texts of control and user-defined tokens
 // ("<|im_start|>") so they become single tokens instead of being tokenized as
-// ordinary characters.
+// ordinary characters. User-defined tokens (a tokenizer's added tokens that
+// are not special, such as GPT-NeoX's runs of spaces) are split out of every
+// text, as Hugging Face's tokenizers do; control tokens only where the caller
+// parses special tokens.
 #pragma once
 
 #include <array>
@@ -25,11 +28,13 @@ class SpecialTokenSplitter {
   SpecialTokenSplitter(const std::vector<std::string>& tokens, const std::vector<TokenType>& types);
 
   // Fragments covering `text` in order. Scanning left to right, the longest
-  // special text starting at each position wins (leftmost-longest).
-  std::vector<TextFragment> split(std::string_view text) const;
+  // special text starting at each position wins (leftmost-longest); control
+  // tokens are candidates only when `parse_special`.
+  std::vector<TextFragment> split(std::string_view text, bool parse_special) const;
 
  private:
   const std::vector<std::string>& tokens_;
+  const std::vector<TokenType>& types_;
   std::array<std::vector<int32_t>, 256> by_first_byte_;  // [256][candidates] ids, longest text first
 };
 

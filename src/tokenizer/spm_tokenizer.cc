@@ -84,11 +84,7 @@ std::optional<int32_t> SpmTokenizer::piece_id(std::string_view piece) const {
 
 std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool parse_special) const {
   std::vector<int32_t> out;
-  if (!parse_special) {
-    encode_fragment(text, true, out);
-    return out;
-  }
-  for (const TextFragment& f : specials_.split(text)) {
+  for (const TextFragment& f : specials_.split(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
     } else {

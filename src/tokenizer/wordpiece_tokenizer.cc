@@ -87,9 +87,7 @@ void WordPieceTokenizer::encode_word(std::string_view word, std::vector<int32_t>
 
 std::vector<int32_t> WordPieceTokenizer::encode(std::string_view text, bool parse_special) const {
   std::vector<int32_t> out;
-  const std::vector<TextFragment> fragments =
-      parse_special ? specials_.split(text) : std::vector<TextFragment>{{text, -1, 0}};
-  for (const TextFragment& f : fragments) {
+  for (const TextFragment& f : specials_.split(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
       continue;

@@ -115,7 +115,10 @@ class GGUFVocab:
         self.pre = f["tokenizer.ggml.pre"].contents() if "tokenizer.ggml.pre" in f else "default"
 
     def specials(self) -> list[str]:
-        return [t for t, ty in zip(self.tokens, self.types) if ty in (3, 4)]
+        return [t for t, ty in zip(self.tokens, self.types) if ty == 3]
+
+    def user_defined(self) -> list[str]:
+        return [t for t, ty in zip(self.tokens, self.types) if ty == 4]
 
 
 def hf_pre_tokenizer(pre: str):
@@ -154,6 +157,9 @@ def hf_tokenizer(vocab: GGUFVocab, pre: str, parse_special: bool) -> Tokenizer:
     tok = Tokenizer(models.BPE(ids, merges, ignore_merges=(pre == "llama-bpe")))
     tok.pre_tokenizer = hf_pre_tokenizer(pre)
     tok.decoder = decoders.ByteLevel()
+    # Added tokens that are not special (GGUF's user-defined) are split out of
+    # every text; special ones (control) only when the caller parses them.
+    tok.add_tokens([AddedToken(t, special=False, normalized=True) for t in vocab.user_defined()])
     if parse_special:
         tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in vocab.specials()])
     return tok
@@ -372,6 +378,29 @@ def test_pre_tokenizers_match_hugging_face(smol_vocab, corpus, tmp_path, pre):
         want = [ref.encode(t, add_special_tokens=False).ids for t in texts]
         got = encode_jsonl(path, texts, tmp_path, *([] if parse_special else ["--no-parse-special"]))
         assert_same_ids(texts, got, want, pre)
+
+
+def test_user_defined_tokens_split_out_of_every_text(smol_vocab, corpus, tmp_path):
+    """GPT-NeoX-style vocabularies (mpt, olmo, stablelm) hold runs of spaces as
+    added tokens that are not special: Hugging Face splits them out before the
+    pre-tokenizer whether or not special tokens are parsed."""
+    vocab = GGUFVocab.__new__(GGUFVocab)
+    vocab.tokens, vocab.types, vocab.merges = list(smol_vocab.tokens), list(smol_vocab.types), list(smol_vocab.merges)
+    for n in range(2, 25):
+        vocab.tokens.append(" " * n)
+        vocab.types.append(4)
+    vocab.tokens.append("\t\t")
+    vocab.types.append(4)
+    path = write_vocab_gguf(tmp_path / "mpt.gguf", "gpt2", vocab.tokens, vocab.types, pre="mpt",
+                            merges=vocab.merges, bos=1, eos=2)
+    texts = corpus + ["def f(x):\n    return x  +  1", "a" + " " * 30 + "b", "  lead and tail  ", "\t\t\tx\t\t",
+                      "<|im_start|>  user", "x \n  y", " " * 24 + "z", "one two  three   four    five"]
+    for parse_special in (True, False):
+        ref = hf_tokenizer(vocab, "gpt2", parse_special)
+        want = [ref.encode(t, add_special_tokens=False).ids for t in texts]
+        got = encode_jsonl(path, texts, tmp_path, *([] if parse_special else ["--no-parse-special"]))
+        assert_same_ids(texts, got, want, f"user-defined, parse_special={parse_special}")
+        assert sum(i >= len(smol_vocab.tokens) for ids in got for i in ids) >= 20  # the added tokens are used
 
 
 # ---------------------------------------------------------------- SentencePiece-style vocabularies

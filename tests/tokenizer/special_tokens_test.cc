@@ -31,7 +31,7 @@ TEST(SpecialTokens, LongestMatchWinsAndTextAroundIsKept) {
   std::vector<std::string> tokens = {"<a>", "<a>b", "x"};
   std::vector<TokenType> types = {TokenType::kControl, TokenType::kUserDefined, TokenType::kNormal};
   const SpecialTokenSplitter splitter(tokens, types);
-  const auto f = splitter.split("z<a>b<a>x<a");
+  const auto f = splitter.split("z<a>b<a>x<a", true);
   ASSERT_EQ(f.size(), 4u);
   EXPECT_EQ(f[0].token, -1);
   EXPECT_EQ(f[0].text, "z");
@@ -40,6 +40,18 @@ TEST(SpecialTokens, LongestMatchWinsAndTextAroundIsKept) {
   EXPECT_EQ(f[3].token, -1);
   EXPECT_EQ(f[3].text, "x<a");  // normal tokens and partial special text stay raw
   EXPECT_EQ(f[3].offset, 8u);
+}
+
+TEST(SpecialTokens, UserDefinedSplitWhetherOrNotSpecialsAreParsed) {
+  std::vector<std::string> tokens = {"<a>", "<a>b", "x"};
+  std::vector<TokenType> types = {TokenType::kControl, TokenType::kUserDefined, TokenType::kNormal};
+  const SpecialTokenSplitter splitter(tokens, types);
+  const auto f = splitter.split("<a>b<a>", false);  // the control token <a> stays text
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].token, 1);
+  EXPECT_EQ(f[1].token, -1);
+  EXPECT_EQ(f[1].text, "<a>");
+  EXPECT_EQ(f[1].offset, 4u);
 }
 
 TEST(SpecialTokens, EndOfGenerationAndMetadata) {
