@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/format.h"
+#include "kernels/cuda/moe_limits.h"
 #include "model/hf_config.h"
 #include "model/tensor_parallel.h"
 #include "tokenizer/chat_template.h"
@@ -17,6 +18,8 @@
 namespace exactly {
 
 namespace {
+
+namespace kc = kernels::cuda;
 
 // Reads one byte per page so the first forward pass does not stall on page
 // faults, reporting progress as it goes.
@@ -82,7 +85,13 @@ void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   std::string what;
   if (c.architecture == "gemma3") what = "gemma3 (sliding windows, sandwich norms, GeGLU)";
   else if (c.architecture == "gpt-oss") what = "gpt-oss (attention sinks, sliding windows, biased experts)";
-  else if (c.n_experts > 0) what = c.architecture + "'s experts";
+  else if (c.n_experts > 0 && (c.expert_biases || c.n_experts > kc::kMoeMaxExperts || c.n_experts_used > kc::kMoeMaxChosen))
+    what = strformat("%s's experts (%d of %d a token, biases %s; the GPU takes at most %d of %d, no biases)",
+                     c.architecture.c_str(), c.n_experts_used, c.n_experts, c.expert_biases ? "yes" : "no",
+                     kc::kMoeMaxChosen, kc::kMoeMaxExperts);
+  else if (c.n_experts > 0 && (c.dim % kc::kMoeTileK != 0 || c.expert_ffn_dim % kc::kMoeTileK != 0))
+    what = strformat("%s's experts of width %d over dim %d (the GPU's expert products take multiples of %d)",
+                     c.architecture.c_str(), c.expert_ffn_dim, c.dim, kc::kMoeTileK);
   else if (c.rope_freq_factors) what = "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)";
   else if (c.rope_linear_scale != 1.0f) what = "linear RoPE scaling";
   else if (c.rope_yarn.factor > 0) what = "YaRN RoPE scaling";

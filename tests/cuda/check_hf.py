@@ -13,7 +13,9 @@ both sides:
      tokenizer.json written by `tokenizers` (the config's vocab_size is the
      tokenizer's); `exactly tokenize` must give the `tokenizers` ids;
   d. Qwen3, bf16, head_dim 128 wider than hidden / heads, per-head q/k norms;
-  e. Qwen3, fp16, head_dim 64, one KV head.
+  e. Qwen3, fp16, head_dim 64, one KV head;
+  f. Mixtral, bf16, 8 experts of width 192, 2 a token;
+  g. Qwen3-MoE, bf16, 16 experts of width 192, 4 a token (normalised top-k).
 
 Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
 7 over a cached prefix, and one token at a time (the split-KV decode kernel
@@ -33,16 +35,20 @@ the adjacent-pair layout GGUF converters write (a loader that permutes
 Hugging Face weights, or a kernel that pairs dims (2i, 2i+1)) must miss TOL
 by a wide margin. For Qwen3 the control is transformers with the q/k norms
 taken out (what a loader that ignores them computes): it must miss TOL by as
-wide a margin.
+wide a margin. For the experts it is the checkpoint with its experts listed
+in reverse (what a loader or a grouping kernel that hands a token's row to
+the wrong expert computes).
 
 The random weights are scaled so that the checks have teeth: initializer
 range 0.05 (attention neither uniform nor one-hot, so RoPE matters), norms
 drawn from [0.5, 1.5] (a norm loaded as ones shows), q/k/v biases drawn with
 std 0.5 (transformers initialises them to zero, which would test nothing),
 and a final norm 4x larger so that logits spread and enough positions have a
-top-2 gap above GAP.
+top-2 gap above GAP. The routers' weights are 10x larger, so that a token's
+k-th and (k+1)-th expert logits are rarely within bf16's rounding of each
+other (a near-tie that bf16 and float32 may settle differently).
 
-    python3 tests/cuda/check_hf.py --exactly BIN [--json FILE] [--keep DIR]
+    python3 tests/cuda/check_hf.py --exactly BIN [--json FILE] [--keep DIR] [--only NAME,...]
 """
 
 from __future__ import annotations
@@ -81,7 +87,13 @@ CASES = [
          context=2048),
     dict(name="qwen3-fp16", arch="qwen3", dtype=torch.float16, vocab=1000, hidden=256, ffn=512, layers=3,
          heads=4, kv_heads=1, head_dim=64, bias=False, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=5),
+    dict(name="mixtral-bf16", arch="mixtral", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=192, layers=3,
+         heads=4, kv_heads=2, experts=8, chosen=2, tied=False, theta=1000000.0, shard=None, tokenizer=False, seed=6),
+    dict(name="qwen3moe-bf16", arch="qwen3moe", dtype=torch.bfloat16, vocab=1100, hidden=256, ffn=192, layers=3,
+         heads=4, kv_heads=2, head_dim=64, experts=16, chosen=4, tied=False, theta=1000000.0, shard=None,
+         tokenizer=False, seed=7, context=2048),
 ]
+ROUTER_SCALE = 10.0
 
 TOKENIZER_TEXT = ("The quick brown fox jumps over the lazy dog. Paged attention keeps the KV cache in blocks; "
                   "prefix caching shares them between requests. 0123456789 café naïve — ünïcödé. ") * 20
@@ -120,6 +132,17 @@ def build(case: dict, directory: Path) -> int:
         from transformers import Qwen3Config, Qwen3ForCausalLM
         config = Qwen3Config(use_sliding_window=False, head_dim=case["head_dim"], attention_bias=case["bias"], **common)
         cls = Qwen3ForCausalLM
+    elif case["arch"] == "mixtral":
+        from transformers import MixtralConfig, MixtralForCausalLM
+        config = MixtralConfig(num_local_experts=case["experts"], num_experts_per_tok=case["chosen"], **common)
+        cls = MixtralForCausalLM
+    elif case["arch"] == "qwen3moe":
+        from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+        config = Qwen3MoeConfig(use_sliding_window=False, head_dim=case["head_dim"], attention_bias=False,
+                                num_experts=case["experts"], num_experts_per_tok=case["chosen"],
+                                moe_intermediate_size=case["ffn"], norm_topk_prob=True, decoder_sparse_step=1,
+                                mlp_only_layers=[], **common)
+        cls = Qwen3MoeForCausalLM
     else:
         config, cls = LlamaConfig(**common), LlamaForCausalLM
     torch.manual_seed(case["seed"])
@@ -130,6 +153,8 @@ def build(case: dict, directory: Path) -> int:
                 p.uniform_(0.5, 1.5)
             elif name.endswith(".bias"):
                 p.normal_(0.0, 0.5)
+            if "experts" in case and name.endswith(".gate.weight"):
+                p.mul_(ROUTER_SCALE)
         model.model.norm.weight.mul_(4.0)
     model = model.to(case["dtype"])
     kwargs = {"max_shard_size": case["shard"]} if case["shard"] else {}
@@ -137,10 +162,62 @@ def build(case: dict, directory: Path) -> int:
         model.save_pretrained(directory, safe_serialization=True, **kwargs)
     except TypeError:  # transformers without the keyword: safetensors is all it writes
         model.save_pretrained(directory, **kwargs)
+    if "experts" in case:
+        write_experts_per_expert(directory, case)
     sharded = (directory / "model.safetensors.index.json").exists()
     if bool(case["shard"]) != sharded:
         raise RuntimeError(f"{case['name']}: expected {'a sharded' if case['shard'] else 'a single-file'} checkpoint")
     return vocab
+
+
+EXPERT_KEYS = {"mixtral": ("block_sparse_moe", "w1", "w3", "w2"), "qwen3moe": ("mlp", "gate_proj", "up_proj", "down_proj")}
+
+
+def expert_layer_prefix(key: str, block: str) -> str:
+    """'model.layers.3' of any of the layer's expert or router keys."""
+    return key.split(".mlp.")[0] if ".mlp." in key else key.split(f".{block}.")[0]
+
+
+def write_experts_per_expert(directory: Path, case: dict, reverse: bool = False):
+    """Rewrites the experts of model.safetensors as the checkpoints people
+    serve hold them, one tensor per expert and matrix (Mixtral's
+    block_sparse_moe.experts.E.w1/w3/w2 and .gate, Qwen3-MoE's
+    mlp.experts.E.gate_proj/up_proj/down_proj), whatever layout this
+    transformers saved them in (one tensor per expert, or fused gate_up_proj /
+    down_proj stacks, [E, 2F, D] or transposed); with `reverse`, expert E's
+    matrices go to n - 1 - E (the negative control)."""
+    from safetensors.torch import load_file, save_file
+    block, gate_name, up_name, down_name = EXPERT_KEYS[case["arch"]]
+    n, ffn, dim = case["experts"], case["ffn"], case["hidden"]
+    path = directory / "model.safetensors"
+    state = load_file(str(path))
+    out, per_expert = {}, {}  # per_expert: (layer prefix, expert) -> {"gate", "up", "down"}
+    for key, t in state.items():
+        if key.endswith("experts.gate_up_proj"):
+            g = t if t.shape[1] == 2 * ffn else t.transpose(1, 2)
+            for e in range(n):
+                per_expert.setdefault((expert_layer_prefix(key, block), e), {}).update(gate=g[e, :ffn], up=g[e, ffn:])
+        elif key.endswith("experts.down_proj"):
+            d = t if t.shape[1] == dim else t.transpose(1, 2)
+            for e in range(n):
+                per_expert.setdefault((expert_layer_prefix(key, block), e), {})["down"] = d[e]
+        elif ".experts." in key:  # one tensor per expert already
+            e, rest = key.split(".experts.", 1)[1].split(".", 1)
+            which = {gate_name: "gate", up_name: "up", down_name: "down"}[rest.split(".")[0]]
+            per_expert.setdefault((expert_layer_prefix(key, block), int(e)), {})[which] = t
+        elif key.endswith(".gate.weight") and ".experts" not in key:
+            out[f"{expert_layer_prefix(key, block)}.{block}.gate.weight"] = t
+        else:
+            out[key] = t
+    if len(per_expert) != n * case["layers"]:
+        raise RuntimeError(f"{case['name']}: {len(per_expert)} experts found in the saved checkpoint, "
+                           f"{n * case['layers']} expected (keys: {sorted(state)[:8]} ...)")
+    for (prefix, e), m in per_expert.items():
+        base = f"{prefix}.{block}.experts.{n - 1 - e if reverse else e}."
+        out[base + f"{gate_name}.weight"] = m["gate"].contiguous()
+        out[base + f"{up_name}.weight"] = m["up"].contiguous()
+        out[base + f"{down_name}.weight"] = m["down"].contiguous()
+    save_file(out, str(path), metadata={"format": "pt"})
 
 
 def hf_logits(directory: Path, ids: list[int], dtype: torch.dtype, without_qk_norms: bool = False) -> np.ndarray:
@@ -227,12 +304,28 @@ def check_negative_control(exe: str, case: dict, directory: Path, ids: list[int]
            float(rel.max()) > 3 * tol, max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
+def check_experts_negative_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray,
+                                   tol: float, vocab: int, root: Path):
+    """The experts listed in reverse: each token's rows go to the wrong experts."""
+    wrong = root / f"{case['name']}-experts-reversed"
+    shutil.copytree(directory, wrong)
+    write_experts_per_expert(wrong, case, reverse=True)
+    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
+    record(f"{case['name']}: negative control (experts reversed) misses the tolerance", float(rel.max()) > 3 * tol,
+           max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exactly", required=True)
     ap.add_argument("--json")
     ap.add_argument("--keep", help="build the checkpoints in this directory and keep them")
+    ap.add_argument("--only", help="comma-separated case names (default: every case)")
     a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+    unknown = (only or set()) - {c["name"] for c in CASES}
+    if unknown:
+        ap.error(f"--only: no case named {', '.join(sorted(unknown))}")
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32
     torch.backends.cudnn.allow_tf32 = False
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}",
@@ -241,10 +334,14 @@ def main() -> int:
         root = Path(a.keep) if a.keep else Path(d)
         root.mkdir(parents=True, exist_ok=True)
         for case in CASES:
+            if only is not None and case["name"] not in only:
+                continue
             try:
                 directory, ids, ref, tol, vocab = check_case(a.exactly, case, root)
                 if case["name"] == "llama-bf16":
                     check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                if "experts" in case:
+                    check_experts_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if case["arch"] == "qwen3":
                     rel = rel_error(hf_logits(directory, ids, torch.float32, without_qk_norms=True), ref)
                     record(f"{case['name']}: negative control (q/k norms left out) misses the tolerance",

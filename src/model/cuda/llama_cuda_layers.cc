@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/moe.h"
 #include "model/cuda/cuda_attention_plan.h"
 #include "model/cuda/kv_pool_cuda.h"
 #include "model/cuda/weight_layout.h"
@@ -32,9 +33,12 @@ uint8_t* CudaLlamaLayers::allocate_weights(const WeightLayout& layout) {
   fc_ = layout.fc == SIZE_MAX ? nullptr : base + layout.fc;
   output_norm_ = f32(layout.output_norm);
   layers_.clear();
+  auto optional = [&](size_t offset) -> void* { return offset == SIZE_MAX ? nullptr : base + offset; };
   for (const auto& o : layout.layers)
     layers_.push_back({f32(o.attn_norm), base + o.wqkv, optional_f32(o.qkv_bias), optional_f32(o.q_norm),
-                       optional_f32(o.k_norm), base + o.wo, f32(o.ffn_norm), base + o.w_gate_up, base + o.w_down});
+                       optional_f32(o.k_norm), base + o.wo, f32(o.ffn_norm), optional(o.w_gate_up),
+                       optional(o.w_down), optional(o.router), optional(o.experts_gate_up),
+                       optional(o.experts_down)});
   return base;
 }
 
@@ -52,8 +56,16 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
   qkv_ = kc::DeviceBuffer(T * static_cast<size_t>(qkv_rows(c)) * 2, "activations");
   q_ = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
   attn_ = kc::DeviceBuffer(T * static_cast<size_t>(q_width(c)) * 2, "activations");
-  gate_up_ = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.ffn_dim) * 2, "activations");
-  act_ = kc::DeviceBuffer(T * static_cast<size_t>(c.ffn_dim) * 2, "activations");
+  // With experts, gate_up and act hold a row per (token, chosen expert).
+  const size_t mlp_rows = c.n_experts > 0 ? T * static_cast<size_t>(c.n_experts_used) : T;
+  const size_t mlp_width = static_cast<size_t>(c.n_experts > 0 ? c.expert_ffn_dim : c.ffn_dim);
+  gate_up_ = kc::DeviceBuffer(mlp_rows * 2 * mlp_width * 2, "activations");
+  act_ = kc::DeviceBuffer(mlp_rows * mlp_width * 2, "activations");
+  if (c.n_experts > 0) {
+    router_logits_ = kc::DeviceBuffer(T * static_cast<size_t>(c.n_experts) * 4, "router logits");
+    routes_ = kc::DeviceBuffer(kc::moe_routes_bytes(tokens, c.n_experts_used, c.n_experts), "expert routes");
+    expert_out_ = kc::DeviceBuffer(mlp_rows * static_cast<size_t>(c.dim) * 4, "activations");
+  }
   angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
   last_ = kc::DeviceBuffer(static_cast<size_t>(head_rows) * static_cast<size_t>(c.dim) * 2, "activations");
   if (fc_ != nullptr) beside_ = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.dim) * 2, "activations");
@@ -61,7 +73,8 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
 
 size_t CudaLlamaLayers::activation_memory() const {
   return x_.bytes() + h_.bytes() + qkv_.bytes() + q_.bytes() + attn_.bytes() + gate_up_.bytes() + act_.bytes() +
-         last_.bytes() + beside_.bytes() + gemm_->workspace_bytes();
+         last_.bytes() + beside_.bytes() + router_logits_.bytes() + routes_.bytes() + expert_out_.bytes() +
+         gemm_->workspace_bytes();
 }
 
 void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) {
@@ -72,8 +85,12 @@ void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cuda
     if (fc_ != nullptr) gemm_->prepare(beside_.get(), fc_, n, c.dim, 2 * int64_t{c.dim}, kc::GemmOut::f32, false, stream);
     gemm_->prepare(h_.get(), L.wqkv, n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
     gemm_->prepare(attn_.get(), L.wo, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
-    gemm_->prepare(h_.get(), L.w_gate_up, n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
-    gemm_->prepare(act_.get(), L.w_down, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+    if (L.router != nullptr) {
+      gemm_->prepare(h_.get(), L.router, n, c.n_experts, c.dim, kc::GemmOut::f32, false, stream);
+    } else {
+      gemm_->prepare(h_.get(), L.w_gate_up, n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
+      gemm_->prepare(act_.get(), L.w_down, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+    }
     if (n <= head_rows) gemm_->prepare(last_.get(), output_, n, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
     if (n >= max_rows) break;
   }
@@ -96,7 +113,10 @@ void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, con
     add_attention(L, cache, step, attention, stream);
     // x = x + mlp(norm(x))
     norm(L.ffn_norm, n, stream);
-    add_mlp(L, n, stream);
+    if (L.router != nullptr)
+      add_experts(L, n, stream);
+    else
+      add_mlp(L, n, stream);
   }
 }
 
@@ -150,6 +170,27 @@ void CudaLlamaLayers::add_mlp(const Layer& L, int64_t n, cudaStream_t stream) {
   kc::swiglu(gate_up_.get(), n, c.ffn_dim, act_.get(), stream);  // act [n, ffn_dim] = silu(gate) * up
   // x [n, dim] += act · w_downᵀ
   gemm_->run(act_.get(), L.w_down, x_.as<float>(), n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+}
+
+// x += sum over each token's experts e of weight_e * w_down_e · (silu(w_gate_e·h) * w_up_e·h)
+void CudaLlamaLayers::add_experts(const Layer& L, int64_t n, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const int k = c.n_experts_used;
+  const int64_t ffn = c.expert_ffn_dim;
+  // logits [n, n_experts] = h · routerᵀ; each token's k experts and weights, and the groups
+  gemm_->run(h_.get(), L.router, router_logits_.get(), n, c.n_experts, c.dim, kc::GemmOut::f32, false, stream);
+  const kc::MoeRoutes routes = kc::moe_routes_at(routes_.get(), n, k, c.n_experts);
+  kc::moe_route(router_logits_.as<float>(), n, c.n_experts, k, routes, stream);
+  // gate_up [n k, 2 ffn] = h[token of row] · w_gate_up[expert of row]ᵀ
+  kc::moe_products({h_.get(), true, L.experts_gate_up, gate_up_.get(), kc::GemmOut::bf16, n, k, c.n_experts, 2 * ffn,
+                    c.dim},
+                   routes, stream);
+  kc::swiglu(gate_up_.get(), n * k, c.expert_ffn_dim, act_.get(), stream);  // act [n k, ffn]
+  // out [n k, dim] = act · w_down[expert of row]ᵀ; x [n, dim] += each token's rows, weighted
+  kc::moe_products({act_.get(), false, L.experts_down, expert_out_.get(), kc::GemmOut::f32, n, k, c.n_experts, c.dim,
+                    ffn},
+                   routes, stream);
+  kc::moe_combine(expert_out_.as<float>(), routes, n, k, c.dim, x_.as<float>(), stream);
 }
 
 void CudaLlamaLayers::final_norm_and_head(const int32_t* rows, int64_t n_rows, float* logits, cudaStream_t stream) {

@@ -57,6 +57,10 @@ class CudaLlamaLayers final : public CudaArchitecture {
     float* ffn_norm;   // [dim]
     void* w_gate_up;   // bf16 [2 ffn_dim, dim]: w_gate | w_up
     void* w_down;      // bf16 [dim, ffn_dim]
+    // With experts (weight_layout.h), in place of the two above.
+    void* router;           // bf16 [n_experts, dim]
+    void* experts_gate_up;  // bf16 [n_experts, 2 expert_ffn_dim, dim]
+    void* experts_down;     // bf16 [n_experts, dim, expert_ffn_dim]
   };
 
   // x = embed(tokens), or for a draft head x = fc · [embed(tokens); hidden_in].
@@ -68,6 +72,8 @@ class CudaLlamaLayers final : public CudaArchitecture {
                      const CudaAttentionPlan& attention, cudaStream_t stream);
   // x += mlp(h): the layer's MLP block.
   void add_mlp(const Layer& L, int64_t n, cudaStream_t stream);
+  // x += moe(h): the layer's experts in place of the MLP.
+  void add_experts(const Layer& L, int64_t n, cudaStream_t stream);
 
   ModelConfig config_;
   kernels::cuda::RopeLayout rope_layout_ = kernels::cuda::RopeLayout::kAdjacentPairs;
@@ -91,6 +97,10 @@ class CudaLlamaLayers final : public CudaArchitecture {
   kernels::cuda::DeviceBuffer angles_;   // [T, rope_dims / 2] rotary angles (8 bytes each)
   kernels::cuda::DeviceBuffer last_;     // bf16 [head_rows, dim]: the head's normed rows
   kernels::cuda::DeviceBuffer beside_;   // bf16 [T, 2 dim]: a draft head's [embed; hidden_in]
+  // With experts: T k rows, one per (token, chosen expert).
+  kernels::cuda::DeviceBuffer router_logits_;  // fp32 [T, n_experts]
+  kernels::cuda::DeviceBuffer routes_;         // kernels/cuda/moe.h's MoeRoutes for T tokens
+  kernels::cuda::DeviceBuffer expert_out_;     // fp32 [T k, dim]: each row's expert output
 };
 
 }  // namespace exactly

@@ -63,8 +63,14 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::with_random_weights(ModelConfig 
     }
     random(o.wo, c.dim, q_width(c));
     ones(o.ffn_norm, c.dim);
-    random(o.w_gate_up, 2 * int64_t{c.ffn_dim}, c.dim);
-    random(o.w_down, c.dim, c.ffn_dim);
+    if (c.n_experts > 0) {
+      random(o.router, c.n_experts, c.dim);
+      random(o.experts_gate_up, int64_t{c.n_experts} * 2 * c.expert_ffn_dim, c.dim);
+      random(o.experts_down, int64_t{c.n_experts} * c.dim, c.expert_ffn_dim);
+    } else {
+      random(o.w_gate_up, 2 * int64_t{c.ffn_dim}, c.dim);
+      random(o.w_down, c.dim, c.ffn_dim);
+    }
   }
   kc::check_cuda(cudaStreamSynchronize(m->runner_->stream()), "initialising random weights");
   return m;

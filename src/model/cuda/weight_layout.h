@@ -18,6 +18,10 @@ inline int64_t q_width(const ModelConfig& c) { return int64_t{c.n_heads} * c.hea
 struct WeightLayout {
   struct LayerOffsets {
     size_t attn_norm, wqkv, qkv_bias, q_norm, k_norm, wo, ffn_norm, w_gate_up, w_down;  // SIZE_MAX when absent
+    // With experts, in place of w_gate_up and w_down: the router [n_experts,
+    // dim] and every expert's gate | up [n_experts, 2 expert_ffn_dim, dim] and
+    // down [n_experts, dim, expert_ffn_dim].
+    size_t router = SIZE_MAX, experts_gate_up = SIZE_MAX, experts_down = SIZE_MAX;
   };
   size_t token_embd = 0, output = 0, output_norm = 0;
   size_t fc = SIZE_MAX;  // a draft head's input projection [dim, 2 dim]
@@ -56,8 +60,16 @@ struct WeightLayout {
       o.k_norm = c.qk_norm ? take(static_cast<size_t>(c.head_dim) * 4) : SIZE_MAX;
       o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
       o.ffn_norm = take(dim * 4);
-      o.w_gate_up = take(2 * ffn * dim * 2);
-      o.w_down = take(dim * ffn * 2);
+      if (c.n_experts > 0) {
+        const size_t experts = static_cast<size_t>(c.n_experts), expert_ffn = static_cast<size_t>(c.expert_ffn_dim);
+        o.w_gate_up = o.w_down = SIZE_MAX;
+        o.router = take(experts * dim * 2);
+        o.experts_gate_up = take(experts * 2 * expert_ffn * dim * 2);
+        o.experts_down = take(experts * dim * expert_ffn * 2);
+      } else {
+        o.w_gate_up = take(2 * ffn * dim * 2);
+        o.w_down = take(dim * ffn * 2);
+      }
       layers.push_back(o);
     }
   }

@@ -51,6 +51,18 @@ class WeightUploader {
   std::vector<uint16_t> staged_;
 };
 
+// A mixture-of-experts layer's router and experts (no biases) at its offsets.
+inline void upload_experts(WeightUploader& put, const WeightLayout::LayerOffsets& o, const MoeWeights& moe,
+                           const ModelConfig& c) {
+  put.matrices(o.router, {moe.router});
+  const size_t expert_bytes = static_cast<size_t>(c.expert_ffn_dim) * static_cast<size_t>(c.dim) * 2;
+  for (size_t e = 0; e < moe.experts.size(); ++e) {
+    const ExpertWeights& x = moe.experts[e];
+    put.matrices(o.experts_gate_up + e * 2 * expert_bytes, {x.gate, x.up});
+    put.matrices(o.experts_down + e * expert_bytes, {x.down});
+  }
+}
+
 // A llama layer's tensors (no biases) at its offsets.
 inline void upload_layer(WeightUploader& put, const WeightLayout::LayerOffsets& o, const LlamaLayerWeights& L,
                          const ModelConfig& c) {
@@ -62,6 +74,10 @@ inline void upload_layer(WeightUploader& put, const WeightLayout::LayerOffsets& 
   }
   put.matrices(o.wo, {L.wo});
   put.vector(o.ffn_norm, L.ffn_norm, c.dim);
+  if (c.n_experts > 0) {
+    upload_experts(put, o, L.moe, c);
+    return;
+  }
   put.matrices(o.w_gate_up, {L.w_gate, L.w_up});
   put.matrices(o.w_down, {L.w_down});
 }
