@@ -48,7 +48,9 @@ constexpr int32_t kMaxExperts = 1024, kMaxExpertsUsed = 64;
 // compute another model are refused by name.
 void read_experts(const JsonObject& cfg, std::string_view hf_name, ModelConfig& c) {
   const bool mixtral = hf_name == "MixtralForCausalLM";
-  c.n_experts = positive_int(cfg, mixtral ? "num_local_experts" : "num_experts");
+  // Qwen3-MoE's count is num_experts, or num_local_experts as transformers 5 writes it.
+  const bool local_name = mixtral || (!cfg.find("num_experts") && cfg.find("num_local_experts"));
+  c.n_experts = positive_int(cfg, local_name ? "num_local_experts" : "num_experts");
   c.n_experts_used = positive_int(cfg, "num_experts_per_tok");
   if (c.n_experts > kMaxExperts || c.n_experts_used > std::min(c.n_experts, kMaxExpertsUsed))
     cfg.fail("num_experts_per_tok", strformat("%d of %d experts (at most %d, and %d used)", c.n_experts_used,

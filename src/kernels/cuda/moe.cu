@@ -2,6 +2,10 @@
 // grouping (one block: counts, offsets, rows placed by atomics, the tiles),
 // the experts' products (mma.sync over 64 x 64 tiles, two stages of cp.async)
 // and the weighted sum of each token's experts.
+//
+// The products keep kStages copies in flight: with few rows a step (decode)
+// a tile's time is the latency of streaming its 64 weight rows, which only
+// several loads in flight per CTA hide.
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -130,6 +134,8 @@ __global__ void __launch_bounds__(kGroupThreads)
 constexpr int kThreads = 128;  // four warps, 2 x 2 over the tile, 32 x 32 each
 constexpr int kRowBytes = kMoeTileK * 2;
 constexpr int kStageBytes = kMoeTileRows * kRowBytes;  // one operand's tile of one stage
+constexpr int kStages = 4;
+constexpr int kSharedBytes = kStages * 2 * kStageBytes;
 
 template <typename OutT>
 __device__ __forceinline__ void store_pair(OutT* out, float lo, float hi);
@@ -152,7 +158,8 @@ __global__ void __launch_bounds__(kThreads)
   if (tile >= *tile_count) return;
   const int e = tiles[3 * tile], r0 = tiles[3 * tile + 1], r1 = tiles[3 * tile + 2];
   const int64_t n0 = int64_t{blockIdx.x} * kMoeTileCols;
-  __shared__ alignas(128) uint8_t smem[2][2][kStageBytes];  // [stage][A, B]
+  extern __shared__ __align__(128) uint8_t smem[];  // [stage][A, B][kStageBytes]
+  auto tile_of = [&](int stage, int operand) { return smem + (stage * 2 + operand) * kStageBytes; };
 
   // Each thread copies one 16-byte chunk of four rows of each operand.
   const int tid = threadIdx.x, lrow = tid / 8, lchunk = tid % 8;
@@ -171,8 +178,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t at = swizzled(lrow + 16 * i, lchunk, kRowBytes);
-      cp_async_16(smem_address(smem[stage][0] + at), a_src[i] + k0, a_valid[i]);
-      cp_async_16(smem_address(smem[stage][1] + at), b_src[i] + k0, true);
+      cp_async_16(smem_address(tile_of(stage, 0) + at), a_src[i] + k0, a_valid[i]);
+      cp_async_16(smem_address(tile_of(stage, 1) + at), b_src[i] + k0, true);
     }
     cp_async_commit();
   };
@@ -180,16 +187,24 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = tid / 32, lane = tid % 32, warp_m = warp / 2, warp_n = warp % 2;
   float acc[2][4][4] = {};
   const int64_t steps = K / kMoeTileK;
-  load(0, 0);
+  // One commit group per k-step (empty past the end), so that waiting for all
+  // but kStages - 2 groups means step s has landed.
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps)
+      load(s, s * kMoeTileK);
+    else
+      cp_async_commit();
+  }
   for (int64_t s = 0; s < steps; ++s) {
-    if (s + 1 < steps) {
-      load(static_cast<int>((s + 1) & 1), (s + 1) * kMoeTileK);
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const uint32_t A = smem_address(smem[s & 1][0]), B = smem_address(smem[s & 1][1]);
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // step s is in for every thread, and step s - 1's stage is free
+    const int64_t next = s + kStages - 1;
+    if (next < steps)
+      load(static_cast<int>(next % kStages), next * kMoeTileK);
+    else
+      cp_async_commit();
+    const int stage = static_cast<int>(s % kStages);
+    const uint32_t A = smem_address(tile_of(stage, 0)), B = smem_address(tile_of(stage, 1));
 #pragma unroll
     for (int kk = 0; kk < kMoeTileK / 16; ++kk) {  // k16 steps in increasing k: the canonical order
       uint32_t a[2][4], b[2][4];
@@ -209,7 +224,6 @@ __global__ void __launch_bounds__(kThreads)
         for (int nt = 0; nt < 4; ++nt)
           Elem<bf16>::mma(acc[mt][nt], a[mt], b[nt / 2][(nt % 2) * 2], b[nt / 2][(nt % 2) * 2 + 1]);
     }
-    __syncthreads();
   }
 
   const int g = lane / 4, c = lane % 4;
@@ -292,11 +306,19 @@ void moe_products(const MoeProducts& p, const MoeRoutes& r, cudaStream_t stream)
   const dim3 grid(static_cast<unsigned>(p.N / kMoeTileCols), static_cast<unsigned>(moe_max_tiles(p.n, p.k, p.n_experts)));
   const auto* in = static_cast<const bf16*>(p.in);
   const auto* w = static_cast<const bf16*>(p.w);
+  static const bool shared_allowed = [] {
+    check_cuda(cudaFuncSetAttribute(products_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+               "moe_products");
+    check_cuda(cudaFuncSetAttribute(products_kernel<bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+               "moe_products");
+    return true;
+  }();
+  (void)shared_allowed;
   if (p.out_type == GemmOut::f32)
-    products_kernel<float><<<grid, kThreads, 0, stream>>>(in, p.gather, w, static_cast<float*>(p.out), p.N, p.K,
+    products_kernel<float><<<grid, kThreads, kSharedBytes, stream>>>(in, p.gather, w, static_cast<float*>(p.out), p.N, p.K,
                                                           r.token_of_row, r.tiles, r.tile_count);
   else
-    products_kernel<bf16><<<grid, kThreads, 0, stream>>>(in, p.gather, w, static_cast<bf16*>(p.out), p.N, p.K,
+    products_kernel<bf16><<<grid, kThreads, kSharedBytes, stream>>>(in, p.gather, w, static_cast<bf16*>(p.out), p.N, p.K,
                                                          r.token_of_row, r.tiles, r.tile_count);
   check_launch("moe_products");
 }
