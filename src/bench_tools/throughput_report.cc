@@ -1,6 +1,7 @@
 #include "bench_tools/throughput_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -34,12 +35,28 @@ void print_throughput_header(const LoadedModel& m, const Engine& engine, const T
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
 }
 
-nlohmann::json report_batch(int batch, const BatchRuns& runs, const ThroughputSetup& setup, int64_t weight_bytes,
+double StepWeights::read_by(int batch) const {
+  if (n_experts == 0) return static_cast<double>(weight_bytes);
+  const double missed = std::pow(1.0 - static_cast<double>(experts_used) / n_experts, batch);
+  return static_cast<double>(weight_bytes - expert_bytes) + static_cast<double>(expert_bytes) * (1.0 - missed);
+}
+
+// The experts' share as the GPU holds them (bf16: gate, up and down of each).
+StepWeights step_weights(const LoadedModel& m) {
+  const ModelConfig& c = m.config();
+  StepWeights w{m.model->weight_bytes(), 0, c.n_experts, c.n_experts_used};
+  if (c.n_experts > 0)
+    w.expert_bytes = std::min<int64_t>(
+        w.weight_bytes, int64_t{c.n_layers} * c.n_experts * 3 * int64_t{c.expert_ffn_dim} * c.dim * 2);
+  return w;
+}
+
+nlohmann::json report_batch(int batch, const BatchRuns& runs, const ThroughputSetup& setup, const StepWeights& weights,
                             int64_t kv_slot_bytes) {
-  // A decode step reads every weight once and the KV of each running
-  // sequence, at its mean context length over the decode phase.
+  // A decode step reads the weights once (of experts, those chosen) and the
+  // KV of each running sequence, at its mean context length over the decode phase.
   const double mean_ctx = setup.input_len + setup.output_len / 2.0;
-  const double step_bytes = static_cast<double>(weight_bytes) + batch * mean_ctx * static_cast<double>(kv_slot_bytes);
+  const double step_bytes = weights.read_by(batch) + batch * mean_ctx * static_cast<double>(kv_slot_bytes);
   const double floor_ms = setup.bandwidth_gbs > 0 ? step_bytes / (setup.bandwidth_gbs * 1e9) * 1e3 : 0;
   const double ms = upper_median(runs.step_ms);
   std::printf("| %d | %.1f | %.1f | %.3f | %.3f | %.3f | %.0f%% |\n", batch, upper_median(runs.e2e),

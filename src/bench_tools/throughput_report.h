@@ -30,8 +30,20 @@ struct BatchRuns {
 // The model, the pool, the workload and the table's head.
 void print_throughput_header(const LoadedModel& m, const Engine& engine, const ThroughputSetup& setup);
 
+// What a decode step reads of the weights: all of them, except that of a
+// mixture of experts only the experts some token of the step chooses.
+struct StepWeights {
+  int64_t weight_bytes = 0;  // every weight a pass may read
+  int64_t expert_bytes = 0;  // of which the experts' (all layers)
+  int n_experts = 0, experts_used = 0;
+  // The bytes a step of `batch` tokens reads, each token's experts drawn
+  // independently and uniformly: an expert is read when any token picks it.
+  double read_by(int batch) const;
+};
+StepWeights step_weights(const LoadedModel& m);
+
 // Prints the batch size's row and returns its JSON entry.
-nlohmann::json report_batch(int batch, const BatchRuns& runs, const ThroughputSetup& setup, int64_t weight_bytes,
+nlohmann::json report_batch(int batch, const BatchRuns& runs, const ThroughputSetup& setup, const StepWeights& weights,
                             int64_t kv_slot_bytes);
 
 nlohmann::json throughput_json(const LoadedModel& m, const ThroughputSetup& setup, nlohmann::json results);

@@ -75,7 +75,7 @@ ThroughputRun run_batch_once(Engine& engine, int batch, const ThroughputSetup& s
 
 nlohmann::json run_throughput(const LoadedModel& m, Engine& engine, const ThroughputSetup& setup,
                               std::ostream* step_trace) {
-  const int64_t weight_bytes = m.model->weight_bytes();
+  const StepWeights weights = step_weights(m);
   const int64_t kv_slot = m.model->kv_bytes_per_slot();
   print_throughput_header(m, engine, setup);
   std::mt19937 rng(1234);
@@ -87,7 +87,7 @@ nlohmann::json run_throughput(const LoadedModel& m, Engine& engine, const Throug
       if (step_trace) write_step_trace(*step_trace, batch, r.steps);
       runs.add(batch, setup, r);
     }
-    results.push_back(report_batch(batch, runs, setup, weight_bytes, kv_slot));
+    results.push_back(report_batch(batch, runs, setup, weights, kv_slot));
   }
   if (const std::string report = m.model->memory_report(); !report.empty()) std::printf("%s\n", report.c_str());
   return throughput_json(m, setup, std::move(results));

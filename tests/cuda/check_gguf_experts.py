@@ -4,11 +4,14 @@ against float64 references in CI) for the tiny Mixtral-style and Qwen3-MoE
 files of tests/cuda/expert_ggufs.py, in one pass (the prefill kernel), in
 chunks of 7 over a cached prefix and one token at a time (decode, graphs).
 
-Per position the relative L2 error of the logits must be at most MAX_REL (the
-GPU holds weights and activations in bf16: about 1% of the logits' norm; a
-token routed to a wrong expert or a sum over the wrong rows moves them by
-tens of percent), and the argmax must agree wherever the CPU's top-2 gap
-exceeds GAP.
+The relative L2 error of the logits must be at most MEAN_REL on average over
+the positions and MAX_REL at each (the GPU holds weights and activations in
+bf16: about 1% of the logits' norm on average; where a token's k-th and
+(k+1)-th expert logits lie within bf16's rounding of each other the two
+devices may route it differently, which moves one position by up to ~10%),
+and the argmax must agree wherever the CPU's top-2 gap exceeds GAP. Experts
+loaded in the wrong order, or rows summed into the wrong tokens, move every
+position by tens of percent (check_hf.py's control: 100% on average).
 
     python3 tests/cuda/check_gguf_experts.py --exactly BIN --models A.gguf,B.gguf [--json FILE]
 """
@@ -24,7 +27,7 @@ import numpy as np
 
 from check_report import Report, run
 
-MAX_REL, GAP, N_TOKENS = 0.05, 0.5, 40
+MEAN_REL, MAX_REL, GAP, N_TOKENS = 0.02, 0.15, 0.5, 40
 REPORT = Report()
 
 
@@ -55,7 +58,8 @@ def main() -> int:
                     rel = np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
                     agree = (got.argmax(1) == ref.argmax(1))[decided]
                     REPORT.record(f"{name}: cuda against cpu, chunk {min(chunk, N_TOKENS)}",
-                                  bool(np.isfinite(got).all()) and rel.max() <= MAX_REL and agree.all(),
+                                  bool(np.isfinite(got).all()) and rel.mean() <= MEAN_REL and rel.max() <= MAX_REL
+                                  and agree.all(),
                                   max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}",
                                   argmax_checked=int(decided.sum()), argmax_disagree=int((~agree).sum()))
             except Exception as e:  # one broken file must not hide the other

@@ -124,6 +124,8 @@ def main() -> int:
     ap.add_argument("--flags", default="", help="engine flags of every run, e.g. --no-deterministic")
     ap.add_argument("--fillers", type=int, default=127)
     ap.add_argument("--vocab", type=int, help="the model's vocabulary size (default: measured from its logits)")
+    ap.add_argument("--small-kv", help="the KV cache of the preemption run, small enough to preempt this model "
+                    "(default 40MiB on the GPU, 80MiB on the CPU: for the default model)")
     ap.add_argument("--json")
     a = ap.parse_args()
     base = ["--device", a.device, *a.flags.split()]
@@ -173,7 +175,7 @@ def main() -> int:
 
         # About 1,800 tokens of the default model's KV (bf16 on the GPU, fp32
         # on the CPU): the longest target fits alone, the crowd does not.
-        kv = "40MiB" if a.device == "cuda" else "80MiB"
+        kv = a.small_kv or ("40MiB" if a.device == "cuda" else "80MiB")
         stats: dict = {}
         out = run_batch(a.exactly, a.model, shuffled, base + ["--kv-cache-memory", kv, "--max-num-seqs", "128"],
                         tmp, "preempted", stats)

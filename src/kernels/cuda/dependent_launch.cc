@@ -13,7 +13,7 @@ DependentLaunch dependent_launch_mode() {
       return DependentLaunch::kOff;
     const char* env = std::getenv("EXACTLY_CUDA_PDL");
     // The default as measured: docs/journal/benchmarks-record.md §6.
-    if (env == nullptr) return DependentLaunch::kProducts;
+    if (env == nullptr) return DependentLaunch::kAll;
     if (std::strcmp(env, "0") == 0) return DependentLaunch::kOff;
     if (std::strcmp(env, "1") == 0) return DependentLaunch::kProducts;
     return DependentLaunch::kAll;
