@@ -5,12 +5,14 @@
 //
 // The products keep kStages copies in flight: with few rows a step (decode)
 // a tile's time is the latency of streaming its 64 weight rows, which only
-// several loads in flight per CTA hide.
+// several loads in flight per CTA hide. Each kernel is a dependent launch
+// (dependent_launch.h): it waits for its predecessor before reading anything.
 #include <cfloat>
 #include <climits>
 #include <cmath>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dependent_launch.h"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/moe.h"
 
@@ -35,6 +37,8 @@ __device__ __forceinline__ bool ranks_above(float v, int e, float best, int best
 
 __global__ void __launch_bounds__(kRouteWarps * 32)
     route_kernel(const float* logits, int64_t n, int n_experts, int k, int32_t* chosen, float* weight) {
+  wait_for_predecessor();
+  release_dependents();
   const int lane = threadIdx.x % 32;
   const int64_t t = int64_t{blockIdx.x} * kRouteWarps + threadIdx.x / 32;
   if (t >= n) return;
@@ -98,6 +102,8 @@ constexpr int kGroupThreads = 1024;
 __global__ void __launch_bounds__(kGroupThreads)
     group_kernel(const int32_t* chosen, int rows, int k, int n_experts, int32_t* row_of, int32_t* token_of_row,
                  int32_t* tiles, int32_t* tile_count) {
+  wait_for_predecessor();
+  release_dependents();
   __shared__ int count[kMoeMaxExperts];
   __shared__ int first[kMoeMaxExperts + 1];
   for (int e = threadIdx.x; e < n_experts; e += kGroupThreads) count[e] = 0;
@@ -154,6 +160,8 @@ template <typename OutT>
 __global__ void __launch_bounds__(kThreads)
     products_kernel(const bf16* in, bool gather, const bf16* w, OutT* out, int64_t N, int64_t K,
                     const int32_t* token_of_row, const int32_t* tiles, const int32_t* tile_count) {
+  wait_for_predecessor();
+  release_dependents();
   const int tile = blockIdx.y;
   if (tile >= *tile_count) return;
   const int e = tiles[3 * tile], r0 = tiles[3 * tile + 1], r1 = tiles[3 * tile + 2];
@@ -247,6 +255,8 @@ constexpr int kCombineThreads = 256;
 
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(const float* y, const int32_t* row_of, const float* weight, int k, int dim, float* x) {
+  wait_for_predecessor();
+  release_dependents();
   const int64_t t = blockIdx.x;
   for (int d = threadIdx.x; d < dim; d += kCombineThreads) {
     float sum = 0.f;
@@ -289,11 +299,10 @@ void moe_route(const float* logits, int64_t n, int n_experts, int k, const MoeRo
                        n_experts, kMoeMaxChosen, kMoeMaxExperts);
   if (n == 0) return;
   const auto blocks = static_cast<unsigned>((n + kRouteWarps - 1) / kRouteWarps);
-  route_kernel<<<blocks, kRouteWarps * 32, 0, stream>>>(logits, n, n_experts, k, r.chosen, r.weight);
-  check_launch("moe_route");
-  group_kernel<<<1, kGroupThreads, 0, stream>>>(r.chosen, static_cast<int>(n * k), k, n_experts, r.row_of,
-                                                r.token_of_row, r.tiles, r.tile_count);
-  check_launch("moe_group");
+  launch_dependent("moe_route", LaunchRole::kOther, route_kernel, dim3(blocks), dim3(kRouteWarps * 32), 0, stream,
+                   logits, n, n_experts, k, r.chosen, r.weight);
+  launch_dependent("moe_group", LaunchRole::kOther, group_kernel, dim3(1), dim3(kGroupThreads), 0, stream, r.chosen,
+                   static_cast<int>(n * k), k, n_experts, r.row_of, r.token_of_row, r.tiles, r.tile_count);
 }
 
 void moe_products(const MoeProducts& p, const MoeRoutes& r, cudaStream_t stream) {
@@ -315,18 +324,19 @@ void moe_products(const MoeProducts& p, const MoeRoutes& r, cudaStream_t stream)
   }();
   (void)shared_allowed;
   if (p.out_type == GemmOut::f32)
-    products_kernel<float><<<grid, kThreads, kSharedBytes, stream>>>(in, p.gather, w, static_cast<float*>(p.out), p.N, p.K,
-                                                          r.token_of_row, r.tiles, r.tile_count);
+    launch_dependent("moe_products", LaunchRole::kOther, products_kernel<float>, grid, dim3(kThreads), kSharedBytes,
+                     stream, in, p.gather, w, static_cast<float*>(p.out), p.N, p.K, r.token_of_row, r.tiles,
+                     r.tile_count);
   else
-    products_kernel<bf16><<<grid, kThreads, kSharedBytes, stream>>>(in, p.gather, w, static_cast<bf16*>(p.out), p.N, p.K,
-                                                         r.token_of_row, r.tiles, r.tile_count);
-  check_launch("moe_products");
+    launch_dependent("moe_products", LaunchRole::kOther, products_kernel<bf16>, grid, dim3(kThreads), kSharedBytes,
+                     stream, in, p.gather, w, static_cast<bf16*>(p.out), p.N, p.K, r.token_of_row, r.tiles,
+                     r.tile_count);
 }
 
 void moe_combine(const float* y, const MoeRoutes& r, int64_t n, int k, int dim, float* x, cudaStream_t stream) {
   if (n == 0) return;
-  combine_kernel<<<static_cast<unsigned>(n), kCombineThreads, 0, stream>>>(y, r.row_of, r.weight, k, dim, x);
-  check_launch("moe_combine");
+  launch_dependent("moe_combine", LaunchRole::kOther, combine_kernel, dim3(static_cast<unsigned>(n)),
+                   dim3(kCombineThreads), 0, stream, y, r.row_of, r.weight, k, dim, x);
 }
 
 }  // namespace exactly::kernels::cuda
