@@ -312,7 +312,10 @@ void moe_products(const MoeProducts& p, const MoeRoutes& r, cudaStream_t stream)
   EXACTLY_CUDA_REQUIRE(aligned16(p.in) && aligned16(p.w) && aligned16(p.out),
                        "moe_products: operands not 16-byte aligned (in %p, w %p, out %p)", p.in, p.w, p.out);
   if (p.n == 0) return;
-  const dim3 grid(static_cast<unsigned>(p.N / kMoeTileCols), static_cast<unsigned>(moe_max_tiles(p.n, p.k, p.n_experts)));
+  const int64_t tiles = moe_max_tiles(p.n, p.k, p.n_experts);
+  EXACTLY_CUDA_REQUIRE(tiles <= 65535 && p.N / kMoeTileCols <= INT_MAX,
+                       "moe_products: %lld row tiles (at most 65,535: fewer tokens a step)", static_cast<long long>(tiles));
+  const dim3 grid(static_cast<unsigned>(p.N / kMoeTileCols), static_cast<unsigned>(tiles));
   const auto* in = static_cast<const bf16*>(p.in);
   const auto* w = static_cast<const bf16*>(p.w);
   static const bool shared_allowed = [] {
