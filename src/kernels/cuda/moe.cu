@@ -1,6 +1,6 @@
 // The mixture-of-experts kernels of moe.h: routing (a warp per token),
 // grouping (one block: counts, offsets, rows placed by atomics, the tiles),
-// the experts' products (mma.sync over 64 x 64 tiles, two stages of cp.async)
+// the experts' products (mma.sync over 64 x 64 tiles, four stages of cp.async)
 // and the weighted sum of each token's experts.
 //
 // The products keep kStages copies in flight: with few rows a step (decode)
@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/dependent_launch.h"
+#include "kernels/cuda/launch_common.h"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/moe.h"
 
@@ -265,8 +266,6 @@ __global__ void __launch_bounds__(kCombineThreads)
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
 }  // namespace
 
 size_t moe_routes_bytes(int64_t n, int k, int n_experts) {
@@ -318,14 +317,8 @@ void moe_products(const MoeProducts& p, const MoeRoutes& r, cudaStream_t stream)
   const dim3 grid(static_cast<unsigned>(p.N / kMoeTileCols), static_cast<unsigned>(tiles));
   const auto* in = static_cast<const bf16*>(p.in);
   const auto* w = static_cast<const bf16*>(p.w);
-  static const bool shared_allowed = [] {
-    check_cuda(cudaFuncSetAttribute(products_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-               "moe_products");
-    check_cuda(cudaFuncSetAttribute(products_kernel<bf16>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-               "moe_products");
-    return true;
-  }();
-  (void)shared_allowed;
+  allow_shared_memory<products_kernel<float>>(kSharedBytes, "moe_products");
+  allow_shared_memory<products_kernel<bf16>>(kSharedBytes, "moe_products");
   if (p.out_type == GemmOut::f32)
     launch_dependent("moe_products", LaunchRole::kOther, products_kernel<float>, grid, dim3(kThreads), kSharedBytes,
                      stream, in, p.gather, w, static_cast<float*>(p.out), p.N, p.K, r.token_of_row, r.tiles,
