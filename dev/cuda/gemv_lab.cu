@@ -341,19 +341,13 @@ std::vector<Version> canonical_versions() {
                      g->run(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
                    }};
   };
-  auto rows_version = [](const char* name, GemmRowsLaunch how) {
-    return Version{name, [how](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
-                     gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st,
-                                    how);
-                   }};
-  };
   return {version("f0 fastest (production: streaming at 1 row, cuBLASLt's choice beyond)", &fastest),
           version("c1 canonical: cuBLASLt without split-K", &lt_canonical),
           version("c2 canonical: gemm_rows up to 64 rows, cuBLASLt without split-K beyond", &canonical),
-          rows_version("c3 canonical: gemm_rows alone", {}),
-          rows_version("c4 gemm_rows, two CTAs a tile where tiles <= SMs / 2", {true, false}),
-          rows_version("c5 gemm_rows, tensor maps prefetched", {false, true}),
-          rows_version("c6 gemm_rows, both", {true, true})};
+          Version{"c3 canonical: gemm_rows alone",
+                  [](const void* x, const void* w, void* out, int n, const Shape& s, cudaStream_t st) {
+                    gemm_rows_bf16(x, w, out, n, s.m, s.k, s.f32 ? GemmOut::f32 : GemmOut::bf16, s.accumulate, st);
+                  }}};
 }
 
 // Every canonical version against c1 bit for bit at every row count, row 0

@@ -94,10 +94,8 @@ __device__ unsigned handoff_ready[kMaxGrid];
 // A CTA's share: the steps [begin, end) of the weight's tiles x k-stages,
 // run as up to three segments: the first stages of the tile that `end` cuts
 // (handed off), the whole tiles, then the last stages of the tile that
-// `begin` cuts (continued). The grid has at most as many CTAs as tiles (a
-// share is at least a tile long, so the two cut tiles differ) or exactly
-// twice as many (GemmRowsLaunch::pair_ctas: a share is half a tile, from or
-// up to a tile's edge, so one of the two cuts is empty).
+// `begin` cuts (continued). A share is at least one tile long (the grid has
+// no more CTAs than tiles), so the two cut tiles differ.
 struct Segment {
   int tile, ks_begin, ks_end;
   __device__ int stages() const { return ks_end - ks_begin; }
@@ -161,7 +159,7 @@ __device__ __forceinline__ void resume_accumulators(float (&acc)[N / 2]) {
 template <int N, int P>
 __global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
     gemm_rows_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap x_map, void* out,
-                     int m, int n_out, int k, int out_kind, bool prefetch_maps) {
+                     int m, int n_out, int k, int out_kind) {
   using S = RowsShape<N, P>;
 #ifdef EXACTLY_HAS_WGMMA
   extern __shared__ uint8_t shared_raw[];
@@ -170,10 +168,6 @@ __global__ void __launch_bounds__(RowsShape<N, P>::kThreads, 1)
   auto weights_at = [&](int slot) { return base + static_cast<uint32_t>(slot * S::kStageBytes); };
   auto inputs_at = [&](int slot) { return weights_at(slot) + S::kWeightBytes; };
 
-  if (prefetch_maps && threadIdx.x == 128) {  // the producer's maps fetched while the barriers are set up
-    tma_prefetch_map(&w_map);
-    tma_prefetch_map(&x_map);
-  }
   const StepShare share((n_out + kTileRows - 1) / kTileRows, k / S::kStageK);
   const int iterations = share.end - share.begin;
   if (threadIdx.x == 0) {
@@ -332,7 +326,7 @@ CUtensorMap tensor_map(const void* p, int64_t rows, int64_t cols, uint32_t box_r
 
 template <int N, int P>
 void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-            cudaStream_t stream, GemmRowsLaunch how) {
+            cudaStream_t stream) {
   using S = RowsShape<N, P>;
   constexpr auto kernel = gemm_rows_kernel<N, P>;
   static const bool configured = [] {
@@ -344,28 +338,26 @@ void launch(const void* x, const void* w, void* out, int64_t m, int64_t n_out, i
   const CUtensorMap w_map = tensor_map(w, n_out, k, kTileRows);
   const CUtensorMap x_map = tensor_map(x, m, k, N);
   // One CTA per SM, but no more than there are tiles (a share is at least a
-  // tile: StepShare) or hand-off slots; or two a tile (GemmRowsLaunch).
+  // tile: StepShare) or hand-off slots.
   const int64_t tiles = (n_out + kTileRows - 1) / kTileRows;
-  const int64_t sms = std::min<int64_t>(device_multiprocessors(), kMaxGrid);
-  const bool pairs = how.pair_ctas && 2 * tiles <= sms && k / S::kStageK >= 2;
-  const auto grid = static_cast<unsigned>(pairs ? 2 * tiles : std::min(tiles, sms));
+  const auto grid = static_cast<unsigned>(std::min<int64_t>({tiles, device_multiprocessors(), kMaxGrid}));
   launch_dependent("gemm_rows", LaunchRole::kProduct, kernel, dim3(grid), dim3(S::kThreads), S::kSharedBytes, stream,
                    w_map, x_map, out, static_cast<int>(m), static_cast<int>(n_out), static_cast<int>(k),
-                   static_cast<int>(kind), how.prefetch_maps);
+                   static_cast<int>(kind));
 }
 
 template <int P>
 void launch_for_rows(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, OutKind kind,
-                     cudaStream_t stream, GemmRowsLaunch how) {
+                     cudaStream_t stream) {
   switch ((m + 7) / 8) {
-    case 1: return launch<8, P>(x, w, out, m, n_out, k, kind, stream, how);
-    case 2: return launch<16, P>(x, w, out, m, n_out, k, kind, stream, how);
-    case 3: return launch<24, P>(x, w, out, m, n_out, k, kind, stream, how);
-    case 4: return launch<32, P>(x, w, out, m, n_out, k, kind, stream, how);
-    case 5: return launch<40, P>(x, w, out, m, n_out, k, kind, stream, how);
-    case 6: return launch<48, P>(x, w, out, m, n_out, k, kind, stream, how);
-    case 7: return launch<56, P>(x, w, out, m, n_out, k, kind, stream, how);
-    default: return launch<64, P>(x, w, out, m, n_out, k, kind, stream, how);
+    case 1: return launch<8, P>(x, w, out, m, n_out, k, kind, stream);
+    case 2: return launch<16, P>(x, w, out, m, n_out, k, kind, stream);
+    case 3: return launch<24, P>(x, w, out, m, n_out, k, kind, stream);
+    case 4: return launch<32, P>(x, w, out, m, n_out, k, kind, stream);
+    case 5: return launch<40, P>(x, w, out, m, n_out, k, kind, stream);
+    case 6: return launch<48, P>(x, w, out, m, n_out, k, kind, stream);
+    case 7: return launch<56, P>(x, w, out, m, n_out, k, kind, stream);
+    default: return launch<64, P>(x, w, out, m, n_out, k, kind, stream);
   }
 }
 
@@ -378,7 +370,7 @@ bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const
 }
 
 void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream, GemmRowsLaunch how) {
+                    bool accumulate, cudaStream_t stream) {
   EXACTLY_CUDA_REQUIRE(gemm_rows_applies(m, n_out, k, x, w),
                        "gemm_rows: %lld rows of a %lld x %lld weight (at most %d rows, k a multiple of 64)",
                        static_cast<long long>(m), static_cast<long long>(n_out), static_cast<long long>(k),
@@ -386,8 +378,8 @@ void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t 
   EXACTLY_CUDA_REQUIRE(!accumulate || out_type == GemmOut::f32, "gemm_rows: accumulating needs an fp32 output");
   const OutKind kind = out_type == GemmOut::bf16 ? OutKind::kBf16 : accumulate ? OutKind::kF32Add : OutKind::kF32;
   // Stages of 256 columns of k where k allows, else of 64.
-  if (k % 256 == 0) return launch_for_rows<4>(x, w, out, m, n_out, k, kind, stream, how);
-  launch_for_rows<1>(x, w, out, m, n_out, k, kind, stream, how);
+  if (k % 256 == 0) return launch_for_rows<4>(x, w, out, m, n_out, k, kind, stream);
+  launch_for_rows<1>(x, w, out, m, n_out, k, kind, stream);
 }
 
 }  // namespace exactly::kernels::cuda

@@ -17,20 +17,8 @@ inline constexpr int kGemmRowsMax = 64;
 // x and w 16-byte aligned, k a multiple of 64, 1 <= m <= kGemmRowsMax.
 bool gemm_rows_applies(int64_t m, int64_t n_out, int64_t k, const void* x, const void* w);
 
-// How a launch spreads the weight and starts; production takes the defaults,
-// the kernel lab (dev/cuda/gemv_lab.cu --canonical) times the others. The
-// bits are the same every way: each tile keeps one accumulator chain.
-struct GemmRowsLaunch {
-  // Two CTAs a tile, each half of its k-stages (the second continuing from
-  // the first's accumulators), when the weight has at most half as many
-  // tiles as SMs; otherwise one CTA an SM over whole (tile, k-stage) shares.
-  bool pair_ctas = false;
-  // The producer prefetches both tensor maps before the barriers are set up.
-  bool prefetch_maps = false;
-};
-
 // out[m, n_out] = x[m, k] · w[n_out, k]^T (+ out when accumulate; f32 only).
 void gemm_rows_bf16(const void* x, const void* w, void* out, int64_t m, int64_t n_out, int64_t k, GemmOut out_type,
-                    bool accumulate, cudaStream_t stream, GemmRowsLaunch how = {});
+                    bool accumulate, cudaStream_t stream);
 
 }  // namespace exactly::kernels::cuda
