@@ -10,6 +10,7 @@ SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::string>& token
   for (size_t id = 0; id < tokens.size(); ++id) {
     if (types[id] != TokenType::kControl && types[id] != TokenType::kUserDefined) continue;
     if (tokens[id].empty()) continue;
+    any_user_defined_ = any_user_defined_ || types[id] == TokenType::kUserDefined;
     by_first_byte_[static_cast<uint8_t>(tokens[id][0])].push_back(static_cast<int32_t>(id));
   }
   for (auto& candidates : by_first_byte_) {
@@ -21,6 +22,10 @@ SpecialTokenSplitter::SpecialTokenSplitter(const std::vector<std::string>& token
 
 std::vector<TextFragment> SpecialTokenSplitter::split(std::string_view text, bool parse_special) const {
   std::vector<TextFragment> out;
+  if (!parse_special && !any_user_defined_) {
+    if (!text.empty()) out.push_back({text, -1, 0});
+    return out;
+  }
   size_t raw_begin = 0;
   for (size_t pos = 0; pos < text.size();) {
     int32_t found = -1;

@@ -35,6 +35,7 @@ class SpecialTokenSplitter {
  private:
   const std::vector<std::string>& tokens_;
   const std::vector<TokenType>& types_;
+  bool any_user_defined_ = false;  // without them, a text not parsed for specials is one fragment
   std::array<std::vector<int32_t>, 256> by_first_byte_;  // [256][candidates] ids, longest text first
 };
 
