@@ -59,7 +59,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
     put_vector(o.ffn_norm, {L.ffn_norm});
     if (c.n_experts > 0) {
       put_matrix(o.router, {L.router});
-      const size_t expert_bytes = static_cast<size_t>(c.expert_ffn_dim) * static_cast<size_t>(c.dim) * 2;
+      const size_t expert_bytes = expert_matrix_bytes(c);
       for (size_t e = 0; e < L.experts.size(); ++e) {
         const auto& [gate, up, down] = L.experts[e];
         put_matrix(o.experts_gate_up + e * 2 * expert_bytes, {gate, up});

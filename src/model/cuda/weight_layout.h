@@ -12,6 +12,11 @@ namespace exactly {
 
 inline int64_t qkv_rows(const ModelConfig& c) { return int64_t{c.n_heads + 2 * c.n_kv_heads} * c.head_dim; }
 inline int64_t q_width(const ModelConfig& c) { return int64_t{c.n_heads} * c.head_dim; }
+// Bytes of one expert's matrix of expert_ffn_dim x dim in bf16: its gate | up
+// take two at gate_up + 2 e of them, its down one at down + e.
+inline size_t expert_matrix_bytes(const ModelConfig& c) {
+  return static_cast<size_t>(c.expert_ffn_dim) * static_cast<size_t>(c.dim) * 2;
+}
 
 // Offsets of every tensor inside the one weight allocation, each 256-byte
 // aligned (cuBLASLt and the 16-byte vector loads want aligned rows).
@@ -61,11 +66,11 @@ struct WeightLayout {
       o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
       o.ffn_norm = take(dim * 4);
       if (c.n_experts > 0) {
-        const size_t experts = static_cast<size_t>(c.n_experts), expert_ffn = static_cast<size_t>(c.expert_ffn_dim);
+        const size_t experts = static_cast<size_t>(c.n_experts);
         o.w_gate_up = o.w_down = SIZE_MAX;
         o.router = take(experts * dim * 2);
-        o.experts_gate_up = take(experts * 2 * expert_ffn * dim * 2);
-        o.experts_down = take(experts * dim * expert_ffn * 2);
+        o.experts_gate_up = take(experts * 2 * expert_matrix_bytes(c));
+        o.experts_down = take(experts * expert_matrix_bytes(c));
       } else {
         o.w_gate_up = take(2 * ffn * dim * 2);
         o.w_down = take(dim * ffn * 2);

@@ -55,7 +55,7 @@ class WeightUploader {
 inline void upload_experts(WeightUploader& put, const WeightLayout::LayerOffsets& o, const MoeWeights& moe,
                            const ModelConfig& c) {
   put.matrices(o.router, {moe.router});
-  const size_t expert_bytes = static_cast<size_t>(c.expert_ffn_dim) * static_cast<size_t>(c.dim) * 2;
+  const size_t expert_bytes = expert_matrix_bytes(c);
   for (size_t e = 0; e < moe.experts.size(); ++e) {
     const ExpertWeights& x = moe.experts[e];
     put.matrices(o.experts_gate_up + e * 2 * expert_bytes, {x.gate, x.up});
