@@ -98,19 +98,41 @@ def body(constrained: bool, seed: int, max_tokens: int, schema=SCHEMA) -> dict:
     return b
 
 
+# The engine's own account of a run (/metrics counters), per iteration:
+# its whole time, the forward pass's, the wait for grammar masks, and per mask.
+ENGINE_COUNTERS = ("exactly_engine_steps_total", "exactly_engine_step_seconds_total",
+                   "exactly_engine_forward_seconds_total", "exactly_grammar_masks_total",
+                   "exactly_grammar_mask_seconds_total", "exactly_grammar_mask_wait_seconds_total")
+
+
 def tpot_run(url: str, concurrency: int, constrained: bool, max_tokens: int, seed0: int) -> dict:
+    before, t0 = metrics(url, ENGINE_COUNTERS), time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         results = list(pool.map(lambda i: stream(url, body(constrained, seed0 + i, max_tokens)), range(concurrency)))
+    wall = time.perf_counter() - t0
+    delta = {k: v - before[k] for k, v in metrics(url, ENGINE_COUNTERS).items()}
+    steps, masks = max(delta["exactly_engine_steps_total"], 1), max(delta["exactly_grammar_masks_total"], 1)
     return {"tpot": statistics.median(r["tpot"] for r in results),
             "ttft": statistics.median(r["ttft"] for r in results),
-            "tokens": statistics.median(r["tokens"] for r in results)}
+            "tokens": statistics.median(r["tokens"] for r in results),
+            "wall": wall / steps,
+            "step": delta["exactly_engine_step_seconds_total"] / steps,
+            "forward": delta["exactly_engine_forward_seconds_total"] / steps,
+            "mask_wait": delta["exactly_grammar_mask_wait_seconds_total"] / steps,
+            "mask": delta["exactly_grammar_mask_seconds_total"] / masks}
+
+
+def metrics(url: str, names) -> dict:
+    values = dict.fromkeys(names, float("nan"))
+    for line in requests.get(url + "/metrics", timeout=10).text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in values:
+            values[name] = float(value)
+    return values
 
 
 def metric(url: str, name: str) -> float:
-    for line in requests.get(url + "/metrics", timeout=10).text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[-1])
-    return float("nan")
+    return metrics(url, (name,))[name]
 
 
 def compile_run(url: str, i: int) -> dict:
@@ -150,13 +172,17 @@ def main() -> None:
             for r in range(args.repeats):
                 for arm in ("plain", "constrained"):
                     runs[arm].append(tpot_run(url, conc, arm == "constrained", args.max_tokens, 1000 * r))
-            med = {arm: {k: statistics.median(x[k] for x in v) for k in ("tpot", "ttft", "tokens")}
-                   for arm, v in runs.items()}
+            med = {arm: {k: statistics.median(x[k] for x in v) for k in v[0]} for arm, v in runs.items()}
             med["overhead"] = med["constrained"]["tpot"] / med["plain"]["tpot"] - 1
             out["tpot"][conc] = med
             print(f"{conc:3d} concurrent: TPOT plain {med['plain']['tpot'] * 1e3:7.2f} ms, constrained "
                   f"{med['constrained']['tpot'] * 1e3:7.2f} ms ({med['overhead']:+.1%}); tokens/request "
                   f"{med['plain']['tokens']:.0f} / {med['constrained']['tokens']:.0f}", flush=True)
+            for arm in ("plain", "constrained"):
+                m = med[arm]
+                print(f"    {arm:11s} wall {m['wall'] * 1e3:6.3f} ms a step; engine step {m['step'] * 1e3:6.3f} ms: forward {m['forward'] * 1e3:6.3f} ms "
+                      f"(waiting for masks {m['mask_wait'] * 1e3:6.3f}), host {(m['step'] - m['forward']) * 1e3:6.3f}"
+                      f" ms; a mask {m['mask'] * 1e6:6.1f} us", flush=True)
         comp = [compile_run(url, i) for i in range(args.repeats)]
         out["compile"] = {k: statistics.median(c[k] for c in comp) for k in comp[0]}
         c = out["compile"]

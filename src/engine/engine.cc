@@ -674,6 +674,7 @@ void Engine::score_prompts() {
 // requests updated, and the outputs that changed handed out.
 std::vector<RequestOutput> Engine::step() {
   if (groups_.empty()) return {};
+  const auto step_start = std::chrono::steady_clock::now();
   propose_drafts();
   const SchedulerOutput out = schedule_step();
   if (!out.scheduled.empty()) {
@@ -683,6 +684,9 @@ std::vector<RequestOutput> Engine::step() {
     const std::vector<Drawn> drawn = draw_tokens(out, step_tokens);
     observe_step_cost(std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count());
     apply_tokens(out, drawn, step_tokens);
+    std::vector<RequestOutput> outputs = collect_outputs();
+    stats_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+    return outputs;
   }
   return collect_outputs();
 }
@@ -723,6 +727,10 @@ void Engine::run_forward(const SchedulerOutput& out) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   stats_.forward_seconds += seconds;
   mask_filler_.wait();
+  const MaskFiller::Times masks = mask_filler_.times();
+  stats_.grammar_masks = masks.jobs;
+  stats_.grammar_mask_seconds = masks.job_seconds;
+  stats_.grammar_mask_wait_seconds = masks.wait_seconds;
   score_prompts();
   if (batch_.input.logits_rows.size() == out.scheduled.size() && batch_.input.tokens.size() == out.scheduled.size()) {
     ++stats_.decode_only_steps;

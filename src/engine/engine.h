@@ -40,6 +40,12 @@ struct EngineStats {
   int64_t preemptions = 0;
   int64_t peak_running = 0;
   double forward_seconds = 0;
+  double step_seconds = 0;  // whole iterations that ran the model: forward_seconds plus the host's work around it
+  // Grammar masks: how many were filled, their threads' seconds, and the
+  // seconds the step waited for them (what the forward pass did not hide).
+  int64_t grammar_masks = 0;
+  double grammar_mask_seconds = 0;
+  double grammar_mask_wait_seconds = 0;
   int64_t spec_drafted_tokens = 0;    // the proposer's drafts, verified
   int64_t spec_accepted_tokens = 0;   // of those, accepted
   int64_t spec_verifies = 0;          // their verify passes (requests with drafts, per step)

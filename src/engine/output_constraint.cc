@@ -1,6 +1,7 @@
 #include "engine/output_constraint.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 namespace exactly {
@@ -40,7 +41,15 @@ void MaskFiller::start(std::vector<Job> jobs) {
 
 void MaskFiller::wait() {
   std::unique_lock lock(mu_);
+  if (idle()) return;
+  const auto t0 = std::chrono::steady_clock::now();
   done_.wait(lock, [this] { return idle(); });
+  times_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+MaskFiller::Times MaskFiller::times() {
+  std::lock_guard lock(mu_);
+  return times_;
 }
 
 void MaskFiller::run() {
@@ -51,9 +60,13 @@ void MaskFiller::run() {
     Job& job = jobs_[next_++];  // jobs_ is replaced only once every job is done
     ++running_;
     lock.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     job();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lock.lock();
     --running_;
+    ++times_.jobs;
+    times_.job_seconds += seconds;
     if (idle()) done_.notify_all();
   }
 }

@@ -67,6 +67,14 @@ class MaskFiller {
   void start(std::vector<Job> jobs);  // returns at once
   void wait();                        // until every started job has run
 
+  // Seconds the jobs ran (summed over threads), and seconds wait() blocked:
+  // the masks' share of a step's critical path.
+  struct Times {
+    int64_t jobs = 0;
+    double job_seconds = 0, wait_seconds = 0;
+  };
+  Times times();
+
  private:
   void run();
   bool idle() const { return next_ == jobs_.size() && running_ == 0; }
@@ -75,6 +83,7 @@ class MaskFiller {
   std::vector<Job> jobs_;
   size_t next_ = 0;     // the next job to take
   size_t running_ = 0;  // jobs taken and not yet finished
+  Times times_;
   bool quit_ = false;
   std::vector<std::thread> threads_;
 };

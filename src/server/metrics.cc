@@ -80,6 +80,17 @@ std::string MetricsSnapshot::prometheus_text(const std::string& model_name) cons
          d(engine.prompt_tokens_computed));
   metric(out, "counter", "exactly_generation_tokens_total", "Tokens generated.", d(engine.generated_tokens));
   metric(out, "counter", "exactly_engine_steps_total", "Engine iterations.", d(engine.steps));
+  metric(out, "counter", "exactly_engine_step_seconds_total", "Seconds of engine iterations that ran the model.",
+         engine.step_seconds);
+  metric(out, "counter", "exactly_engine_forward_seconds_total",
+         "Seconds of those iterations in the forward pass (the host's work around it excluded).",
+         engine.forward_seconds);
+  metric(out, "counter", "exactly_grammar_masks_total", "Grammar masks filled.", d(engine.grammar_masks));
+  metric(out, "counter", "exactly_grammar_mask_seconds_total", "Seconds the mask threads spent filling them.",
+         engine.grammar_mask_seconds);
+  metric(out, "counter", "exactly_grammar_mask_wait_seconds_total",
+         "Seconds engine iterations waited for masks the forward pass did not hide.",
+         engine.grammar_mask_wait_seconds);
   metric(out, "counter", "exactly_spec_decode_num_draft_tokens_total", "Speculative draft tokens verified.",
          d(engine.spec_drafted_tokens));
   metric(out, "counter", "exactly_spec_decode_num_accepted_tokens_total", "Speculative draft tokens accepted.",

@@ -271,6 +271,23 @@ def test_a_compiled_schema_is_cached(server):
     assert m["exactly_grammar_cache_hits_total"] >= 1
 
 
+def test_the_engine_accounts_for_every_mask_and_its_time(server):
+    """Each sampled constrained token costs one mask: /metrics counts them,
+    the threads' seconds they took and the wait the forward pass did not
+    hide, beside the iterations' time split into forward pass and host."""
+    before = server.metrics()
+    out = complete(server, prompt="x", max_tokens=12, temperature=0, guided_regex="[a-z]{12}", return_token_ids=True)
+    after = server.metrics()
+    d = {k: after[k] - before[k] for k in after if k.startswith("exactly_") and k in before}
+    tokens = len(out["choices"][0]["token_ids"])
+    assert tokens >= 3
+    # one mask a sampled token, and one more when the regex completes (the stop token's)
+    assert tokens <= d["exactly_grammar_masks_total"] <= tokens + 1
+    assert 0 < d["exactly_grammar_mask_seconds_total"] < d["exactly_engine_step_seconds_total"] * 8
+    assert 0 <= d["exactly_grammar_mask_wait_seconds_total"] <= d["exactly_engine_forward_seconds_total"]
+    assert 0 < d["exactly_engine_forward_seconds_total"] <= d["exactly_engine_step_seconds_total"]
+
+
 def test_exactly_batch_constrains_as_the_server_does(run_exactly, model_path, tmp_path, server):
     body = {"prompt": "The answer is", "max_tokens": 8, "temperature": 0, "guided_regex": "[0-9]{1,3}"}
     requests_file = tmp_path / "requests.jsonl"

@@ -360,7 +360,6 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
                                                                      RowUse::kSample) != j.row_use.end());
   if (sampling) rows_.upload_sampling(b, stream_);
   const bool processing = sampling && !j.row_processing.empty();
-  if (processing) rows_.upload_processing(j, c.vocab_size, stream_);
   const bool probabilities = tokens != nullptr && j.argmax_probabilities;
   EXACTLY_CHECK(!probabilities || !sampling, "argmax probabilities in a step that samples rows");
   if (verifying) {
@@ -371,6 +370,9 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
   for (int64_t first = 0; first < n_out; first += w.logits_rows) {
     const int64_t rows = std::min<int64_t>(w.logits_rows, n_out - first);
     arch_.final_norm_and_head(d_rows + first, rows, w.logits.as<float>(), stream_);
+    // The masks are awaited once the first rows' head is queued: the grammar
+    // threads have the layers' time and the head's to fill them.
+    if (processing && first == 0) rows_.upload_processing(j, c.vocab_size, stream_);
     if (processing)
       rows_.process(w.logits.as<float>(), first, rows, c.vocab_size, static_cast<int32_t>(j.row_processing.size()),
                     stream_);
