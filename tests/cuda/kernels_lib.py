@@ -32,6 +32,12 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
                                         c_int, c_p, c_int, c_f, c_p, c_p, c_i64, c_p]
     lib.exactly_cuda_kv_store.argtypes = [c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_p, c_p, c_p, c_i64, c_p]
     lib.exactly_cuda_copy_blocks.argtypes = [c_p, c_p, c_int, c_p, c_i64, c_int, c_int, c_int, c_int, c_p]
+    lib.exactly_cuda_flash_forward.argtypes = [c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int, c_int, c_int,
+                                               c_int, c_f, c_int, c_p, c_p, c_p]
+    lib.exactly_cuda_flash_backward_workspace_bytes.restype = c_i64
+    lib.exactly_cuda_flash_backward_workspace_bytes.argtypes = [c_i64, c_int]
+    lib.exactly_cuda_flash_backward.argtypes = [c_p, c_p, c_p, c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int,
+                                                c_int, c_int, c_int, c_f, c_int, c_p, c_p, c_p, c_p, c_i64, c_p]
     return lib
 
 

@@ -4,6 +4,7 @@
 #include "kernels/capi/last_error.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/flash_train.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_ops.h"
 #include "kernels/cuda/sampling.h"
@@ -19,6 +20,12 @@ PagedKVDevice cache_of(const void* k, const void* v, int64_t num_blocks, int blo
           static_cast<DType>(dtype)};
 }
 cudaStream_t stream_of(void* s) { return static_cast<cudaStream_t>(s); }
+
+FlashTrainShape flash_train_shape(int n_seqs, const int32_t* cu_q, const int32_t* cu_k, int max_q_len, int max_k_len,
+                                  int n_heads, int n_kv_heads, int head_dim, int dtype, int causal) {
+  return {n_seqs, cu_q, cu_k, max_q_len, max_k_len, n_heads, n_kv_heads, head_dim, static_cast<DType>(dtype),
+          causal != 0};
+}
 }  // namespace
 
 extern "C" int exactly_has_cuda(void) { return 1; }
@@ -68,6 +75,35 @@ extern "C" int exactly_cuda_copy_blocks(void* const* layer_k, void* const* layer
   return exactly::capi::guarded([&] {
     copy_blocks(layer_k, layer_v, n_layers, pairs, n_pairs, block_size, n_kv_heads, head_dim,
                 static_cast<DType>(dtype), stream_of(stream));
+  });
+}
+
+extern "C" int exactly_cuda_flash_forward(const void* q, const void* k, const void* v, int n_seqs,
+                                          const int32_t* cu_q, const int32_t* cu_k, int max_q_len, int max_k_len,
+                                          int n_heads, int n_kv_heads, int head_dim, int dtype, float scale,
+                                          int causal, void* out, float* lse, void* stream) {
+  return exactly::capi::guarded([&] {
+    const auto shape =
+        flash_train_shape(n_seqs, cu_q, cu_k, max_q_len, max_k_len, n_heads, n_kv_heads, head_dim, dtype, causal);
+    flash_train_forward(shape, scale, q, k, v, out, lse, stream_of(stream));
+  });
+}
+
+extern "C" int64_t exactly_cuda_flash_backward_workspace_bytes(int64_t total_q, int n_heads) {
+  return flash_train_backward_workspace_bytes(total_q, n_heads);
+}
+
+extern "C" int exactly_cuda_flash_backward(const void* q, const void* k, const void* v, const void* out,
+                                           const void* d_out, const float* lse, int n_seqs, const int32_t* cu_q,
+                                           const int32_t* cu_k, int max_q_len, int max_k_len, int n_heads,
+                                           int n_kv_heads, int head_dim, int dtype, float scale, int causal, void* dq,
+                                           void* dk, void* dv, void* workspace, int64_t workspace_bytes,
+                                           void* stream) {
+  return exactly::capi::guarded([&] {
+    const auto shape =
+        flash_train_shape(n_seqs, cu_q, cu_k, max_q_len, max_k_len, n_heads, n_kv_heads, head_dim, dtype, causal);
+    flash_train_backward(shape, scale, q, k, v, out, d_out, lse, {dq, dk, dv}, workspace, workspace_bytes,
+                         stream_of(stream));
   });
 }
 
