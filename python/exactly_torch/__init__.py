@@ -40,16 +40,21 @@ def load(path: str | None = None) -> ctypes.CDLL:
         raise RuntimeError("exactly_torch: set EXACTLY_KERNELS_LIB to libexactly_kernels_capi.so "
                            "(scripts/build-torch-op builds it) or call exactly_torch.load(path)")
     lib = ctypes.CDLL(path)
-    c_int, c_i64, c_f, c_p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
     lib.exactly_last_error.restype = ctypes.c_char_p
+    declare_training_entries(lib)
+    _lib = lib
+    return lib
+
+
+def declare_training_entries(lib: ctypes.CDLL) -> None:
+    """The C types of the training attention's entries (kernels_capi.h)."""
+    c_int, c_i64, c_f, c_p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
     lib.exactly_cuda_flash_forward.argtypes = [c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int, c_int, c_int,
                                                c_int, c_f, c_int, c_p, c_p, c_p]
     lib.exactly_cuda_flash_backward_workspace_bytes.restype = c_i64
     lib.exactly_cuda_flash_backward_workspace_bytes.argtypes = [c_i64, c_int]
     lib.exactly_cuda_flash_backward.argtypes = [c_p, c_p, c_p, c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int,
                                                 c_int, c_int, c_int, c_f, c_int, c_p, c_p, c_p, c_p, c_i64, c_p]
-    _lib = lib
-    return lib
 
 
 def _check(lib: ctypes.CDLL, rc: int) -> None:

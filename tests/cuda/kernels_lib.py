@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from exactly_torch import declare_training_entries  # noqa: E402  (the training entries' C types, declared once)
 
 ROOT = Path(__file__).resolve().parents[2]
 DTYPE_CODE = {torch.bfloat16: 0, torch.float16: 1}
@@ -32,12 +36,7 @@ def load_library(path: str | None = None) -> ctypes.CDLL:
                                         c_int, c_p, c_int, c_f, c_p, c_p, c_i64, c_p]
     lib.exactly_cuda_kv_store.argtypes = [c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_p, c_p, c_p, c_i64, c_p]
     lib.exactly_cuda_copy_blocks.argtypes = [c_p, c_p, c_int, c_p, c_i64, c_int, c_int, c_int, c_int, c_p]
-    lib.exactly_cuda_flash_forward.argtypes = [c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int, c_int, c_int,
-                                               c_int, c_f, c_int, c_p, c_p, c_p]
-    lib.exactly_cuda_flash_backward_workspace_bytes.restype = c_i64
-    lib.exactly_cuda_flash_backward_workspace_bytes.argtypes = [c_i64, c_int]
-    lib.exactly_cuda_flash_backward.argtypes = [c_p, c_p, c_p, c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int,
-                                                c_int, c_int, c_int, c_f, c_int, c_p, c_p, c_p, c_p, c_i64, c_p]
+    declare_training_entries(lib)
     return lib
 
 

@@ -94,11 +94,10 @@ template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const ForwardParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const SeqSpan s = seq_span(p, blockIdx.z);
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * kTile;  // most keys (under a causal mask) first
+  const QueryTile tile = query_tile(s, p.causal);
+  const int m0 = tile.m0, n_tiles = tile.n_key_tiles;
   if (m0 >= s.lq) return;
   const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n_keys = s.visible(p.causal, min(m0 + kTile, s.lq) - 1);
-  const int n_tiles = (n_keys + kTile - 1) / kTile;
   constexpr int kBytes = kTileBytes<kTile, D>;
   const uint32_t q_tile = smem_address(smem), k_tiles = q_tile + kBytes, v_tiles = k_tiles + 2 * kBytes;
 

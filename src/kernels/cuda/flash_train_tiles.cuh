@@ -49,6 +49,20 @@ __device__ __forceinline__ SeqSpan seq_span(const VarlenParams& p, int seq) {
   return {q0, k0, p.cu_q[seq + 1] - q0, p.cu_k[seq + 1] - k0};
 }
 
+// The query tile of a CTA of a grid over (query tiles, heads, sequences):
+// its first row m0 (blocks take the tiles from the last, which under a
+// causal mask see the most keys, so those start first) and the key tiles its
+// rows see. m0 >= lq: no tile of this sequence.
+struct QueryTile {
+  int m0, n_key_tiles;
+};
+
+__device__ __forceinline__ QueryTile query_tile(const SeqSpan& s, bool causal) {
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * kTile;
+  const int n_keys = m0 < s.lq ? s.visible(causal, min(m0 + kTile, s.lq) - 1) : 0;
+  return {m0, (n_keys + kTile - 1) / kTile};
+}
+
 // Rows first..first+ROWS-1 of `rows` (row i at rows + i * stride) into the
 // swizzled tile at `dst`. Rows at or past `count` are zero-filled rather than
 // left stale, since 0 times stale bits can be NaN in a product.
