@@ -160,3 +160,41 @@ def test_bad_shapes_are_refused_by_name(lib, change, message):
                                        change.get("threads", 1))
     assert rc == -1
     assert message in lib.exactly_last_error().decode()
+
+
+# --- the CUDA entries refuse bad shapes before touching a device -----------------
+
+def cuda_entries(lib):
+    if not lib.exactly_has_cuda():
+        pytest.skip("built without CUDA")
+    f, i64 = ctypes.c_float, ctypes.c_int64
+    lib.exactly_cuda_flash_forward.argtypes = [P, P, P, I, P, P, I, I, I, I, I, I, f, I, P, P, P]
+    lib.exactly_cuda_flash_backward.argtypes = [P] * 6 + [I, P, P, I, I, I, I, I, I, f, I, P, P, P, P, i64, P]
+    return lib
+
+
+BAD_CUDA_SHAPES = [
+    (dict(head_dim=96), "head_dim 96 (supported: 64, 128)"),
+    (dict(n_heads=6, n_kv_heads=4), "6 query heads over 4 KV heads"),
+    (dict(n_kv_heads=0), "8 query heads over 0 KV heads"),
+    (dict(n_seqs=70000), "70000 sequences (at most 65535 per launch)"),
+    (dict(max_q_len=-1), "max_q_len -1"),
+    (dict(dtype=7), "unknown dtype 7"),
+    (dict(scale=float("inf")), "scale inf is not finite"),
+    (dict(cu=False), "cu_q and cu_k are required"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_CUDA_SHAPES)
+def test_cuda_training_entries_refuse_bad_shapes_by_name(lib, change, message):
+    lib = cuda_entries(lib)
+    a = dict(n_seqs=1, max_q_len=4, max_k_len=4, n_heads=8, n_kv_heads=2, head_dim=64, dtype=0, scale=0.125,
+             cu=True) | change
+    fake = 1 << 20  # never dereferenced: the shape is checked first
+    cu = fake if a["cu"] else None
+    shape = [a["n_seqs"], cu, cu, a["max_q_len"], a["max_k_len"], a["n_heads"], a["n_kv_heads"], a["head_dim"],
+             a["dtype"], a["scale"], 1]
+    assert lib.exactly_cuda_flash_forward(fake, fake, fake, *shape, fake, fake, None) == -1
+    assert message in lib.exactly_last_error().decode()
+    assert lib.exactly_cuda_flash_backward(*[fake] * 6, *shape, fake, fake, fake, fake, 1 << 20, None) == -1
+    assert message in lib.exactly_last_error().decode()
