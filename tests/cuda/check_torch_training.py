@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """exactly_torch's op in PyTorch (python/exactly_torch), on a GPU:
 
-1. The op against PyTorch's scaled_dot_product_attention in the same
-   precision, forward and gradients, with grouped-query heads, causal and
-   not, L == S and L < S: each error against a float64 reference within 2x
-   SDPA's own (plus 1e-3 of the largest reference value).
+1. The op against PyTorch's scaled_dot_product_attention, forward and
+   gradients, with grouped-query heads, causal and not, L == S and L < S:
+   each error against a float64 reference within 2x that of PyTorch's math
+   path in the same precision (plus 1e-3 of the largest reference value).
 2. Determinism: two backward passes on the same inputs give the same bits.
 3. Bad input (fp32 tensors, head dim 96, heads not a multiple, offsets that
    do not fit) raises ValueError naming the problem.
@@ -13,9 +13,9 @@
    initialisation and data, with SDPA's flash backend. The measure of bf16
    noise is SDPA's math backend against its flash backend on the same run:
    the op's largest deviation from the flash curve must be at most twice the
-   math backend's (plus 0.02), and the loss must fall below a third of its
-   start. A control that trains with the op's gradients dropped for the
-   values (dv = 0) must miss the bound (shown with --control).
+   math backend's (plus 0.02), and the loss of the copied half must fall
+   below 0.6 of its start. A control that trains with the op's gradient for
+   the values dropped (dv = 0) must miss the bound (shown with --control).
 
     EXACTLY_KERNELS_LIB=.../libexactly_kernels_capi.so \\
         python3 tests/cuda/check_torch_training.py [--steps 200] [--json OUT]
@@ -38,16 +38,17 @@ DEV = "cuda"
 
 
 def sdpa(q, k, v, causal, backend=None):
+    """PyTorch's attention (on `backend` when named), the ends aligned under a causal mask."""
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     lq, lk = q.shape[2], k.shape[2]
-    if causal and lq != lk:  # ends aligned: query i sees keys j <= i + lk - lq
-        mask = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    kw = {"is_causal": causal}
+    if causal and lq != lk:  # query i sees keys j <= i + lk - lq
+        kw = {"attn_mask": torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)}
     if backend is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, **kw)
     with torch.nn.attention.sdpa_kernel(backend):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return F.scaled_dot_product_attention(q, k, v, **kw)
 
 
 def grads(fn, q, k, v, g):
@@ -65,7 +66,7 @@ def op_case(b, h, hk, lq, lk, d, dtype, causal) -> tuple[bool, str]:
     g = torch.randn(b, h, lq, d, device=DEV, dtype=dtype, generator=gen)
     ref = grads(lambda *t: sdpa(*t, causal), *(x.double() for x in (q, k, v)), g.double())
     ours = grads(lambda *t: exactly_attention(*t, causal=causal), q, k, v, g)
-    theirs = grads(lambda *t: sdpa(*t, causal), q, k, v, g)
+    theirs = grads(lambda *t: sdpa(*t, causal, torch.nn.attention.SDPBackend.MATH), q, k, v, g)
     again = grads(lambda *t: exactly_attention(*t, causal=causal), q, k, v, g)
     ok, worst = True, []
     for name, r, o, t in zip(("out", "dq", "dk", "dv"), ref, ours, theirs):
@@ -162,7 +163,10 @@ def train(attention, steps: int) -> list[float]:
         tokens = copy_batch(gen)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+        # the loss of the copied half, which attention alone can predict
+        half = tokens.shape[1] // 2
+        loss = F.cross_entropy(logits[:, half - 1:].float().reshape(-1, logits.shape[-1]),
+                               tokens[:, half:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -200,7 +204,7 @@ def check_training(steps: int, control: bool) -> tuple[list[tuple[str, bool, str
     bound = 2 * noise + 0.02
     results = []
     for name in [n for n in curves if n not in ("flash", "math")]:
-        learned = curves[name][-1] < curves[name][0] / 3
+        learned = curves[name][-1] < 0.6 * curves[name][0]
         ok = dev(name) <= bound and learned
         expected = name != "control"
         results.append((f"training: {name}", ok == expected,
