@@ -5,9 +5,12 @@ tile by tile from it (kernels/cuda/flash_train.h, through the C interface
 kernels/capi/kernels_capi.h). Deterministic: two backward passes on the same
 inputs give the same bits.
 
-The library is libexactly_kernels_capi.so from a CUDA build
-(`scripts/build-torch-op` makes one for the machine it runs on), found
-through EXACTLY_KERNELS_LIB or given to `load(path)`.
+CUDA tensors (bf16 or fp16, head dims 64 and 128) run the CUDA kernels;
+CPU tensors (fp32, head dims up to 512) run their CPU twin, the oracle the
+CUDA kernels are tested against. The library is libexactly_kernels_capi.so
+(`scripts/build-torch-op` builds one with CUDA for the machine it runs on;
+a CPU build's serves CPU tensors), found through EXACTLY_KERNELS_LIB or
+given to `load(path)`.
 
     from exactly_torch import exactly_attention
     out = exactly_attention(q, k, v, causal=True)  # [batch, heads, length, head_dim]
@@ -49,6 +52,10 @@ def load(path: str | None = None) -> ctypes.CDLL:
 def declare_training_entries(lib: ctypes.CDLL) -> None:
     """The C types of the training attention's entries (kernels_capi.h)."""
     c_int, c_i64, c_f, c_p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+    lib.exactly_cpu_flash_forward.argtypes = [c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int, c_f, c_int, c_p,
+                                              c_p, c_int]
+    lib.exactly_cpu_flash_backward.argtypes = [c_p] * 6 + [c_int, c_p, c_p, c_int, c_int, c_int, c_f, c_int, c_p, c_p,
+                                                           c_p, c_int]
     lib.exactly_cuda_flash_forward.argtypes = [c_p, c_p, c_p, c_int, c_p, c_p, c_int, c_int, c_int, c_int, c_int,
                                                c_int, c_f, c_int, c_p, c_p, c_p]
     lib.exactly_cuda_flash_backward_workspace_bytes.restype = c_i64
@@ -63,15 +70,19 @@ def _check(lib: ctypes.CDLL, rc: int) -> None:
 
 
 def _validate(q, k, v, cu_q, cu_k) -> None:
-    if not (q.is_cuda and k.is_cuda and v.is_cuda):
-        raise ValueError("exactly_attention: q, k and v must be CUDA tensors")
-    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"exactly_attention: q, k, v must share bf16 or fp16 (got {q.dtype}, {k.dtype}, {v.dtype})")
+    if not (q.device == k.device == v.device) or q.device.type not in ("cuda", "cpu"):
+        raise ValueError(f"exactly_attention: q, k and v must share one CUDA device or the CPU "
+                         f"(got {q.device}, {k.device}, {v.device})")
+    wanted = "bf16 or fp16" if q.is_cuda else "fp32 (the CPU kernels' type)"
+    if (q.dtype not in _DTYPES if q.is_cuda else q.dtype != torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"exactly_attention: q, k, v must share {wanted} (got {q.dtype}, {k.dtype}, {v.dtype})")
     if q.dim() != 3 or k.dim() != 3 or v.shape != k.shape:
         raise ValueError(f"exactly_attention: packed q [tokens, heads, d] and k, v [tokens, kv_heads, d] expected "
                          f"(got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)})")
-    if q.shape[2] not in (64, 128) or k.shape[2] != q.shape[2]:
-        raise ValueError(f"exactly_attention: head dim 64 or 128, the same for q and k (got {q.shape[2]}, {k.shape[2]})")
+    dims = (64, 128) if q.is_cuda else range(1, 513)
+    if q.shape[2] not in dims or k.shape[2] != q.shape[2]:
+        raise ValueError(f"exactly_attention: head dim {'64 or 128' if q.is_cuda else '1 to 512'}, the same for q "
+                         f"and k (got {q.shape[2]}, {k.shape[2]})")
     if q.shape[1] % k.shape[1] != 0:
         raise ValueError(f"exactly_attention: {q.shape[1]} query heads are not a multiple of {k.shape[1]} KV heads")
     for name, cu in (("cu_q", cu_q), ("cu_k", cu_k)):
@@ -99,11 +110,15 @@ class _VarlenAttention(torch.autograd.Function):
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], q.shape[1], dtype=torch.float32, device=q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _check(lib, lib.exactly_cuda_flash_forward(
-            q.data_ptr(), k.data_ptr(), v.data_ptr(), cu_q.numel() - 1, cu_q.data_ptr(), cu_k.data_ptr(), max_q,
-            max_k, q.shape[1], k.shape[1], q.shape[2], _DTYPES[q.dtype], scale, int(causal), out.data_ptr(),
-            lse.data_ptr(), stream))
+        ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), cu_q.numel() - 1, cu_q.data_ptr(), cu_k.data_ptr())
+        heads = (q.shape[1], k.shape[1], q.shape[2])
+        if q.is_cuda:
+            _check(lib, lib.exactly_cuda_flash_forward(
+                *ptrs, max_q, max_k, *heads, _DTYPES[q.dtype], scale, int(causal), out.data_ptr(), lse.data_ptr(),
+                torch.cuda.current_stream(q.device).cuda_stream))
+        else:
+            _check(lib, lib.exactly_cpu_flash_forward(*ptrs, *heads, scale, int(causal), out.data_ptr(),
+                                                      lse.data_ptr(), torch.get_num_threads()))
         ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
         ctx.args = (max_q, max_k, causal, scale)
         return out
@@ -115,14 +130,18 @@ class _VarlenAttention(torch.autograd.Function):
         max_q, max_k, causal, scale = ctx.args
         d_out = d_out.contiguous()
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        ws_bytes = lib.exactly_cuda_flash_backward_workspace_bytes(q.shape[0], q.shape[1])
-        workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device=q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-        _check(lib, lib.exactly_cuda_flash_backward(
-            q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), d_out.data_ptr(), lse.data_ptr(),
-            cu_q.numel() - 1, cu_q.data_ptr(), cu_k.data_ptr(), max_q, max_k, q.shape[1], k.shape[1], q.shape[2],
-            _DTYPES[q.dtype], scale, int(causal), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
-            workspace.data_ptr(), workspace.numel(), stream))
+        ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), d_out.data_ptr(), lse.data_ptr(),
+                cu_q.numel() - 1, cu_q.data_ptr(), cu_k.data_ptr())
+        heads, grads = (q.shape[1], k.shape[1], q.shape[2]), (dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+        if q.is_cuda:
+            ws_bytes = lib.exactly_cuda_flash_backward_workspace_bytes(q.shape[0], q.shape[1])
+            workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device=q.device)
+            _check(lib, lib.exactly_cuda_flash_backward(
+                *ptrs, max_q, max_k, *heads, _DTYPES[q.dtype], scale, int(causal), *grads, workspace.data_ptr(),
+                workspace.numel(), torch.cuda.current_stream(q.device).cuda_stream))
+        else:
+            _check(lib, lib.exactly_cpu_flash_backward(*ptrs, *heads, scale, int(causal), *grads,
+                                                       torch.get_num_threads()))
         return dq, dk, dv, None, None, None, None, None, None
 
 

@@ -5,6 +5,7 @@
    gradients, with grouped-query heads, causal and not, L == S and L < S:
    each error against a float64 reference within 2x that of PyTorch's math
    path in the same precision (plus 1e-3 of the largest reference value).
+   CPU tensors (fp32) run the CPU twin under the same rule.
 2. Determinism: two backward passes on the same inputs give the same bits.
 3. Bad input (fp32 tensors, head dim 96, heads not a multiple, offsets that
    do not fit) raises ValueError naming the problem.
@@ -58,12 +59,12 @@ def grads(fn, q, k, v, g):
     return [out, dq, dk, dv]
 
 
-def op_case(b, h, hk, lq, lk, d, dtype, causal) -> tuple[bool, str]:
-    gen = torch.Generator(device=DEV).manual_seed(lq * 131 + lk + d + h)
-    q = torch.randn(b, h, lq, d, device=DEV, dtype=dtype, generator=gen)
-    k = torch.randn(b, hk, lk, d, device=DEV, dtype=dtype, generator=gen)
-    v = torch.randn(b, hk, lk, d, device=DEV, dtype=dtype, generator=gen)
-    g = torch.randn(b, h, lq, d, device=DEV, dtype=dtype, generator=gen)
+def op_case(b, h, hk, lq, lk, d, dtype, causal, device=DEV) -> tuple[bool, str]:
+    gen = torch.Generator(device=device).manual_seed(lq * 131 + lk + d + h)
+    q = torch.randn(b, h, lq, d, device=device, dtype=dtype, generator=gen)
+    k = torch.randn(b, hk, lk, d, device=device, dtype=dtype, generator=gen)
+    v = torch.randn(b, hk, lk, d, device=device, dtype=dtype, generator=gen)
+    g = torch.randn(b, h, lq, d, device=device, dtype=dtype, generator=gen)
     ref = grads(lambda *t: sdpa(*t, causal), *(x.double() for x in (q, k, v)), g.double())
     ours = grads(lambda *t: exactly_attention(*t, causal=causal), q, k, v, g)
     theirs = grads(lambda *t: sdpa(*t, causal, torch.nn.attention.SDPBackend.MATH), q, k, v, g)
@@ -88,6 +89,10 @@ def check_ops() -> list[tuple[str, bool, str]]:
                     name = f"{str(dtype)[6:]} d{d} h{h}/{hk} {lq}x{lk} {'causal' if causal else 'full'}"
                     ok, detail = op_case(2, h, hk, lq, lk, d, dtype, causal)
                     results.append((name, ok, detail))
+    # CPU tensors run the CPU twin (fp32), under the same rule against float32 math
+    for d, h, hk, lq, lk, causal in ((64, 4, 4, 17, 17, True), (128, 8, 2, 64, 200, True), (32, 4, 2, 100, 100, False)):
+        ok, detail = op_case(1, h, hk, lq, lk, d, torch.float32, causal, device="cpu")
+        results.append((f"cpu fp32 d{d} h{h}/{hk} {lq}x{lk} {'causal' if causal else 'full'}", ok, detail))
     return results
 
 
