@@ -134,7 +134,7 @@ class _VarlenAttention(torch.autograd.Function):
                 cu_q.numel() - 1, cu_q.data_ptr(), cu_k.data_ptr())
         heads, grads = (q.shape[1], k.shape[1], q.shape[2]), (dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
         if q.is_cuda:
-            ws_bytes = lib.exactly_cuda_flash_backward_workspace_bytes(q.shape[0], q.shape[1])
+            ws_bytes = lib.exactly_cuda_flash_backward_workspace_bytes((cu_q.numel() - 1) * max_q, q.shape[1])
             workspace = torch.empty(max(ws_bytes, 16), dtype=torch.uint8, device=q.device)
             _check(lib, lib.exactly_cuda_flash_backward(
                 *ptrs, max_q, max_k, *heads, _DTYPES[q.dtype], scale, int(causal), *grads, workspace.data_ptr(),

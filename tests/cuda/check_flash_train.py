@@ -91,7 +91,7 @@ def run_forward(lib, c: Case):
 
 def run_backward(lib, c: Case, out, lse):
     dq, dk, dv = (torch.full_like(t, float("nan")) for t in (c.q, c.k, c.v))
-    n = lib.exactly_cuda_flash_backward_workspace_bytes(c.q.shape[0], c.n_heads)
+    n = lib.exactly_cuda_flash_backward_workspace_bytes(len(c.q_lens) * max(c.q_lens), c.n_heads)
     workspace = torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
     check(lib, lib.exactly_cuda_flash_backward(
         ptr(c.q), ptr(c.k), ptr(c.v), ptr(out), ptr(c.d_out), ptr(lse), *shape_args(c), ptr(dq), ptr(dk), ptr(dv),

@@ -168,6 +168,8 @@ def cuda_entries(lib):
     if not lib.exactly_has_cuda():
         pytest.skip("built without CUDA")
     f, i64 = ctypes.c_float, ctypes.c_int64
+    lib.exactly_cuda_flash_backward_workspace_bytes.restype = i64
+    lib.exactly_cuda_flash_backward_workspace_bytes.argtypes = [i64, I]
     lib.exactly_cuda_flash_forward.argtypes = [P, P, P, I, P, P, I, I, I, I, I, I, f, I, P, P, P]
     lib.exactly_cuda_flash_backward.argtypes = [P] * 6 + [I, P, P, I, I, I, I, I, I, f, I, P, P, P, P, i64, P]
     return lib
@@ -198,3 +200,14 @@ def test_cuda_training_entries_refuse_bad_shapes_by_name(lib, change, message):
     assert message in lib.exactly_last_error().decode()
     assert lib.exactly_cuda_flash_backward(*[fake] * 6, *shape, fake, fake, fake, fake, 1 << 20, None) == -1
     assert message in lib.exactly_last_error().decode()
+
+
+def test_cuda_backward_refuses_a_workspace_short_of_the_host_known_bound(lib):
+    """3 sequences of up to 10 queries, 4 heads: 3 * 10 * 4 floats, whatever cu_q holds."""
+    lib = cuda_entries(lib)
+    assert lib.exactly_cuda_flash_backward_workspace_bytes(30, 4) == 480
+    fake = 1 << 20
+    shape = [3, fake, fake, 10, 10, 4, 2, 64, 0, 0.125, 1]
+    assert lib.exactly_cuda_flash_backward(*[fake] * 6, *shape, fake, fake, fake, fake, 479, None) == -1
+    assert "workspace of 479 bytes, 480 needed (3 sequences of up to 10 queries, 4 heads)" in \
+        lib.exactly_last_error().decode()

@@ -89,8 +89,8 @@ extern "C" int exactly_cuda_flash_forward(const void* q, const void* k, const vo
   });
 }
 
-extern "C" int64_t exactly_cuda_flash_backward_workspace_bytes(int64_t total_q, int n_heads) {
-  return flash_train_backward_workspace_bytes(total_q, n_heads);
+extern "C" int64_t exactly_cuda_flash_backward_workspace_bytes(int64_t rows, int n_heads) {
+  return flash_train_backward_workspace_bytes(rows, n_heads);
 }
 
 extern "C" int exactly_cuda_flash_backward(const void* q, const void* k, const void* v, const void* out,

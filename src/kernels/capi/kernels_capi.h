@@ -62,12 +62,12 @@ int exactly_cuda_copy_blocks(void* const* layer_k, void* const* layer_v, int n_l
  * (dtype as above) with fp32 accumulation; head_dim 64 or 128. cu_q and cu_k
  * are device arrays; max_q_len and max_k_len bound every sequence's query and
  * key counts; lse is fp32. The backward's workspace (16-byte aligned) holds at
- * least exactly_cuda_flash_backward_workspace_bytes(cu_q[n_seqs], n_heads)
- * bytes. */
+ * least exactly_cuda_flash_backward_workspace_bytes(n_seqs * max_q_len,
+ * n_heads) bytes; a smaller one is refused. */
 int exactly_cuda_flash_forward(const void* q, const void* k, const void* v, int n_seqs, const int32_t* cu_q,
                                const int32_t* cu_k, int max_q_len, int max_k_len, int n_heads, int n_kv_heads,
                                int head_dim, int dtype, float scale, int causal, void* out, float* lse, void* stream);
-int64_t exactly_cuda_flash_backward_workspace_bytes(int64_t total_q, int n_heads);
+int64_t exactly_cuda_flash_backward_workspace_bytes(int64_t rows, int n_heads);
 int exactly_cuda_flash_backward(const void* q, const void* k, const void* v, const void* out, const void* d_out,
                                 const float* lse, int n_seqs, const int32_t* cu_q, const int32_t* cu_k, int max_q_len,
                                 int max_k_len, int n_heads, int n_kv_heads, int head_dim, int dtype, float scale,

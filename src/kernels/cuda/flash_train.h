@@ -68,16 +68,16 @@ struct FlashTrainGradients {
 void flash_train_forward(const FlashTrainShape& shape, float scale, const void* q, const void* k, const void* v,
                          void* out, float* lse, cudaStream_t stream);
 
-// Bytes of the backward's workspace for a batch of total_q query rows
-// (cu_q[n_seqs]): one fp32 D per query row and head.
-int64_t flash_train_backward_workspace_bytes(int64_t total_q, int n_heads);
+// Bytes of the backward's workspace for `rows` query rows: one fp32 D per
+// query row and head. The backward asks for n_seqs * max_q_len rows, the
+// bound on cu_q[n_seqs] that the host knows.
+int64_t flash_train_backward_workspace_bytes(int64_t rows, int n_heads);
 
 // The gradients of a loss L with respect to q, k and v, given out and lse from
 // flash_train_forward and d_out = dL/d(out). Every element of dq, dk and dv is
 // written (keys no query sees get 0). workspace: 16-byte aligned, at least
-// flash_train_backward_workspace_bytes(cu_q[n_seqs], n_heads) bytes (the host
-// cannot read cu_q: rows past a smaller workspace get no D, and their
-// gradients are wrong, though nothing outside the workspace is touched).
+// flash_train_backward_workspace_bytes(n_seqs * max_q_len, n_heads) bytes;
+// a smaller one is refused.
 void flash_train_backward(const FlashTrainShape& shape, float scale, const void* q, const void* k, const void* v,
                           const void* out, const void* d_out, const float* lse, FlashTrainGradients grads,
                           void* workspace, int64_t workspace_bytes, cudaStream_t stream);

@@ -60,17 +60,19 @@ void check_backward_pointers(const void* q, const void* k, const void* v, const 
   EXACTLY_CUDA_REQUIRE(lse != nullptr, "%s: lse is null", kOp);
 }
 
-// The host cannot read cu_q[n_seqs], so it checks what it can: a workspace
-// that holds at least one query row's D whenever there are queries.
+// The host cannot read cu_q[n_seqs]; n_seqs * max_q_len bounds it, so a
+// workspace of that many rows holds every row's D, and a smaller one is
+// refused rather than left to give some rows wrong gradients.
 void check_workspace(const FlashTrainShape& s, const void* workspace, int64_t workspace_bytes) {
   constexpr const char* kOp = "flash_train_backward";
-  EXACTLY_CUDA_REQUIRE(workspace_bytes >= 0, "%s: workspace_bytes %lld", kOp, static_cast<long long>(workspace_bytes));
   if (s.max_q_len == 0) return;
   EXACTLY_CUDA_REQUIRE(workspace != nullptr && aligned16(workspace), "%s: workspace is null or not 16-byte aligned",
                        kOp);
-  EXACTLY_CUDA_REQUIRE(workspace_bytes >= flash_train_backward_workspace_bytes(1, s.n_heads),
-                       "%s: a workspace of %lld bytes holds no query row's D (%d heads)", kOp,
-                       static_cast<long long>(workspace_bytes), s.n_heads);
+  const int64_t needed = flash_train_backward_workspace_bytes(int64_t{s.n_seqs} * s.max_q_len, s.n_heads);
+  EXACTLY_CUDA_REQUIRE(workspace_bytes >= needed,
+                       "%s: workspace of %lld bytes, %lld needed (%d sequences of up to %d queries, %d heads)", kOp,
+                       static_cast<long long>(workspace_bytes), static_cast<long long>(needed), s.n_seqs, s.max_q_len,
+                       s.n_heads);
 }
 
 }  // namespace
@@ -78,8 +80,8 @@ void check_workspace(const FlashTrainShape& s, const void* workspace, int64_t wo
 
 namespace exactly::kernels::cuda {
 
-int64_t flash_train_backward_workspace_bytes(int64_t total_q, int n_heads) {
-  return total_q * n_heads * static_cast<int64_t>(sizeof(float));
+int64_t flash_train_backward_workspace_bytes(int64_t rows, int n_heads) {
+  return rows * n_heads * static_cast<int64_t>(sizeof(float));
 }
 
 void flash_train_backward(const FlashTrainShape& shape, float scale, const void* q, const void* k, const void* v,
