@@ -151,8 +151,13 @@ def exactly_varlen_attention(q, k, v, cu_q, cu_k, max_q: int, max_k: int, causal
     [cu_k[-1], kv_heads, d], cu_q and cu_k int32 cumulative offsets on the
     device; max_q and max_k bound every sequence's lengths. The causal mask
     aligns the ends (query i of Lq sees keys j <= i + Lk - Lq)."""
+    return _attend(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, check_offsets=True)
+
+
+def _attend(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, check_offsets: bool):
     _validate(q, k, v, cu_q, cu_k)
-    _check_offsets(cu_q, cu_k, q.shape[0], k.shape[0], max_q, max_k)
+    if check_offsets:  # one read back from the device
+        _check_offsets(cu_q, cu_k, q.shape[0], k.shape[0], max_q, max_k)
     scale = 1.0 / math.sqrt(q.shape[2]) if scale is None else float(scale)
     return _VarlenAttention.apply(q, k, v, cu_q, cu_k, int(max_q), int(max_k), bool(causal), scale)
 
@@ -165,9 +170,10 @@ def exactly_attention(q, k, v, causal: bool = False, scale: float | None = None)
         raise ValueError(f"exactly_attention: q [batch, heads, L, d] and k, v [batch, kv_heads, S, d] expected "
                          f"(got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)})")
     b, h, lq, d = q.shape
-    hk, lk = k.shape[1], k.shape[2]
+    lk = k.shape[2]
     packed = lambda t: t.transpose(1, 2).reshape(-1, t.shape[1], d)
-    cu_q = torch.arange(0, (b + 1) * lq, lq, dtype=torch.int32, device=q.device)
-    cu_k = torch.arange(0, (b + 1) * lk, lk, dtype=torch.int32, device=q.device)
-    out = exactly_varlen_attention(packed(q), packed(k), packed(v), cu_q, cu_k, lq, lk, causal, scale)
+    cu_q = torch.arange(b + 1, dtype=torch.int32, device=q.device) * lq
+    cu_k = torch.arange(b + 1, dtype=torch.int32, device=q.device) * lk
+    # offsets made here fit by construction: no check, which would wait for the device
+    out = _attend(packed(q), packed(k), packed(v), cu_q, cu_k, lq, lk, causal, scale, check_offsets=False)
     return out.view(b, lq, h, d).transpose(1, 2)
