@@ -180,9 +180,9 @@ def main() -> None:
                   f"{med['plain']['tokens']:.0f} / {med['constrained']['tokens']:.0f}", flush=True)
             for arm in ("plain", "constrained"):
                 m = med[arm]
-                print(f"    {arm:11s} wall {m['wall'] * 1e3:6.3f} ms a step; engine step {m['step'] * 1e3:6.3f} ms: forward {m['forward'] * 1e3:6.3f} ms "
-                      f"(waiting for masks {m['mask_wait'] * 1e3:6.3f}), host {(m['step'] - m['forward']) * 1e3:6.3f}"
-                      f" ms; a mask {m['mask'] * 1e6:6.1f} us", flush=True)
+                print(f"    {arm:11s} wall {m['wall'] * 1e3:6.3f} ms a step; engine step {m['step'] * 1e3:6.3f} ms: "
+                      f"forward {m['forward'] * 1e3:6.3f} ms (waiting for masks {m['mask_wait'] * 1e3:6.3f}), "
+                      f"host {(m['step'] - m['forward']) * 1e3:6.3f} ms; a mask {m['mask'] * 1e6:6.1f} us", flush=True)
         comp = [compile_run(url, i) for i in range(args.repeats)]
         out["compile"] = {k: statistics.median(c[k] for c in comp) for k in comp[0]}
         c = out["compile"]
