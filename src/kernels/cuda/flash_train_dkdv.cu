@@ -128,12 +128,9 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(const BackwardParams
   const int key_row0 = key0 + warp * 16;  // the warp's first key
   float dk[D / 8][4], dv[D / 8][4];
   zero(dk), zero(dv);
-  for (int t = 0; t < walk.n_steps; ++t) {
+  auto copy = [&](int t) { copy_step<T, D>(p, s, walk.step(t, kRows), sm, t & 1); };
+  walk_double_buffered(walk.n_steps, copy, [&](int t) {
     const int stage = t & 1;
-    if (t + 1 < walk.n_steps) copy_step<T, D>(p, s, walk.step(t + 1, kRows), sm, stage ^ 1);
-    cp_async_commit();  // possibly empty: keeps wait<1> meaning "step t has landed"
-    cp_async_wait<1>();
-    __syncthreads();
     const QueryStep step = walk.step(t, kRows);
     // Whether any (query, key) pair of the warp's is hidden: past the queries,
     // or a key after some query's last visible one.
@@ -146,9 +143,7 @@ __global__ void __launch_bounds__(kThreads) key_tile_kernel(const BackwardParams
     weights_times_rows<T, D, kRows>(dv, st, sm.d_out(stage));
     key_rows_ds<kRows>(st, dpt, shared_floats(smem, sm.base, sm.delta(stage)));
     weights_times_rows<T, D, kRows>(dk, dpt, sm.q(stage));
-    __syncthreads();  // every warp is done with this stage before it is refilled
-  }
-  cp_async_wait<0>();
+  });
   const float dk_factor[2] = {p.scale, p.scale}, dv_factor[2] = {1.f, 1.f};
   store_rows<T, D>(dk, static_cast<T*>(p.dk) + kv_offset, kv_stride, key_row0, s.lk, dk_factor);
   store_rows<T, D>(dv, static_cast<T*>(p.dv) + kv_offset, kv_stride, key_row0, s.lk, dv_factor);

@@ -88,20 +88,14 @@ __global__ void __launch_bounds__(kThreads) query_tile_kernel(const BackwardPara
   const int warp_visible = s.visible(p.causal, row0);  // the fewest keys any of the warp's rows sees
   float dq[D / 8][4];
   zero(dq);
-  for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) copy_keys(t + 1);
-    cp_async_commit();  // possibly empty: keeps wait<1> meaning "tile t has landed"
-    cp_async_wait<1>();
-    __syncthreads();
+  walk_double_buffered(n_tiles, copy_keys, [&](int t) {
     float sc[kTile / 8][4], dp[kTile / 8][4];
     zero(sc), zero(dp);
     rows_times_rows<T, D, kTile>(sc, q_tile, warp * 16, k_tiles + (t & 1) * kBytes);
     rows_times_rows<T, D, kTile>(dp, do_tile, warp * 16, v_tiles + (t & 1) * kBytes);
     query_rows_ds(sc, dp, p.scale_log2, stats, t * kTile, visible, t * kTile + kTile > warp_visible);
     weights_times_rows<T, D, kTile>(dq, dp, k_tiles + (t & 1) * kBytes);
-    __syncthreads();  // every warp is done with this stage before it is refilled
-  }
-  cp_async_wait<0>();
+  });
   const float factor[2] = {p.scale, p.scale};
   store_rows<T, D>(dq, static_cast<T*>(p.dq) + q_offset, q_stride, row0, s.lq, factor);
 }

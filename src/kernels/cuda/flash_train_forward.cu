@@ -121,20 +121,14 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const ForwardParams p
   RowSoftmax softmax;
   float o[D / 8][4];
   zero(o);
-  for (int t = 0; t < n_tiles; ++t) {
-    if (t + 1 < n_tiles) copy_keys(t + 1);
-    cp_async_commit();  // possibly empty: keeps wait<1> meaning "tile t has landed"
-    cp_async_wait<1>();
-    __syncthreads();
+  walk_double_buffered(n_tiles, copy_keys, [&](int t) {
     float sc[kTile / 8][4];
     zero(sc);
     rows_times_rows<T, D, kTile>(sc, q_tile, warp * 16, k_tiles + (t & 1) * kBytes);
     scale_and_mask(sc, p.scale_log2, t * kTile, visible, t * kTile + kTile > warp_visible);
     softmax.step<D>(sc, o);
     weights_times_rows<T, D, kTile>(o, sc, v_tiles + (t & 1) * kBytes);
-    __syncthreads();  // every warp is done with this stage before it is refilled
-  }
-  cp_async_wait<0>();
+  });
   store_output<T, D>(p, s, head, row0, softmax, o);
 }
 

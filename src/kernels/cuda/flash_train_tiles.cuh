@@ -83,6 +83,27 @@ __device__ __forceinline__ void cp_async_4(uint32_t dst, const void* src, bool v
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
+// The double-buffered walk every pass makes: step t's operands were copied
+// (cp.async) into stage t & 1 before it runs, step t + 1's copy is issued
+// before step t waits, so it lands under step t's products. `copy(t)` issues
+// step t's copies; `body(t)` runs step t once its stage has landed. An empty
+// commit group keeps wait<1> meaning "step t has landed" on the last step; the
+// barrier after the body keeps a stage from being refilled while a warp reads
+// it. The caller has issued and committed step 0's copies (beside anything
+// else the CTA loads first).
+template <class Copy, class Body>
+__device__ __forceinline__ void walk_double_buffered(int n_steps, Copy&& copy, Body&& body) {
+  for (int t = 0; t < n_steps; ++t) {
+    if (t + 1 < n_steps) copy(t + 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    body(t);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
+}
+
 template <int N>
 __device__ __forceinline__ void zero(float (&acc)[N][4]) {
 #pragma unroll
