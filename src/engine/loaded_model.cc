@@ -92,9 +92,6 @@ void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   else if (c.n_experts > 0 && (c.dim % kc::kMoeTileK != 0 || c.expert_ffn_dim % kc::kMoeTileK != 0))
     what = strformat("%s's experts of width %d over dim %d (the GPU's expert products take multiples of %d)",
                      c.architecture.c_str(), c.expert_ffn_dim, c.dim, kc::kMoeTileK);
-  else if (c.rope_freq_factors) what = "RoPE frequency factors (rope_freqs.weight, Llama 3.1's scaling)";
-  else if (c.rope_linear_scale != 1.0f) what = "linear RoPE scaling";
-  else if (c.rope_yarn.factor > 0) what = "YaRN RoPE scaling";
   else if (!c.layer_windows.empty() || c.final_logit_softcap > 0 || c.sandwich_norms ||
            c.activation != MlpActivation::kSilu || c.embedding_scale > 0 || c.attention_scale > 0)
     what = c.architecture + "'s layer options";

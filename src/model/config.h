@@ -34,6 +34,16 @@ struct YarnScaling {
   bool truncate = true;
 };
 
+// Llama 3.1's "llama3" scaling as config.json states it (GGUF files carry
+// its result, rope_freqs.weight): pairs whose wavelength exceeds
+// original_context / low_freq_factor divided by `factor`, those under
+// original_context / high_freq_factor kept, a smooth blend between.
+struct Llama3Scaling {
+  float factor = 0.0f;  // 0: none
+  float low_freq_factor = 1.0f, high_freq_factor = 4.0f;
+  int32_t original_context = 8192;
+};
+
 struct ModelConfig {
   std::string architecture;  // general.architecture: llama, qwen3, qwen3moe, gemma3 or gpt-oss
   std::string name;          // general.name
@@ -75,6 +85,8 @@ struct ModelConfig {
   float rope_linear_scale = 1.0f;
   // RoPE scaling "yarn" (factor 0: none); model/rope_scaling.h computes it.
   YarnScaling rope_yarn;
+  // RoPE scaling "llama3" from config.json (factor 0: none); the same.
+  Llama3Scaling rope_llama3;
   // Gemma 3: the stream starts as the embedding row times embedding_scale;
   // each sub-layer's output passes an RMSNorm of its own before the residual
   // add (sandwich_norms: post_attention_norm, post_ffw_norm); the gate is

@@ -107,6 +107,7 @@ void reject_unsupported(const JsonObject& cfg, const Architecture& arch) {
 struct RopeScale {
   float linear = 1.0f;
   YarnScaling yarn;
+  Llama3Scaling llama3;
 };
 
 double positive_number(const JsonObject& o, std::string_view key, std::optional<double> fallback) {
@@ -146,8 +147,24 @@ YarnScaling read_hf_yarn(const JsonObject& s, int32_t max_positions) {
   return y;
 }
 
+// Llama 3.1's scaling: transformers reads all four keys, and so do we; the
+// blend between the two wavelengths needs low_freq_factor < high_freq_factor.
+Llama3Scaling read_hf_llama3(const JsonObject& s) {
+  Llama3Scaling l;
+  l.factor = static_cast<float>(positive_number(s, "factor", std::nullopt));
+  l.low_freq_factor = static_cast<float>(positive_number(s, "low_freq_factor", std::nullopt));
+  l.high_freq_factor = static_cast<float>(positive_number(s, "high_freq_factor", std::nullopt));
+  if (!(l.low_freq_factor < l.high_freq_factor))
+    s.fail("high_freq_factor", strformat("is %g; it must exceed low_freq_factor (%g)",
+                                         static_cast<double>(l.high_freq_factor),
+                                         static_cast<double>(l.low_freq_factor)));
+  l.original_context = static_cast<int32_t>(
+      std::min(positive_number(s, "original_max_position_embeddings", std::nullopt), 1e9));
+  return l;
+}
+
 // One RoPE scaling object, parent[key]: "default", "linear" (positions
-// divided by its factor) or "yarn". Other kinds are refused by name.
+// divided by its factor), "yarn" or "llama3". Other kinds are refused by name.
 RopeScale rope_scale(const JsonObject& parent, std::string_view key, bool scaling_allowed, int32_t max_positions) {
   const JsonObject s = parent.object(key);
   const auto type = s.find("rope_type") ? s.get_string("rope_type") : s.get_string("type");
@@ -161,8 +178,13 @@ RopeScale rope_scale(const JsonObject& parent, std::string_view key, bool scalin
     r.yarn = read_hf_yarn(s, max_positions);
     return r;
   }
+  if (type == "llama3" && scaling_allowed) {
+    r.llama3 = read_hf_llama3(s);
+    return r;
+  }
   parent.fail(key, strformat("has type '%s', which is not supported (null, \"default\"%s)",
-                             type ? type->c_str() : "(none)", scaling_allowed ? ", \"linear\" or \"yarn\"" : ""));
+                             type ? type->c_str() : "(none)",
+                             scaling_allowed ? ", \"linear\", \"yarn\" or \"llama3\"" : ""));
 }
 
 // transformers 4.x writes rope_scaling (and rope_theta beside it), 5.x
@@ -360,6 +382,7 @@ ModelConfig read_hf_config(const std::string& path) {
   c.rope_freq_base = rope.theta;
   c.rope_linear_scale = rope.scale.linear;
   c.rope_yarn = rope.scale.yarn;
+  c.rope_llama3 = rope.scale.llama3;
   if (gemma && c.rope_yarn.factor > 0) cfg.fail("rope_scaling", "is YaRN, which Gemma 3's local layers do not take here");
   c.rope_local_freq_base = rope.local_theta;
   c.rms_eps = static_cast<float>(cfg.require_number("rms_norm_eps"));

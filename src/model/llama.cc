@@ -152,26 +152,10 @@ LlamaModel::LlamaModel(const GGUFFile& file, ModelConfig config)
   init_rope_factors();
 }
 
-// The global layers' frequency divisors: YaRN's, or Llama 3.1's factors times
-// a linear scaling's factor (null when all are absent).
+// The global layers' frequency divisors (model/rope_scaling.h).
 void LlamaModel::init_rope_factors() {
-  if (config_.rope_yarn.factor > 0) {
-    if (weights_.rope_factors != nullptr || config_.rope_local_freq_base > 0)
-      throw FileFormatError(strformat("%s: YaRN RoPE scaling together with %s is not supported", config_.name.c_str(),
-                                      weights_.rope_factors != nullptr ? "rope_freqs.weight" : "local RoPE bases"));
-    scaled_rope_factors_ = yarn_frequency_divisors(config_);
-    global_rope_factors_ = scaled_rope_factors_.data();
-    return;
-  }
-  if (config_.rope_linear_scale == 1.0f) {
-    global_rope_factors_ = weights_.rope_factors;
-    return;
-  }
-  const int pairs = config_.rope_dims / 2;
-  scaled_rope_factors_.assign(static_cast<size_t>(pairs), config_.rope_linear_scale);
-  if (weights_.rope_factors != nullptr)
-    for (int i = 0; i < pairs; ++i) scaled_rope_factors_[static_cast<size_t>(i)] *= weights_.rope_factors[i];
-  global_rope_factors_ = scaled_rope_factors_.data();
+  scaled_rope_factors_ = global_rope_divisors(config_, weights_.rope_factors);
+  global_rope_factors_ = scaled_rope_factors_.empty() ? nullptr : scaled_rope_factors_.data();
 }
 
 namespace {
@@ -296,7 +280,7 @@ void LlamaModel::forward(const ForwardBatch& batch, KVPool& kv_pool, float* logi
     for (int64_t i = 0; i < n * c.dim; ++i) x[i] *= c.embedding_scale;
   kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_freq_base, rope_cos_.data(), rope_sin_.data(),
                        global_rope_factors_);
-  if (const float m = c.rope_yarn.factor > 0 ? c.rope_yarn.attention_factor : 1.0f; m != 1.0f)
+  if (const float m = global_rope_magnitude(c); m != 1.0f)
     for (int64_t i = 0; i < n * (c.rope_dims / 2); ++i) rope_cos_[i] *= m, rope_sin_[i] *= m;
   if (c.rope_local_freq_base > 0)  // the sliding layers' own angles, unscaled
     kernels::rope_angles(b.positions.data(), n, c.rope_dims, c.rope_local_freq_base, local_cos_.data(),

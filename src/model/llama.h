@@ -106,7 +106,7 @@ class LlamaModel final : public Model {
   size_t hidden_size_ = 0;
   AlignedVector<float> rope_cos_, rope_sin_;  // [n_tokens, rope_dims / 2]: each token's angles, shared by the layers
   AlignedVector<float> local_cos_, local_sin_;  // the same for sliding-window layers with a RoPE base of their own
-  std::vector<float> scaled_rope_factors_;      // [rope_dims / 2] with linear RoPE scaling
+  std::vector<float> scaled_rope_factors_;      // [rope_dims / 2] with any RoPE scaling (model/rope_scaling.h)
   const float* global_rope_factors_ = nullptr;  // what divides the global layers' frequencies (null: nothing)
 };
 

@@ -15,7 +15,11 @@ both sides:
   d. Qwen3, bf16, head_dim 128 wider than hidden / heads, per-head q/k norms;
   e. Qwen3, fp16, head_dim 64, one KV head;
   f. Mixtral, bf16, 8 experts of width 192, 2 a token;
-  g. Qwen3-MoE, bf16, 16 experts of width 192, 4 a token (normalised top-k).
+  g. Qwen3-MoE, bf16, 16 experts of width 192, 4 a token (normalised top-k);
+  h. RoPE scalings over a small original context, so that the 40 positions
+     turn the scaled pairs far from the unscaled ones: Llama 3.1's "llama3"
+     (factor 8, original 64), "linear" (factor 4) on Llama, and "yarn"
+     (factor 8, original 32, its default attention factor) on Qwen3.
 
 Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
 7 over a cached prefix, and one token at a time (the split-KV decode kernel
@@ -37,7 +41,9 @@ by a wide margin. For Qwen3 the control is transformers with the q/k norms
 taken out (what a loader that ignores them computes): it must miss TOL by as
 wide a margin. For the experts it is the checkpoint with its experts listed
 in reverse (what a loader or a grouping kernel that hands a token's row to
-the wrong expert computes).
+the wrong expert computes). For a RoPE scaling it is the same checkpoint
+with the scaling taken out of config.json (what an engine that ignores it
+computes).
 
 The random weights are scaled so that the checks have teeth: initializer
 range 0.05 (attention neither uniform nor one-hot, so RoPE matters), norms
@@ -93,6 +99,16 @@ CASES = [
     dict(name="qwen3moe-bf16", arch="qwen3moe", dtype=torch.bfloat16, vocab=1100, hidden=256, ffn=192, layers=3,
          heads=4, kv_heads=2, head_dim=64, experts=16, chosen=4, tied=False, theta=1000000.0, shard=None,
          tokenizer=False, seed=7, context=2048),
+    dict(name="llama-rope-llama3", arch="llama", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=3,
+         heads=4, kv_heads=2, tied=False, theta=500000.0, shard=None, tokenizer=False, seed=8, context=2048,
+         rope=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                   original_max_position_embeddings=64)),
+    dict(name="llama-rope-linear", arch="llama", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=3,
+         heads=4, kv_heads=2, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=9, context=2048,
+         rope=dict(rope_type="linear", factor=4.0)),
+    dict(name="qwen3-rope-yarn", arch="qwen3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=3,
+         heads=4, kv_heads=2, head_dim=64, bias=False, tied=False, theta=1000000.0, shard=None, tokenizer=False,
+         seed=10, context=2048, rope=dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=32)),
 ]
 ROUTER_SCALE = 10.0
 
@@ -121,8 +137,9 @@ def build(case: dict, directory: Path) -> int:
     """Saves the case's checkpoint into `directory`; returns its vocabulary size."""
     directory.mkdir(parents=True)
     vocab = write_tokenizer(directory) if case["tokenizer"] else case["vocab"]
-    rope = ({"rope_parameters": {"rope_type": "default", "rope_theta": case["theta"]}} if TRANSFORMERS_5
-            else {"rope_theta": case["theta"]})
+    scaling = {"rope_type": "default", **case.get("rope", {})}
+    rope = ({"rope_parameters": {**scaling, "rope_theta": case["theta"]}} if TRANSFORMERS_5
+            else {"rope_theta": case["theta"], **({"rope_scaling": scaling} if "rope" in case else {})})
     common = dict(vocab_size=vocab, hidden_size=case["hidden"], intermediate_size=case["ffn"],
                   num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
                   num_key_value_heads=case["kv_heads"], max_position_embeddings=case.get("context", 256), rms_norm_eps=1e-5,
@@ -316,6 +333,21 @@ def check_experts_negative_control(exe: str, case: dict, directory: Path, ids: l
            max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
+def check_rope_scaling_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
+                               vocab: int, root: Path):
+    """The checkpoint with its RoPE scaling taken out of config.json."""
+    wrong = root / f"{case['name']}-unscaled"
+    shutil.copytree(directory, wrong)
+    config = json.loads((wrong / "config.json").read_text())
+    config.pop("rope_scaling", None)
+    if "rope_parameters" in config:
+        config["rope_parameters"] = {"rope_type": "default", "rope_theta": case["theta"]}
+    (wrong / "config.json").write_text(json.dumps(config))
+    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
+    record(f"{case['name']}: negative control (the scaling left out) misses the tolerance", float(rel.max()) > 3 * tol,
+           max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exactly", required=True)
@@ -341,6 +373,8 @@ def main() -> int:
                 directory, ids, ref, tol, vocab = check_case(a.exactly, case, root)
                 if case["name"] == "llama-bf16":
                     check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                if "rope" in case:
+                    check_rope_scaling_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if "experts" in case:
                     check_experts_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if case["arch"] == "qwen3":

@@ -51,7 +51,7 @@ def bind(lib):
     lib.exactly_cuda_rmsnorm.argtypes = [c_p, c_p, c_p, c_i64, c_int, c_f, c_p, c_p]
     lib.exactly_cuda_rope_store.argtypes = [c_p, c_p, c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_f, c_int, c_p,
                                             c_p, c_p, c_i64, c_int, c_p, c_p]
-    lib.exactly_cuda_rope_angles.argtypes = [c_p, c_i64, c_int, c_f, c_p, c_p]
+    lib.exactly_cuda_rope_angles.argtypes = [c_p, c_i64, c_int, c_f, c_p, c_f, c_p, c_p]
     lib.exactly_cuda_swiglu.argtypes = [c_p, c_i64, c_int, c_p, c_p]
     lib.exactly_cuda_argmax.argtypes = [c_p, c_i64, c_int, c_p, c_p]
 
@@ -207,7 +207,7 @@ def check_rope(lib):
                 # The engine's path: the angles from a table made once a pass.
                 # Its outputs must be the kernel's own, bit for bit.
                 angles = torch.full((n, rope_dims // 2, 2), float("nan"), device="cuda")
-                call(lib, "exactly_cuda_rope_angles", ptr(pos), n, rope_dims, base, ptr(angles), None)
+                call(lib, "exactly_cuda_rope_angles", ptr(pos), n, rope_dims, base, None, 1.0, ptr(angles), None)
                 q2, kc2, vc2 = torch.full_like(q, float("nan")), torch.full_like(kc, 7.0), torch.full_like(vc, 7.0)
                 call(lib, "exactly_cuda_rope_store", ptr(qkv), ptr(bias) if bias_on else None, ptr(pos), ptr(slots),
                      n, nh, nkv, hd, rope_dims, base, layout, ptr(q2), ptr(kc2), ptr(vc2), nb, bs, ptr(angles), None)
@@ -233,6 +233,36 @@ def check_rope(lib):
                 rest_ok = bool((kflat[untouched] == 7).all() and (vflat[untouched] == 7).all())
                 record(f"rope+store layout {layout} bias {int(bias_on)} hd {hd} rope_dims {rope_dims}",
                        q_ok and k_ok and v_ok and rest_ok, q=q_ok, k=k_ok, v=v_ok, other_slots_untouched=rest_ok)
+
+
+def check_scaled_rope_angles(lib):
+    """A scaled RoPE's angles (model/rope_scaling.h): each pair's frequency over
+    its divisor in float64, cosine and sine rounded to fp32, then times the
+    magnitude in fp32, as the CPU computes them. Against PyTorch in float64 with
+    the same roundings: equal but where the two libraries' float64 sines
+    round across an fp32 boundary (one fp32 ulp at most)."""
+    n, rope_dims, base = 61, 128, 500000.0
+    pos = torch.randint(0, 131072, (n,), device="cuda", dtype=torch.int32)
+    for divisors_on, magnitude in ((True, 1.0), (False, 1.2079), (True, 1.2079)):
+        divisors = (torch.rand(rope_dims // 2, device="cuda") * 31 + 1) if divisors_on else None
+        angles = torch.full((n, rope_dims // 2, 2), float("nan"), device="cuda")
+        call(lib, "exactly_cuda_rope_angles", ptr(pos), n, rope_dims, base, ptr(divisors) if divisors_on else None,
+             magnitude, ptr(angles), None)
+        i = torch.arange(rope_dims // 2, dtype=torch.float64)
+        freq = base ** (-2.0 * i / rope_dims)
+        if divisors_on:
+            freq = freq / divisors.cpu().double()
+        theta = pos.cpu().double()[:, None] * freq[None, :]
+        m = torch.tensor(magnitude, dtype=torch.float32)
+        want = torch.stack([theta.cos().float() * m, theta.sin().float() * m], dim=-1)
+        got = angles.cpu()
+        ulps = (got.view(torch.int32).long() - want.view(torch.int32).long()).abs()
+        record(f"scaled rope angles, divisors {int(divisors_on)} magnitude {magnitude}: within one fp32 ulp of float64",
+               bool(ulps.max() <= 1), max_ulps=int(ulps.max()), differing=int((ulps > 0).sum()))
+    # The control: the same table without the divisors must differ.
+    plain = torch.empty((n, rope_dims // 2, 2), device="cuda")
+    call(lib, "exactly_cuda_rope_angles", ptr(pos), n, rope_dims, base, None, 1.0, ptr(plain), None)
+    record("scaled rope angles control: the unscaled table differs", not torch.equal(plain, angles))
 
 
 def check_swiglu(lib):
@@ -309,7 +339,7 @@ def main() -> int:
     ap.add_argument("--bench", action="store_true")
     checks = {"gemm": check_gemm, "gemm-invariance": check_gemm_invariance,
               "gemm-canonical-rows": check_gemm_canonical_rows, "rmsnorm": check_rmsnorm,
-              "rope": check_rope, "swiglu": check_swiglu, "argmax": check_argmax}
+              "rope": check_rope, "scaled-rope": check_scaled_rope_angles, "swiglu": check_swiglu, "argmax": check_argmax}
     ap.add_argument("--only", help="comma-separated checks to run (for compute-sanitizer): " + ",".join(checks))
     a = ap.parse_args()
     chosen = a.only.split(",") if a.only else list(checks)

@@ -1,8 +1,10 @@
-"""Tiny GGUF mixtures of experts for the GPU (tests/cuda/check_gguf_experts.py):
-a Mixtral-style `llama` file and a `qwen3moe` file with the default model's
+"""Tiny GGUF files for the GPU (tests/cuda/check_gguf_experts.py): a
+Mixtral-style `llama` file and a `qwen3moe` file with the default model's
 tokenizer, F32 and Q8_0 tensors, at widths the GPU's expert products take
-(dim and expert width 64, heads of 64). Written on a machine with
-the `gguf` package (tests/e2e's writer), then carried to the GPU machine:
+(dim and expert width 64, heads of 64); and two scaled RoPEs, a `llama`
+file with Llama 3.1's rope_freqs.weight and a `qwen3` file with YaRN.
+Written on a machine with the `gguf` package (tests/e2e's writer), then
+carried to the GPU machine:
 
     python3 tests/cuda/expert_ggufs.py OUT_DIR [MODEL_GGUF]
 """
@@ -18,7 +20,8 @@ sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests" / "reference")]
 import test_architectures as ta  # noqa: E402
 from gguf import GGMLQuantizationType  # noqa: E402
 
-CASES = [("mixtral", GGMLQuantizationType.F32), ("qwen3moe", GGMLQuantizationType.Q8_0)]
+CASES = [("mixtral", GGMLQuantizationType.F32), ("qwen3moe", GGMLQuantizationType.Q8_0),
+         ("llama-rope-factors", GGMLQuantizationType.F32), ("qwen3-yarn", GGMLQuantizationType.F32)]
 
 
 def main() -> int:

@@ -172,6 +172,37 @@ def test_yarn_from_a_checkpoint_runs_as_the_reference_does(run_exactly, tmp_path
     assert (np.linalg.norm(got - unscaled.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
 
 
+def llama3_divisors(d: int, base: float, factor: float, low: float, high: float, original: int) -> np.ndarray:
+    """Llama 3.1's frequency divisors as its reference code defines them: pairs whose wavelength exceeds
+    original / low are divided by factor, those under original / high kept, a linear blend of the
+    frequency in between."""
+    wavelength = 2 * np.pi * base ** (2.0 * np.arange(d // 2) / d)
+    smooth = (original / wavelength - low) / (high - low)
+    blended = 1.0 / ((1 - smooth) / factor + smooth)
+    return np.where(wavelength < original / high, 1.0, np.where(wavelength > original / low, factor, blended))
+
+
+def test_llama3_rope_scaling_from_a_checkpoint_runs_as_the_reference_does(run_exactly, tmp_path):
+    """Llama 3.1's "llama3" scaling over a small original context: every regime (kept, blended, divided) met."""
+    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 32}
+    config = {**CONFIG, "rope_scaling": scaling}
+    model = tmp_path / "hf"
+    ref = reference(write_random_checkpoint(model, tensors(), config, seed=13), config)
+    divisors = llama3_divisors(64, 10000.0, 8.0, 1.0, 4.0, 32)
+    assert (divisors == 1).any() and (divisors == 8).any() and ((divisors > 1) & (divisors < 8)).any()
+    ref.w["rope_freqs.weight"] = divisors
+    ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8, 3, 7, 19, 6]
+    out = tmp_path / "logits.f32"
+    run_exactly(["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--out", out])
+    got = np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
+    want = ref.logits(ids)
+    scale = np.linalg.norm(want, axis=1)
+    assert (np.linalg.norm(got - want, axis=1) / scale).max() < REL_L2_BOUND
+    del ref.w["rope_freqs.weight"]  # the control: the same model unscaled is far away
+    assert (np.linalg.norm(got - ref.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
+
+
 @pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
                                   "Qwen3MoeForCausalLM", "Qwen3MoeForCausalLM:num_local_experts"])
 def test_the_cpu_runs_a_checkpoint_as_the_reference_does(run_exactly, tmp_path, arch):

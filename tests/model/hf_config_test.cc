@@ -252,13 +252,31 @@ TEST(HfConfig, MissingAndIllTypedKeysAreNamed) {
   EXPECT_HAS(error_of(edited(kLlama3_8B, "num_attention_heads", 24)), "24 does not divide hidden_size 4096");
 }
 
-TEST(HfConfig, RefusesWhatWouldComputeSomethingElse) {
+// Llama 3.1's config.json: its scaling read, then each key it needs refused when missing or wrong.
+TEST(HfConfig, Llama3RopeScaling) {
   const json llama31_scaling = {{"factor", 8.0},
                                 {"low_freq_factor", 1.0},
                                 {"high_freq_factor", 4.0},
                                 {"original_max_position_embeddings", 8192},
                                 {"rope_type", "llama3"}};
-  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", llama31_scaling)), "'rope_scaling' has type 'llama3'");
+  const ModelConfig c = read_hf_config(edited(kLlama3_8B, "rope_scaling", llama31_scaling));
+  EXPECT_EQ(c.rope_llama3.factor, 8.0f);
+  EXPECT_EQ(c.rope_llama3.low_freq_factor, 1.0f);
+  EXPECT_EQ(c.rope_llama3.high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_llama3.original_context, 8192);
+  for (const char* key : {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}) {
+    json missing = llama31_scaling;
+    missing.erase(key);
+    EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", missing)), std::string("'rope_scaling.") + key + "' is missing");
+  }
+  json inverted = llama31_scaling;
+  inverted["high_freq_factor"] = 0.5;
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", inverted)), "must exceed low_freq_factor");
+  inverted["high_freq_factor"] = -4.0;
+  EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", inverted)), "positive");
+}
+
+TEST(HfConfig, RefusesWhatWouldComputeSomethingElse) {
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "longrope"}, {"factor", 2.0}})), "type 'longrope'");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}})), "'rope_scaling.factor' is missing");
   EXPECT_HAS(error_of(edited(kLlama3_8B, "rope_scaling", {{"type", "linear"}, {"factor", -2.0}})), "positive");
@@ -402,8 +420,8 @@ TEST(HfConfig, Transformers5RopeParameters) {
   EXPECT_EQ(read_hf_config(write_config(j.dump())).rope_freq_base, 5e5f);
   j["rope_theta"] = 250000.0;  // the top-level key, when both are written, wins
   EXPECT_EQ(read_hf_config(write_config(j.dump())).rope_freq_base, 2.5e5f);
-  j["rope_parameters"]["rope_type"] = "llama3";
-  EXPECT_HAS(error_of(write_config(j.dump())), "'rope_parameters' has type 'llama3'");
+  j["rope_parameters"]["rope_type"] = "longrope";
+  EXPECT_HAS(error_of(write_config(j.dump())), "'rope_parameters' has type 'longrope'");
 }
 
 TEST(HfConfig, UnreadableFilesNameThePath) {

@@ -148,8 +148,9 @@ extern "C" int exactly_cuda_rope_store(const void* qkv, const float* bias, const
 }
 
 extern "C" int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base,
-                                        void* out, void* stream) {
-  return exactly::capi::guarded([&] { rope_angles(positions, n_tokens, rope_dims, freq_base, out, stream_of(stream)); });
+                                        const float* divisors, float magnitude, void* out, void* stream) {
+  return exactly::capi::guarded(
+      [&] { rope_angles(positions, n_tokens, rope_dims, freq_base, out, stream_of(stream), divisors, magnitude); });
 }
 
 extern "C" int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream) {

@@ -92,9 +92,11 @@ int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* p
                             int64_t n_tokens, int n_heads, int n_kv_heads, int head_dim, int rope_dims,
                             float freq_base, int layout, void* q_out, void* k_cache, void* v_cache,
                             int64_t num_blocks, int block_size, const void* angles, void* stream);
-/* (cos, sin) fp32 pairs [n_tokens, rope_dims / 2] of each position's angles. */
-int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
-                             void* stream);
+/* (cos, sin) fp32 pairs [n_tokens, rope_dims / 2] of each position's angles;
+   divisors (fp32 [rope_dims / 2], or NULL) divide each pair's frequency and
+   magnitude multiplies each cosine and sine (a scaled RoPE; 1: none). */
+int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base,
+                             const float* divisors, float magnitude, void* out, void* stream);
 int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream);
 int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream);
 

@@ -124,14 +124,27 @@ __device__ __forceinline__ float2 rope_angle(int32_t pos, int i, int rope_dims, 
   return make_float2(static_cast<float>(c), static_cast<float>(s));
 }
 
+// With a scaling: pair i's frequency over divisors[i] (float64), each
+// rounded cosine and sine times `magnitude` (fp32), as the CPU computes them.
+__device__ __forceinline__ float2 scaled_rope_angle(int32_t pos, int i, int rope_dims, float freq_base,
+                                                    float divisor, float magnitude) {
+  const double freq = pow(static_cast<double>(freq_base), -2.0 * i / rope_dims) / static_cast<double>(divisor);
+  double s, c;
+  sincos(static_cast<double>(pos) * freq, &s, &c);
+  return make_float2(__fmul_rn(static_cast<float>(c), magnitude), __fmul_rn(static_cast<float>(s), magnitude));
+}
+
 __global__ void rope_angles_kernel(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base,
-                                   float2* out) {
+                                   const float* divisors, float magnitude, float2* out) {
   wait_for_predecessor();
   release_dependents();
   const int half = rope_dims / 2;
   for (int64_t t = blockIdx.y; t < n_tokens; t += gridDim.y)
     for (int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x); i < half; i += gridDim.x * blockDim.x)
-      out[t * half + i] = rope_angle(positions[t], i, rope_dims, freq_base);
+      out[t * half + i] = divisors == nullptr && magnitude == 1.0f
+                              ? rope_angle(positions[t], i, rope_dims, freq_base)
+                              : scaled_rope_angle(positions[t], i, rope_dims, freq_base,
+                                                  divisors == nullptr ? 1.0f : divisors[i], magnitude);
 }
 
 // (x0, x1) rotated by the angle whose cosine and sine are cs, each product
@@ -497,13 +510,14 @@ void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaS
 }
 
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const float* divisors, float magnitude) {
   EXACTLY_CUDA_REQUIRE(rope_dims % 2 == 0 && rope_dims > 0 && rope_dims <= 256, "rope_angles: rope_dims %d",
                        rope_dims);
   if (n_tokens == 0) return;
   const dim3 grid(1, static_cast<unsigned>(std::min<int64_t>(n_tokens, 65535)));
   launch_dependent("rope_angles", LaunchRole::kOther, rope_angles_kernel, grid, std::max(32, rope_dims / 2), 0,
-                   stream, positions, n_tokens, rope_dims, freq_base, static_cast<float2*>(out));
+                   stream, positions, n_tokens, rope_dims, freq_base, divisors, magnitude,
+                   static_cast<float2*>(out));
 }
 
 void row_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, cudaStream_t stream,

@@ -58,8 +58,12 @@ void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaS
 // The cosines and sines of rope_and_store's angles for each position, the
 // same bits it computes itself: a pass computes them once for all its
 // layers. out: fp32 pairs [n_tokens, rope_dims / 2].
+// A scaled RoPE (model/rope_scaling.h) gives `divisors` (device, fp32
+// [rope_dims / 2]; null: none), each dividing its pair's frequency in
+// float64, and `magnitude`, multiplying each rounded cosine and sine in fp32:
+// the CPU kernels' order of operations, so both engines rotate alike.
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,
-                 cudaStream_t stream);
+                 cudaStream_t stream, const float* divisors = nullptr, float magnitude = 1.0f);
 
 // Qwen3's per-head RMSNorm: every q and k head of every token, in place in
 // the bf16 qkv rows [n_tokens, (n_heads + 2 n_kv_heads) head_dim], becomes

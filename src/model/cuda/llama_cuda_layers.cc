@@ -7,6 +7,7 @@
 #include "model/cuda/cuda_attention_plan.h"
 #include "model/cuda/kv_pool_cuda.h"
 #include "model/cuda/weight_layout.h"
+#include "model/rope_scaling.h"
 
 namespace exactly {
 
@@ -16,7 +17,18 @@ CudaLlamaLayers::CudaLlamaLayers(const ModelConfig& config, bool deterministic)
     : config_(config), rope_layout_(config.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit
                                                                                  : kc::RopeLayout::kAdjacentPairs),
       gemm_(std::make_unique<kc::Gemm>(deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest)),
-      scale_(1.0f / std::sqrt(static_cast<float>(config.head_dim))) {}
+      scale_(1.0f / std::sqrt(static_cast<float>(config.head_dim))) {
+  set_rope_scaling(nullptr);
+}
+
+void CudaLlamaLayers::set_rope_scaling(const float* file_factors) {
+  const std::vector<float> divisors = global_rope_divisors(config_, file_factors);
+  rope_magnitude_ = global_rope_magnitude(config_);
+  rope_divisors_ = kc::DeviceBuffer(divisors.size() * sizeof(float), "RoPE divisors");
+  if (!divisors.empty())
+    kc::check_cuda(cudaMemcpy(rope_divisors_.get(), divisors.data(), rope_divisors_.bytes(), cudaMemcpyHostToDevice),
+                   "uploading RoPE divisors");
+}
 
 uint8_t* CudaLlamaLayers::allocate_weights(const WeightLayout& layout) {
   weights_ = kc::DeviceBuffer(layout.total, "the weights");
@@ -104,7 +116,8 @@ void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, con
   const ModelConfig& c = config_;
   const int64_t n = step.n;
   embed(step, stream);
-  kc::rope_angles(step.positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream);  // once for all layers
+  kc::rope_angles(step.positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream,  // once for all layers
+                  rope_divisors_.as<float>(), rope_magnitude_);
   for (int l = 0; l < num_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const kc::PagedKVDevice cache = kv.layer(l);

@@ -35,6 +35,10 @@ class CudaLlamaLayers final : public CudaArchitecture {
   void borrow_vocab_tables(const CudaLlamaLayers& target);
   // Bytes of the weights a pass reads (all but the embedding table, unless tied).
   int64_t weight_bytes() const { return weight_bytes_; }
+  // The RoPE scaling of the config (model/rope_scaling.h), with a GGUF file's
+  // rope_freqs.weight when it has one (`file_factors`, [rope_dims / 2] on
+  // the host; null: none). The constructor sets the config's alone.
+  void set_rope_scaling(const float* file_factors);
 
   void allocate_activations(int64_t tokens, int32_t head_rows) override;
   void prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) override;
@@ -80,6 +84,8 @@ class CudaLlamaLayers final : public CudaArchitecture {
   std::unique_ptr<kernels::cuda::Gemm> gemm_;
   float scale_;                          // attention's 1 / sqrt(head_dim)
   kernels::cuda::DeviceBuffer weights_;  // every tensor, in one allocation
+  kernels::cuda::DeviceBuffer rope_divisors_;  // fp32 [rope_dims / 2] of a scaled RoPE; empty: unscaled
+  float rope_magnitude_ = 1.0f;                // what multiplies every cosine and sine (YaRN's)
   int64_t weight_bytes_ = 0;
   void* token_embd_ = nullptr;    // bf16 [vocab, dim]
   void* output_ = nullptr;        // bf16 [vocab, dim] (token_embd_ when tied)

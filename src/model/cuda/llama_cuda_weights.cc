@@ -34,6 +34,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_gguf(const GGUFFile& file, 
   put.vector(layout.output_norm, w.output_norm, c.dim);
   for (int l = 0; l < c.n_layers; ++l)
     upload_layer(put, layout.layers[static_cast<size_t>(l)], w.layers[static_cast<size_t>(l)], c);
+  if (w.rope_factors != nullptr) m->layers_->set_rope_scaling(w.rope_factors);
   return m;
 }
 
