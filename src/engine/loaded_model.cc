@@ -83,8 +83,7 @@ std::unique_ptr<Tokenizer> hf_tokenizer(const std::filesystem::path& dir, const 
 // name on the GPU rather than computed as another model.
 void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   std::string what;
-  if (c.architecture == "gemma3") what = "gemma3 (sliding windows, sandwich norms, GeGLU)";
-  else if (c.architecture == "gpt-oss") what = "gpt-oss (attention sinks, sliding windows, biased experts)";
+  if (c.architecture == "gpt-oss") what = "gpt-oss (attention sinks, sliding windows, biased experts)";
   else if (c.n_experts > 0 && (c.expert_biases || c.n_experts > kc::kMoeMaxExperts || c.n_experts_used > kc::kMoeMaxChosen))
     what = strformat("%s's experts (%d of %d a token, biases %s; the GPU takes at most %d of %d, no biases)",
                      c.architecture.c_str(), c.n_experts_used, c.n_experts, c.expert_biases ? "yes" : "no",
@@ -92,9 +91,7 @@ void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   else if (c.n_experts > 0 && (c.dim % kc::kMoeTileK != 0 || c.expert_ffn_dim % kc::kMoeTileK != 0))
     what = strformat("%s's experts of width %d over dim %d (the GPU's expert products take multiples of %d)",
                      c.architecture.c_str(), c.expert_ffn_dim, c.dim, kc::kMoeTileK);
-  else if (!c.layer_windows.empty() || c.final_logit_softcap > 0 || c.sandwich_norms ||
-           c.activation != MlpActivation::kSilu || c.embedding_scale > 0 || c.attention_scale > 0)
-    what = c.architecture + "'s layer options";
+  else if (c.activation == MlpActivation::kClampedSwiglu) what = c.architecture + "'s clamped SwiGLU";
   if (!what.empty())
     throw Error(strformat("%s: %s run on --device cpu only so far", path.c_str(), what.c_str()), ExitCode::kUsage);
 }

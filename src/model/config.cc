@@ -252,7 +252,6 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
 void cap_context_at_windows(ModelConfig& c) {
   for (int32_t w : c.layer_windows)
     if (w > 0) c.context_length = std::min(c.context_length, w);
-  c.layer_windows.clear();
 }
 
 }  // namespace exactly

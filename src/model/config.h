@@ -130,8 +130,9 @@ struct ModelConfig {
 };
 
 // For kernels that compute no sliding window (the GPU's): the context capped
-// at the smallest window, below which every window is full attention, and the
-// windows dropped. Exact, at the price of the context.
+// at the smallest window, below which every window is full attention. Exact,
+// at the price of the context. The windows stay (they say which layers rotate
+// at rope_local_freq_base), and no key ever falls out of one.
 void cap_context_at_windows(ModelConfig& c);
 
 }  // namespace exactly

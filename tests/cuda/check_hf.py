@@ -19,7 +19,12 @@ both sides:
   h. RoPE scalings over a small original context, so that the 40 positions
      turn the scaled pairs far from the unscaled ones: Llama 3.1's "llama3"
      (factor 8, original 64), "linear" (factor 4) on Llama, and "yarn"
-     (factor 8, original 32, its default attention factor) on Qwen3.
+     (factor 8, original 32, its default attention factor) on Qwen3;
+  i. Gemma 3 text, bf16, head_dim 64, its sandwich norms (1 + w), GeGLU,
+     embedding scale, query_pre_attn_scalar 48 (not head_dim), sliding
+     layers with their own RoPE base beside global ones (one of them with
+     linear scaling), a window of 64 (the GPU caps the context there, where
+     every window is full attention).
 
 Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
 7 over a cached prefix, and one token at a time (the split-KV decode kernel
@@ -109,6 +114,12 @@ CASES = [
     dict(name="qwen3-rope-yarn", arch="qwen3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=3,
          heads=4, kv_heads=2, head_dim=64, bias=False, tied=False, theta=1000000.0, shard=None, tokenizer=False,
          seed=10, context=2048, rope=dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=32)),
+    dict(name="gemma3-bf16", arch="gemma3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4, heads=4,
+         kv_heads=2, head_dim=64, scalar=48, window=64, tied=True, theta=1000000.0, shard=None, tokenizer=False,
+         seed=11, context=2048),
+    dict(name="gemma3-linear-bf16", arch="gemma3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4,
+         heads=4, kv_heads=1, head_dim=64, scalar=64, window=64, tied=True, theta=1000000.0, shard=None,
+         tokenizer=False, seed=12, context=2048, rope=dict(rope_type="linear", factor=8.0)),
 ]
 ROUTER_SCALE = 10.0
 
@@ -140,6 +151,12 @@ def build(case: dict, directory: Path) -> int:
     scaling = {"rope_type": "default", **case.get("rope", {})}
     rope = ({"rope_parameters": {**scaling, "rope_theta": case["theta"]}} if TRANSFORMERS_5
             else {"rope_theta": case["theta"], **({"rope_scaling": scaling} if "rope" in case else {})})
+    if case["arch"] == "gemma3":  # a RoPE of each layer type; the scaling on the global layers only
+        local = {"rope_type": "default", "rope_theta": 10000.0}
+        rope = ({"rope_parameters": {"full_attention": {**scaling, "rope_theta": case["theta"]},
+                                     "sliding_attention": local}} if TRANSFORMERS_5
+                else {"rope_theta": case["theta"], "rope_local_base_freq": 10000.0,
+                      **({"rope_scaling": scaling} if "rope" in case else {})})
     common = dict(vocab_size=vocab, hidden_size=case["hidden"], intermediate_size=case["ffn"],
                   num_hidden_layers=case["layers"], num_attention_heads=case["heads"],
                   num_key_value_heads=case["kv_heads"], max_position_embeddings=case.get("context", 256), rms_norm_eps=1e-5,
@@ -161,6 +178,14 @@ def build(case: dict, directory: Path) -> int:
                                 moe_intermediate_size=case["ffn"], norm_topk_prob=True, decoder_sparse_step=1,
                                 mlp_only_layers=[], **common)
         cls = Qwen3MoeForCausalLM
+    elif case["arch"] == "gemma3":
+        from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+        kinds = ["sliding_attention", "full_attention"] * (case["layers"] // 2)
+        config = Gemma3TextConfig(head_dim=case["head_dim"], query_pre_attn_scalar=case["scalar"],
+                                  sliding_window=case["window"], layer_types=kinds,
+                                  hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=None,
+                                  attn_logit_softcapping=None, **common)
+        cls = Gemma3ForCausalLM
     else:
         config, cls = LlamaConfig(**common), LlamaForCausalLM
     torch.manual_seed(case["seed"])

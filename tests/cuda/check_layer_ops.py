@@ -53,6 +53,8 @@ def bind(lib):
                                             c_p, c_p, c_i64, c_int, c_p, c_p]
     lib.exactly_cuda_rope_angles.argtypes = [c_p, c_i64, c_int, c_f, c_p, c_f, c_p, c_p]
     lib.exactly_cuda_swiglu.argtypes = [c_p, c_i64, c_int, c_p, c_p]
+    lib.exactly_cuda_geglu.argtypes = [c_p, c_i64, c_int, c_p, c_p]
+    lib.exactly_cuda_add_rmsnorm.argtypes = [c_p, c_p, c_i64, c_int, c_f, c_p, c_p]
     lib.exactly_cuda_argmax.argtypes = [c_p, c_i64, c_int, c_p, c_p]
 
 
@@ -280,6 +282,43 @@ def check_swiglu(lib):
         record(f"swiglu {n} x {ffn}", bool((excess <= 0).all()), worst_excess=f"{err:.2e}")
 
 
+def check_geglu(lib):
+    """GELU's tanh form times up (Gemma 3's gate), within one bf16 rounding of float64."""
+    for n, ffn in ((33, 10240), (5, 1003)):
+        gu = (torch.randn(n, 2 * ffn, device="cuda") * 3).bfloat16()
+        out = torch.full((n, ffn), float("nan"), device="cuda", dtype=torch.bfloat16)
+        call(lib, "exactly_cuda_geglu", ptr(gu), n, ffn, ptr(out), None)
+        g, u = gu[:, :ffn].double(), gu[:, ffn:].double()
+        ref = 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3))) * u
+        excess = (out.double() - ref).abs() - (2**-8 * ref.abs() + 1e-6)
+        record(f"geglu {n} x {ffn}", bool((excess <= 0).all()), worst_excess=f"{excess.max().item():.2e}")
+        silu = torch.full_like(out, float("nan"))
+        call(lib, "exactly_cuda_swiglu", ptr(gu), n, ffn, ptr(silu), None)
+        record(f"geglu {n} x {ffn} control: SwiGLU's output differs", not torch.equal(silu, out))
+
+
+def check_add_rmsnorm(lib):
+    """x += rmsnorm(y) * w in fp32 (the sandwich norms' add): within fp32's bound of float64, and a row's bits
+    the same in a pass of one row as among others."""
+    for n, dim in ((1, 576), (64, 2560), (3, 1001)):
+        y = torch.randn(n, dim, device="cuda") * 3
+        x0 = torch.randn(n, dim, device="cuda")
+        wt = torch.rand(dim, device="cuda") + 0.5
+        eps = 1e-6
+        x = x0.clone()
+        call(lib, "exactly_cuda_add_rmsnorm", ptr(y), ptr(wt), n, dim, eps, ptr(x), None)
+        normed = y.double() / torch.sqrt((y.double() ** 2).mean(1, keepdim=True) + eps) * wt.double()
+        ref = x0.double() + normed
+        # fp32: the sum of squares within dim u (u = 2^-24), halved by the root; rsqrt, the two products and
+        # the add a few u more.
+        bound = (dim * 2**-25 + 2**-21) * normed.abs() + 2**-23 * ref.abs() + 1e-30
+        record(f"add_rmsnorm {n}x{dim}", bool(((x.double() - ref).abs() <= bound).all()),
+               max_abs=f"{(x.double() - ref).abs().max().item():.2e}")
+        one = x0[-1:].clone()
+        call(lib, "exactly_cuda_add_rmsnorm", ptr(y[-1:].contiguous()), ptr(wt), 1, dim, eps, ptr(one), None)
+        record(f"add_rmsnorm {n}x{dim}: the last row alone has the same bits", torch.equal(one, x[-1:]))
+
+
 def check_argmax(lib):
     rows, vocab = 64, 128256
     logits = torch.randn(rows, vocab, device="cuda")
@@ -339,7 +378,8 @@ def main() -> int:
     ap.add_argument("--bench", action="store_true")
     checks = {"gemm": check_gemm, "gemm-invariance": check_gemm_invariance,
               "gemm-canonical-rows": check_gemm_canonical_rows, "rmsnorm": check_rmsnorm,
-              "rope": check_rope, "scaled-rope": check_scaled_rope_angles, "swiglu": check_swiglu, "argmax": check_argmax}
+              "rope": check_rope, "scaled-rope": check_scaled_rope_angles, "swiglu": check_swiglu,
+              "geglu": check_geglu, "add-rmsnorm": check_add_rmsnorm, "argmax": check_argmax}
     ap.add_argument("--only", help="comma-separated checks to run (for compute-sanitizer): " + ",".join(checks))
     a = ap.parse_args()
     chosen = a.only.split(",") if a.only else list(checks)

@@ -144,12 +144,13 @@ def test_a_request_keeps_its_bits_alone_among_others_chunked_and_cached(model, r
     assert_request_keeps_its_bits(run_exactly, path, tmp_path)
 
 
-def test_the_gpu_refuses_it_by_name(model, exactly_bin):
+def test_the_gpu_does_not_refuse_it(model, exactly_bin):
+    """Gemma 3 runs on the GPU (tests/cuda/check_hf.py checks it against transformers there); a machine
+    without one says so, not that the architecture is CPU-only."""
     _, path, _ = model
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "--device", "cuda"],
                        capture_output=True, text=True, timeout=120)
-    assert "gemma3" in p.stderr and "--device cpu" in p.stderr, p.stderr
-    assert p.returncode == 64
+    assert "only so far" not in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("key, value, needle", [

@@ -178,7 +178,7 @@ TEST(HfConfig, MistralSlidesEveryLayerOverTheWholeContext) {
   EXPECT_EQ(c.kv_window(), 4096) << "every layer slides: blocks before the window can go";
   cap_context_at_windows(c);  // the GPU's way: exact below the window
   EXPECT_EQ(c.context_length, 4096);
-  EXPECT_TRUE(c.layer_windows.empty());
+  EXPECT_EQ(c.layer_windows, std::vector<int32_t>(32, 4096)) << "the windows stay; none cuts the capped context";
   const ModelConfig unset = read_hf_config(edited(kMistral7B_v01, "sliding_window", nullptr));
   EXPECT_EQ(unset.context_length, 32768);
   EXPECT_TRUE(unset.layer_windows.empty());

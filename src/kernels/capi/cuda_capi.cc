@@ -153,6 +153,17 @@ extern "C" int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_toke
       [&] { rope_angles(positions, n_tokens, rope_dims, freq_base, out, stream_of(stream), divisors, magnitude); });
 }
 
+extern "C" int exactly_cuda_geglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream) {
+  return exactly::capi::guarded([&] {
+    gated_activation(gate_up, n_tokens, ffn_dim, out, GateActivation::kGeluTanh, stream_of(stream));
+  });
+}
+
+extern "C" int exactly_cuda_add_rmsnorm(const float* y, const float* weight, int64_t n, int dim, float eps, float* x,
+                                        void* stream) {
+  return exactly::capi::guarded([&] { add_rmsnorm_f32(y, weight, n, dim, eps, x, stream_of(stream)); });
+}
+
 extern "C" int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream) {
   return exactly::capi::guarded([&] { swiglu(gate_up, n_tokens, ffn_dim, out, stream_of(stream)); });
 }

@@ -98,6 +98,11 @@ int exactly_cuda_rope_store(const void* qkv, const float* bias, const int32_t* p
 int exactly_cuda_rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base,
                              const float* divisors, float magnitude, void* out, void* stream);
 int exactly_cuda_swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream);
+/* GeGLU: out = bf16(gelu_tanh(gate) * up), gate_up bf16 [n_tokens, 2 ffn_dim]. */
+int exactly_cuda_geglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, void* stream);
+/* x[i] += rmsnorm(y[i]) * weight, fp32 [n, dim] (a sandwich norm's residual add). */
+int exactly_cuda_add_rmsnorm(const float* y, const float* weight, int64_t n, int dim, float eps, float* x,
+                             void* stream);
 int exactly_cuda_argmax(const float* logits, int64_t rows, int vocab, int32_t* out, void* stream);
 
 /* Samples one token per row of logits [rows, vocab] (fp32, overwritten with

@@ -18,14 +18,15 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kRowThreads = 256;
 
-__global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int dim, int vocab, float* x) {
+__global__ void embedding_kernel(const bf16* table, const int32_t* tokens, int dim, int vocab, float scale,
+                                 float* x) {
   wait_for_predecessor();
   release_dependents();
   const int64_t t = blockIdx.x;
   const int32_t id = tokens[t];
   const bool valid = id >= 0 && id < vocab;
   for (int i = threadIdx.x; i < dim; i += blockDim.x)
-    x[t * dim + i] = valid ? __bfloat162float(table[int64_t{id} * dim + i]) : 0.0f;
+    x[t * dim + i] = valid ? __fmul_rn(__bfloat162float(table[int64_t{id} * dim + i]), scale) : 0.0f;
 }
 
 // out[t] = [table[tokens[t]] | side[t]], bf16 rows of 2 dim: a draft head's
@@ -71,8 +72,11 @@ __device__ float block_sum(float v) {
 // never on the batch.
 constexpr int kNormVectors = 8;
 
+// kAddF32: out is the fp32 stream [n, dim] and takes the normed row added
+// (each product and the sum rounded on its own); else out is bf16 [n, dim].
+template <bool kAddF32>
 __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, const float* weight, const int32_t* rows,
-                                                               int dim, float eps, bool vectorised, bf16* out) {
+                                                               int dim, float eps, bool vectorised, void* out_rows) {
   wait_for_predecessor();
   release_dependents();
   const int64_t i = blockIdx.x;
@@ -97,21 +101,38 @@ __global__ void __launch_bounds__(kRowThreads) rmsnorm_kernel(const float* x, co
     }
     const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
     const auto* wv = reinterpret_cast<const float4*>(weight);
-    auto* o = reinterpret_cast<__nv_bfloat162*>(out + i * dim);
 #pragma unroll
     for (int u = 0; u < kNormVectors; ++u) {
       const int j = threadIdx.x + u * kRowThreads;
       if (j >= vectors) break;
       const float4 g = wv[j];
-      o[2 * j] = __floats2bfloat162_rn(v[u].x * inv * g.x, v[u].y * inv * g.y);
-      o[2 * j + 1] = __floats2bfloat162_rn(v[u].z * inv * g.z, v[u].w * inv * g.w);
+      if constexpr (kAddF32) {
+        float4* o = reinterpret_cast<float4*>(static_cast<float*>(out_rows) + i * dim) + j;
+        float4 acc = *o;
+        acc.x = __fadd_rn(acc.x, __fmul_rn(__fmul_rn(v[u].x, inv), g.x));
+        acc.y = __fadd_rn(acc.y, __fmul_rn(__fmul_rn(v[u].y, inv), g.y));
+        acc.z = __fadd_rn(acc.z, __fmul_rn(__fmul_rn(v[u].z, inv), g.z));
+        acc.w = __fadd_rn(acc.w, __fmul_rn(__fmul_rn(v[u].w, inv), g.w));
+        *o = acc;
+      } else {
+        auto* o = reinterpret_cast<__nv_bfloat162*>(static_cast<bf16*>(out_rows) + i * dim);
+        o[2 * j] = __floats2bfloat162_rn(v[u].x * inv * g.x, v[u].y * inv * g.y);
+        o[2 * j + 1] = __floats2bfloat162_rn(v[u].z * inv * g.z, v[u].w * inv * g.w);
+      }
     }
     return;
   }
   float ss = 0.0f;
   for (int j = threadIdx.x; j < dim; j += kRowThreads) ss += xr[j] * xr[j];
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(dim) + eps);
-  for (int j = threadIdx.x; j < dim; j += kRowThreads) out[i * dim + j] = __float2bfloat16(xr[j] * inv * weight[j]);
+  for (int j = threadIdx.x; j < dim; j += kRowThreads) {
+    if constexpr (kAddF32) {
+      float* o = static_cast<float*>(out_rows) + i * dim + j;
+      *o = __fadd_rn(*o, __fmul_rn(__fmul_rn(xr[j], inv), weight[j]));
+    } else {
+      static_cast<bf16*>(out_rows)[i * dim + j] = __float2bfloat16(xr[j] * inv * weight[j]);
+    }
+  }
 }
 
 // The angle of pair i at position pos: float64 like the CPU kernel, cosine and
@@ -340,17 +361,26 @@ __global__ void __launch_bounds__(kHeadNormWarps * 32) head_rmsnorm_kernel(HeadN
     if (lane + 32 * u < hd) row[lane + 32 * u] = __float2bfloat16(v[u] * inv * w[lane + 32 * u]);
 }
 
-__device__ __forceinline__ bf16 swiglu_one(bf16 g_in, bf16 u_in) {
+// The gate of a gated MLP: silu(g), or GELU's tanh form written as
+// g / (1 + exp(-2u)), u = sqrt(2/pi) (g + 0.044715 g^3), the CPU's operations
+// in the CPU's order.
+template <bool kGelu>
+__device__ __forceinline__ bf16 gate_one(bf16 g_in, bf16 u_in) {
   const float g = __bfloat162float(g_in), u = __bfloat162float(u_in);
-  return __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  if constexpr (kGelu) {
+    const float t = (g * g * g * 0.044715f + g) * -1.5957691216057308f;
+    return __float2bfloat16(g / (1.0f + __expf(t)) * u);
+  } else {
+    return __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
 }
 
 // Tokens along y, each token's elements along x, V at a time: 16-byte loads
 // and stores when V is 8. (One thread per element with a 64-bit division
 // to find its token ran at 1.85 TB/s on 8,192 tokens;
 // docs/journal/benchmarks-record.md §6.)
-template <int V>
-__global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
+template <int V, bool kGelu>
+__global__ void gated_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf16* out) {
   wait_for_predecessor();
   release_dependents();
   const int per_token = ffn / V;
@@ -366,10 +396,10 @@ __global__ void swiglu_kernel(const bf16* gate_up, int64_t n_tokens, int ffn, bf
         uint4 ov;
         bf16* o = reinterpret_cast<bf16*>(&ov);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) o[e] = swiglu_one(g[e], u[e]);
+        for (int e = 0; e < 8; ++e) o[e] = gate_one<kGelu>(g[e], u[e]);
         reinterpret_cast<uint4*>(o_row)[j] = ov;
       } else {
-        o_row[j] = swiglu_one(g_row[j], u_row[j]);
+        o_row[j] = gate_one<kGelu>(g_row[j], u_row[j]);
       }
     }
   }
@@ -438,10 +468,10 @@ unsigned grid_for(int64_t n, int threads) {
 }  // namespace
 
 void embedding_lookup(const void* table, const int32_t* tokens, int64_t n_tokens, int dim, int vocab, float* x,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, float scale) {
   if (n_tokens == 0) return;
   embedding_kernel<<<static_cast<unsigned>(n_tokens), 256, 0, stream>>>(static_cast<const bf16*>(table), tokens, dim,
-                                                                        vocab, x);
+                                                                        vocab, scale, x);
   check_launch("embedding_lookup");
 }
 
@@ -457,8 +487,32 @@ void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int6
                   cudaStream_t stream) {
   if (n == 0) return;
   const bool vectorised = dim % 4 == 0 && dim <= kNormVectors * 4 * kRowThreads && aligned16(x) && aligned16(weight);
-  launch_dependent("rmsnorm_bf16", LaunchRole::kOther, rmsnorm_kernel, static_cast<unsigned>(n), kRowThreads, 0,
-                   stream, x, weight, rows, dim, eps, vectorised, static_cast<bf16*>(out));
+  launch_dependent("rmsnorm_bf16", LaunchRole::kOther, rmsnorm_kernel<false>, static_cast<unsigned>(n), kRowThreads,
+                   0, stream, x, weight, rows, dim, eps, vectorised, out);
+}
+
+void add_rmsnorm_f32(const float* y, const float* weight, int64_t n, int dim, float eps, float* x,
+                     cudaStream_t stream) {
+  if (n == 0) return;
+  const bool vectorised =
+      dim % 4 == 0 && dim <= kNormVectors * 4 * kRowThreads && aligned16(y) && aligned16(weight) && aligned16(x);
+  launch_dependent("add_rmsnorm_f32", LaunchRole::kOther, rmsnorm_kernel<true>, static_cast<unsigned>(n), kRowThreads,
+                   0, stream, y, weight, static_cast<const int32_t*>(nullptr), dim, eps, vectorised,
+                   static_cast<void*>(x));
+}
+
+// Every finite logit becomes cap * tanh(logit / cap) (the CPU's
+// cap_and_argmax); -inf stays.
+__global__ void softcap_kernel(float* logits, int64_t n, float cap) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    if (isfinite(logits[i])) logits[i] = cap * tanhf(logits[i] / cap);
+}
+
+void softcap_f32(float* logits, int64_t n, float cap, cudaStream_t stream) {
+  if (n == 0) return;
+  softcap_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 132 * 16)), 256, 0, stream>>>(logits, n,
+                                                                                                           cap);
+  check_launch("softcap_f32");
 }
 
 void rope_and_store(const RopeStoreArgs& args, const PagedKVDevice& cache, cudaStream_t stream) {
@@ -496,6 +550,11 @@ void head_rmsnorm(const HeadNormArgs& args, cudaStream_t stream) {
 }
 
 void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaStream_t stream) {
+  gated_activation(gate_up, n_tokens, ffn_dim, out, GateActivation::kSilu, stream);
+}
+
+void gated_activation(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, GateActivation act,
+                      cudaStream_t stream) {
   if (n_tokens == 0 || ffn_dim == 0) return;
   // 16-byte accesses need rows that are whole 16-byte units, on buffers that
   // start on one (device allocations do).
@@ -505,8 +564,11 @@ void swiglu(const void* gate_up, int64_t n_tokens, int ffn_dim, void* out, cudaS
   const int64_t x = (per_token + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(x),
                   static_cast<unsigned>(std::clamp<int64_t>(132 * 64 / x, 1, std::min<int64_t>(n_tokens, 65535))));
-  launch_dependent("swiglu", LaunchRole::kOther, wide ? swiglu_kernel<8> : swiglu_kernel<1>, grid, kThreads, 0,
-                   stream, static_cast<const bf16*>(gate_up), n_tokens, ffn_dim, static_cast<bf16*>(out));
+  const bool gelu = act == GateActivation::kGeluTanh;
+  auto* kernel = wide ? (gelu ? gated_kernel<8, true> : gated_kernel<8, false>)
+                      : (gelu ? gated_kernel<1, true> : gated_kernel<1, false>);
+  launch_dependent("gated_activation", LaunchRole::kOther, kernel, grid, kThreads, 0, stream,
+                   static_cast<const bf16*>(gate_up), n_tokens, ffn_dim, static_cast<bf16*>(out));
 }
 
 void rope_angles(const int32_t* positions, int64_t n_tokens, int rope_dims, float freq_base, void* out,

@@ -20,10 +20,11 @@ enum class RopeLayout : int {
   kHalfSplit = 1,      // Hugging Face: pairs (i, i + rope_dims/2)
 };
 
-// x[t, :] = table[tokens[t], :] (bf16 -> fp32). Token ids are checked on the
-// host before the pass; here an id outside [0, vocab) writes zeros.
+// x[t, :] = table[tokens[t], :] (bf16 -> fp32) times `scale` (in fp32;
+// Gemma's sqrt(dim)). Token ids are checked on the host before the pass;
+// here an id outside [0, vocab) writes zeros.
 void embedding_lookup(const void* table_bf16, const int32_t* tokens, int64_t n_tokens, int dim, int vocab,
-                      float* x, cudaStream_t stream);
+                      float* x, cudaStream_t stream, float scale = 1.0f);
 
 // out[t, :] = [table[tokens[t], :] | side[t, :]] (bf16, rows of 2 dim): a
 // draft head's input. An id outside [0, vocab) gives a zero embedding.
@@ -34,6 +35,16 @@ void embed_beside_bf16(const void* table_bf16, const int32_t* tokens, const void
 // r = rows[i] (rows may be null: r = i). x fp32 [*, dim], out bf16 [n, dim].
 void rmsnorm_bf16(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
                   void* out_bf16, cudaStream_t stream);
+
+// x[i, :] += y[i, :] / sqrt(mean(y[i, :]^2) + eps) * weight, all fp32 [n, dim]:
+// a sub-layer's output normed before it joins the residual stream (Gemma 3's
+// sandwich norms), with rmsnorm_bf16's sum of squares.
+void add_rmsnorm_f32(const float* y, const float* weight, int64_t n, int dim, float eps, float* x,
+                     cudaStream_t stream);
+
+// logits[i] = cap * tanh(logits[i] / cap) for every finite one of n (a final
+// soft cap).
+void softcap_f32(float* logits, int64_t n, float cap, cudaStream_t stream);
 
 struct RopeStoreArgs {
   const void* qkv;            // bf16 [n_tokens, (n_heads + 2 n_kv_heads) head_dim]: q | k | v
@@ -84,6 +95,10 @@ void head_rmsnorm(const HeadNormArgs& args, cudaStream_t stream);
 
 // out[t, j] = bf16(silu(g) * u) with g = gate_up[t, j], u = gate_up[t, ffn + j].
 void swiglu(const void* gate_up_bf16, int64_t n_tokens, int ffn_dim, void* out_bf16, cudaStream_t stream);
+// The same with the gate `act`: silu, or GELU's tanh form (GeGLU).
+enum class GateActivation { kSilu, kGeluTanh };
+void gated_activation(const void* gate_up_bf16, int64_t n_tokens, int ffn_dim, void* out_bf16, GateActivation act,
+                      cudaStream_t stream);
 
 // out[r] = the lowest index of the largest value of logits[r, :] (fp32 [rows, vocab]);
 // probability[r], unless null, that value's probability at temperature 1,

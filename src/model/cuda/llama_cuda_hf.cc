@@ -42,21 +42,34 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
     for (const SafetensorsTensor* part : parts) append_as_f32(*part, vector);
     upload(offset, vector.data(), vector.size() * 4);
   };
+  // Gemma's checkpoints store each RMSNorm's w and compute with 1 + w (the CPU
+  // model adds it alike); the others store the weight itself.
+  const float norm_offset = c.architecture == "gemma3" ? 1.0f : 0.0f;
+  auto put_norm = [&](size_t offset, const SafetensorsTensor* t) {
+    vector.clear();
+    append_as_f32(*t, vector);
+    for (float& e : vector) e += norm_offset;
+    upload(offset, vector.data(), vector.size() * 4);
+  };
   put_matrix(layout.token_embd, {w.token_embd});
   if (!tied) put_matrix(layout.output, {w.output});
-  put_vector(layout.output_norm, {w.output_norm});
+  put_norm(layout.output_norm, w.output_norm);
   for (int l = 0; l < c.n_layers; ++l) {
     const HfLayerWeights& L = w.layers[static_cast<size_t>(l)];
     const WeightLayout::LayerOffsets& o = layout.layers[static_cast<size_t>(l)];
-    put_vector(o.attn_norm, {L.attn_norm});
+    put_norm(o.attn_norm, L.attn_norm);
     put_matrix(o.wqkv, {L.wq, L.wk, L.wv});
     if (bias) put_vector(o.qkv_bias, {L.q_bias, L.k_bias, L.v_bias});
     if (c.qk_norm) {
-      put_vector(o.q_norm, {L.q_norm});
-      put_vector(o.k_norm, {L.k_norm});
+      put_norm(o.q_norm, L.q_norm);
+      put_norm(o.k_norm, L.k_norm);
     }
     put_matrix(o.wo, {L.wo});
-    put_vector(o.ffn_norm, {L.ffn_norm});
+    put_norm(o.ffn_norm, L.ffn_norm);
+    if (c.sandwich_norms) {
+      put_norm(o.post_attn_norm, L.post_attn_norm);
+      put_norm(o.post_ffn_norm, L.post_ffn_norm);
+    }
     if (c.n_experts > 0) {
       put_matrix(o.router, {L.router});
       const size_t expert_bytes = expert_matrix_bytes(c);

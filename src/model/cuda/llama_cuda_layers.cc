@@ -17,7 +17,8 @@ CudaLlamaLayers::CudaLlamaLayers(const ModelConfig& config, bool deterministic)
     : config_(config), rope_layout_(config.rope_layout == RopeLayout::kHalfSplit ? kc::RopeLayout::kHalfSplit
                                                                                  : kc::RopeLayout::kAdjacentPairs),
       gemm_(std::make_unique<kc::Gemm>(deterministic ? kc::GemmOrder::kCanonical : kc::GemmOrder::kFastest)),
-      scale_(1.0f / std::sqrt(static_cast<float>(config.head_dim))) {
+      scale_(config.attention_scale > 0 ? config.attention_scale
+                                         : 1.0f / std::sqrt(static_cast<float>(config.head_dim))) {
   set_rope_scaling(nullptr);
 }
 
@@ -50,7 +51,7 @@ uint8_t* CudaLlamaLayers::allocate_weights(const WeightLayout& layout) {
     layers_.push_back({f32(o.attn_norm), base + o.wqkv, optional_f32(o.qkv_bias), optional_f32(o.q_norm),
                        optional_f32(o.k_norm), base + o.wo, f32(o.ffn_norm), optional(o.w_gate_up),
                        optional(o.w_down), optional(o.router), optional(o.experts_gate_up),
-                       optional(o.experts_down)});
+                       optional(o.experts_down), optional_f32(o.post_attn_norm), optional_f32(o.post_ffn_norm)});
   return base;
 }
 
@@ -79,6 +80,9 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
     expert_out_ = kc::DeviceBuffer(mlp_rows * static_cast<size_t>(c.dim) * 4, "activations");
   }
   angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
+  if (c.rope_local_freq_base > 0)
+    local_angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
+  if (c.sandwich_norms) proj_ = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 4, "activations");
   last_ = kc::DeviceBuffer(static_cast<size_t>(head_rows) * static_cast<size_t>(c.dim) * 2, "activations");
   if (fc_ != nullptr) beside_ = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.dim) * 2, "activations");
 }
@@ -86,7 +90,7 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
 size_t CudaLlamaLayers::activation_memory() const {
   return x_.bytes() + h_.bytes() + qkv_.bytes() + q_.bytes() + attn_.bytes() + gate_up_.bytes() + act_.bytes() +
          last_.bytes() + beside_.bytes() + router_logits_.bytes() + routes_.bytes() + expert_out_.bytes() +
-         gemm_->workspace_bytes();
+         angles_.bytes() + local_angles_.bytes() + proj_.bytes() + gemm_->workspace_bytes();
 }
 
 void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) {
@@ -96,12 +100,13 @@ void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cuda
   for (int64_t n = 1;; n = std::min(2 * n, max_rows)) {
     if (fc_ != nullptr) gemm_->prepare(beside_.get(), fc_, n, c.dim, 2 * int64_t{c.dim}, kc::GemmOut::f32, false, stream);
     gemm_->prepare(h_.get(), L.wqkv, n, qkv_rows(c), c.dim, kc::GemmOut::bf16, false, stream);
-    gemm_->prepare(attn_.get(), L.wo, n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
+    const bool adds = !c.sandwich_norms;  // add_output: into the stream, or into proj_ before a post-norm
+    gemm_->prepare(attn_.get(), L.wo, n, c.dim, q_width(c), kc::GemmOut::f32, adds, stream);
     if (L.router != nullptr) {
       gemm_->prepare(h_.get(), L.router, n, c.n_experts, c.dim, kc::GemmOut::f32, false, stream);
     } else {
       gemm_->prepare(h_.get(), L.w_gate_up, n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
-      gemm_->prepare(act_.get(), L.w_down, n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+      gemm_->prepare(act_.get(), L.w_down, n, c.dim, c.ffn_dim, kc::GemmOut::f32, adds, stream);
     }
     if (n <= head_rows) gemm_->prepare(last_.get(), output_, n, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
     if (n >= max_rows) break;
@@ -118,12 +123,15 @@ void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, con
   embed(step, stream);
   kc::rope_angles(step.positions, n, c.rope_dims, c.rope_freq_base, angles_.get(), stream,  // once for all layers
                   rope_divisors_.as<float>(), rope_magnitude_);
+  if (local_angles_.get() != nullptr)  // the sliding layers' own base, unscaled
+    kc::rope_angles(step.positions, n, c.rope_dims, c.rope_local_freq_base, local_angles_.get(), stream);
   for (int l = 0; l < num_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const kc::PagedKVDevice cache = kv.layer(l);
+    const bool local = local_angles_.get() != nullptr && c.window_of(l) > 0;
     // x = x + attention(norm(x))
     norm(L.attn_norm, n, stream);
-    add_attention(L, cache, step, attention, stream);
+    add_attention(L, cache, step, attention, local ? local_angles_.get() : angles_.get(), stream);
     // x = x + mlp(norm(x))
     norm(L.ffn_norm, n, stream);
     if (L.router != nullptr)
@@ -137,7 +145,8 @@ void CudaLlamaLayers::embed(const CudaStepTokens& step, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const int64_t n = step.n;
   if (fc_ == nullptr) {  // x [n, dim] = embed(tokens)
-    kc::embedding_lookup(token_embd_, step.tokens, n, c.dim, c.vocab_size, x_.as<float>(), stream);
+    kc::embedding_lookup(token_embd_, step.tokens, n, c.dim, c.vocab_size, x_.as<float>(), stream,
+                         c.embedding_scale > 0 ? c.embedding_scale : 1.0f);
     return;
   }
   // x [n, dim] = [embed(tokens) | hidden_in] · fcᵀ
@@ -154,7 +163,7 @@ void CudaLlamaLayers::norm(const float* weight, int64_t n, cudaStream_t stream) 
 // x += wo · attention(rope(wq·h), rope(wk·h), wv·h), the keys and values of
 // the step's tokens stored in `cache` on the way.
 void CudaLlamaLayers::add_attention(const Layer& L, const kc::PagedKVDevice& cache, const CudaStepTokens& step,
-                                    const CudaAttentionPlan& attention, cudaStream_t stream) {
+                                    const CudaAttentionPlan& attention, const void* angles, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const int64_t n = step.n;
   // qkv [n, (n_heads + 2 n_kv_heads) head_dim] = h · wqkvᵀ
@@ -167,12 +176,23 @@ void CudaLlamaLayers::add_attention(const Layer& L, const kc::PagedKVDevice& cac
   }
   // q [n, n_heads head_dim] = rope(q); the cache takes rope(k) and v at the tokens' slots
   kc::RopeStoreArgs rope{qkv_.get(),       rope_bias,    step.positions, step.slots,   n, c.n_heads, c.rope_dims,
-                         c.rope_freq_base, rope_layout_, q_.get(),       angles_.get()};
+                         c.rope_freq_base, rope_layout_, q_.get(),       angles};
   kc::rope_and_store(rope, cache, stream);
   // attn [n, n_heads head_dim] = attention(q, cache)
   attention.run(cache, q_.get(), c.n_heads, scale_, attn_.get(), stream);
   // x [n, dim] += attn · woᵀ
-  gemm_->run(attn_.get(), L.wo, x_.as<float>(), n, c.dim, q_width(c), kc::GemmOut::f32, true, stream);
+  add_output(attn_.get(), L.wo, n, q_width(c), L.post_attn_norm, stream);
+}
+
+void CudaLlamaLayers::add_output(const void* in, const void* w, int64_t n, int64_t k, const float* post_norm,
+                                 cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  if (post_norm == nullptr) {  // the product adds into the stream itself
+    gemm_->run(in, w, x_.as<float>(), n, c.dim, k, kc::GemmOut::f32, true, stream);
+    return;
+  }
+  gemm_->run(in, w, proj_.as<float>(), n, c.dim, k, kc::GemmOut::f32, false, stream);
+  kc::add_rmsnorm_f32(proj_.as<float>(), post_norm, n, c.dim, c.rms_eps, x_.as<float>(), stream);
 }
 
 // x += w_down · (silu(w_gate·h) * w_up·h)
@@ -180,9 +200,13 @@ void CudaLlamaLayers::add_mlp(const Layer& L, int64_t n, cudaStream_t stream) {
   const ModelConfig& c = config_;
   // gate_up [n, 2 ffn_dim] = h · w_gate_upᵀ
   gemm_->run(h_.get(), L.w_gate_up, gate_up_.get(), n, 2 * int64_t{c.ffn_dim}, c.dim, kc::GemmOut::bf16, false, stream);
-  kc::swiglu(gate_up_.get(), n, c.ffn_dim, act_.get(), stream);  // act [n, ffn_dim] = silu(gate) * up
+  // act [n, ffn_dim] = silu(gate) * up, or GELU's
+  kc::gated_activation(gate_up_.get(), n, c.ffn_dim, act_.get(),
+                       c.activation == MlpActivation::kGeluTanh ? kc::GateActivation::kGeluTanh
+                                                                : kc::GateActivation::kSilu,
+                       stream);
   // x [n, dim] += act · w_downᵀ
-  gemm_->run(act_.get(), L.w_down, x_.as<float>(), n, c.dim, c.ffn_dim, kc::GemmOut::f32, true, stream);
+  add_output(act_.get(), L.w_down, n, c.ffn_dim, L.post_ffn_norm, stream);
 }
 
 // x += sum over each token's experts e of weight_e * w_down_e · (silu(w_gate_e·h) * w_up_e·h)
@@ -211,6 +235,7 @@ void CudaLlamaLayers::final_norm_and_head(const int32_t* rows, int64_t n_rows, f
   // logits [n_rows, vocab] = norm(x[rows]) · outputᵀ
   final_norm(rows, n_rows, last_.get(), stream);
   gemm_->run(last_.get(), output_, logits, n_rows, c.vocab_size, c.dim, kc::GemmOut::f32, false, stream);
+  if (c.final_logit_softcap > 0) kc::softcap_f32(logits, n_rows * c.vocab_size, c.final_logit_softcap, stream);
 }
 
 // out [n_rows, dim] bf16 = norm(x[rows])

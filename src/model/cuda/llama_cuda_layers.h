@@ -65,24 +65,30 @@ class CudaLlamaLayers final : public CudaArchitecture {
     void* router;           // bf16 [n_experts, dim]
     void* experts_gate_up;  // bf16 [n_experts, 2 expert_ffn_dim, dim]
     void* experts_down;     // bf16 [n_experts, dim, expert_ffn_dim]
+    float* post_attn_norm;  // [dim] or null: with sandwich norms, on the attention's output (Gemma 3)
+    float* post_ffn_norm;   // [dim] or null: the same on the MLP's output
   };
 
   // x = embed(tokens), or for a draft head x = fc · [embed(tokens); hidden_in].
   void embed(const CudaStepTokens& step, cudaStream_t stream);
   // h = rmsnorm(x) * weight.
   void norm(const float* weight, int64_t n, cudaStream_t stream);
-  // x += attention(h): the layer's attention block.
+  // x += attention(h): the layer's attention block, with the RoPE angles of
+  // the layer's kind (a sliding layer's own base, or the global one's).
   void add_attention(const Layer& L, const kernels::cuda::PagedKVDevice& cache, const CudaStepTokens& step,
-                     const CudaAttentionPlan& attention, cudaStream_t stream);
+                     const CudaAttentionPlan& attention, const void* angles, cudaStream_t stream);
   // x += mlp(h): the layer's MLP block.
   void add_mlp(const Layer& L, int64_t n, cudaStream_t stream);
+  // x += out · wᵀ, through post_norm first when the layer has one (Gemma 3's
+  // sandwich norms): a block's output product and its residual add.
+  void add_output(const void* in, const void* w, int64_t n, int64_t k, const float* post_norm, cudaStream_t stream);
   // x += moe(h): the layer's experts in place of the MLP.
   void add_experts(const Layer& L, int64_t n, cudaStream_t stream);
 
   ModelConfig config_;
   kernels::cuda::RopeLayout rope_layout_ = kernels::cuda::RopeLayout::kAdjacentPairs;
   std::unique_ptr<kernels::cuda::Gemm> gemm_;
-  float scale_;                          // attention's 1 / sqrt(head_dim)
+  float scale_;                          // attention's score scale: 1 / sqrt(head_dim), or the config's
   kernels::cuda::DeviceBuffer weights_;  // every tensor, in one allocation
   kernels::cuda::DeviceBuffer rope_divisors_;  // fp32 [rope_dims / 2] of a scaled RoPE; empty: unscaled
   float rope_magnitude_ = 1.0f;                // what multiplies every cosine and sine (YaRN's)
@@ -101,6 +107,8 @@ class CudaLlamaLayers final : public CudaArchitecture {
   kernels::cuda::DeviceBuffer gate_up_;  // bf16 [T, 2 ffn_dim]: gate | up
   kernels::cuda::DeviceBuffer act_;      // bf16 [T, ffn_dim]: silu(gate) * up
   kernels::cuda::DeviceBuffer angles_;   // [T, rope_dims / 2] rotary angles (8 bytes each)
+  kernels::cuda::DeviceBuffer local_angles_;  // the same at the sliding layers' own base (Gemma 3), or empty
+  kernels::cuda::DeviceBuffer proj_;     // fp32 [T, dim]: a block's output before its post-norm (sandwich norms)
   kernels::cuda::DeviceBuffer last_;     // bf16 [head_rows, dim]: the head's normed rows
   kernels::cuda::DeviceBuffer beside_;   // bf16 [T, 2 dim]: a draft head's [embed; hidden_in]
   // With experts: T k rows, one per (token, chosen expert).

@@ -23,6 +23,8 @@ inline size_t expert_matrix_bytes(const ModelConfig& c) {
 struct WeightLayout {
   struct LayerOffsets {
     size_t attn_norm, wqkv, qkv_bias, q_norm, k_norm, wo, ffn_norm, w_gate_up, w_down;  // SIZE_MAX when absent
+    // With sandwich norms (Gemma 3): the norms of the attention's and the MLP's outputs.
+    size_t post_attn_norm = SIZE_MAX, post_ffn_norm = SIZE_MAX;
     // With experts, in place of w_gate_up and w_down: the router [n_experts,
     // dim] and every expert's gate | up [n_experts, 2 expert_ffn_dim, dim] and
     // down [n_experts, dim, expert_ffn_dim].
@@ -65,6 +67,10 @@ struct WeightLayout {
       o.k_norm = c.qk_norm ? take(static_cast<size_t>(c.head_dim) * 4) : SIZE_MAX;
       o.wo = take(dim * static_cast<size_t>(q_width(c)) * 2);
       o.ffn_norm = take(dim * 4);
+      if (c.sandwich_norms) {
+        o.post_attn_norm = take(dim * 4);
+        o.post_ffn_norm = take(dim * 4);
+      }
       if (c.n_experts > 0) {
         const size_t experts = static_cast<size_t>(c.n_experts);
         o.w_gate_up = o.w_down = SIZE_MAX;

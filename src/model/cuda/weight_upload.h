@@ -74,6 +74,10 @@ inline void upload_layer(WeightUploader& put, const WeightLayout::LayerOffsets& 
   }
   put.matrices(o.wo, {L.wo});
   put.vector(o.ffn_norm, L.ffn_norm, c.dim);
+  if (c.sandwich_norms) {
+    put.vector(o.post_attn_norm, L.post_attn_norm, c.dim);
+    put.vector(o.post_ffn_norm, L.post_ffn_norm, c.dim);
+  }
   if (c.n_experts > 0) {
     upload_experts(put, o, L.moe, c);
     return;
