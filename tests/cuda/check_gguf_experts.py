@@ -1,8 +1,12 @@
-"""GGUF mixtures of experts on the GPU (run by scripts/gpu-check): `exactly
-logits --device cuda` against the same binary on the CPU (the oracle, checked
-against float64 references in CI) for the tiny Mixtral-style and Qwen3-MoE
-files of tests/cuda/expert_ggufs.py, in one pass (the prefill kernel), in
-chunks of 7 over a cached prefix and one token at a time (decode, graphs).
+"""GGUF mixtures of experts and scaled RoPEs on the GPU (run by
+scripts/gpu-check): `exactly logits --device cuda` against the same binary
+on the CPU (the oracle, checked against float64 references in CI) for the
+tiny Mixtral-style, Qwen3-MoE, Llama 3.1-scaled and YaRN files of
+tests/cuda/expert_ggufs.py, in one pass (the prefill kernel), in chunks of 7
+over a cached prefix and one token at a time (decode, graphs). A GPU that
+ignored the scaling would miss the bounds: both files turn several pairs far
+from their unscaled angles within the 40 positions, and YaRN's magnitude
+scales every score by about 1.46.
 
 The relative L2 error of the logits must be at most MEAN_REL on average over
 the positions and MAX_REL at each (the GPU holds weights and activations in

@@ -161,6 +161,13 @@ def test_yarn_from_a_checkpoint_runs_as_the_reference_does(run_exactly, tmp_path
             t[f"model.layers.{i}.self_attn.{proj}_norm.weight"] = ("BF16", (64,))
     model = tmp_path / "hf"
     ref = reference(write_random_checkpoint(model, t, config, seed=12), config)
+    unscaled = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, yarn=None), ref.w)
+    assert_scaled_as_the_reference(run_exactly, model, tmp_path, ref, unscaled)
+
+
+def assert_scaled_as_the_reference(run_exactly, model: Path, tmp_path: Path, ref, unscaled) -> None:
+    """The engine's logits within the bound of the reference with the scaling, and 100 bounds away from the
+    same model without it (the control: the scaling matters at these positions)."""
     ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8, 3, 7, 19, 6]
     out = tmp_path / "logits.f32"
     run_exactly(["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--out", out])
@@ -168,7 +175,6 @@ def test_yarn_from_a_checkpoint_runs_as_the_reference_does(run_exactly, tmp_path
     want = ref.logits(ids)
     scale = np.linalg.norm(want, axis=1)
     assert (np.linalg.norm(got - want, axis=1) / scale).max() < REL_L2_BOUND
-    unscaled = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, yarn=None), ref.w)
     assert (np.linalg.norm(got - unscaled.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
 
 
@@ -191,16 +197,9 @@ def test_llama3_rope_scaling_from_a_checkpoint_runs_as_the_reference_does(run_ex
     ref = reference(write_random_checkpoint(model, tensors(), config, seed=13), config)
     divisors = llama3_divisors(64, 10000.0, 8.0, 1.0, 4.0, 32)
     assert (divisors == 1).any() and (divisors == 8).any() and ((divisors > 1) & (divisors < 8)).any()
+    unscaled = llama_ref.LlamaRef(ref.cfg, dict(ref.w))
     ref.w["rope_freqs.weight"] = divisors
-    ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8, 3, 7, 19, 6]
-    out = tmp_path / "logits.f32"
-    run_exactly(["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--out", out])
-    got = np.fromfile(out, dtype="<f4").reshape(len(ids), -1)
-    want = ref.logits(ids)
-    scale = np.linalg.norm(want, axis=1)
-    assert (np.linalg.norm(got - want, axis=1) / scale).max() < REL_L2_BOUND
-    del ref.w["rope_freqs.weight"]  # the control: the same model unscaled is far away
-    assert (np.linalg.norm(got - ref.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
+    assert_scaled_as_the_reference(run_exactly, model, tmp_path, ref, unscaled)
 
 
 @pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
