@@ -13,7 +13,7 @@ Peak memory: torch.cuda.max_memory_allocated over one forward + backward at
 4k and 16k tokens (batch 1), ours against SDPA's math backend (the
 materialised attention matrix), beside the inputs' own size.
 
-    EXACTLY_KERNELS_LIB=... PYTHONPATH=python python3 bench/cuda/bench_train_attention.py [--quick] [--json F]
+    EXACTLY_KERNELS_LIB=... python3 bench/cuda/bench_train_attention.py [--quick] [--json F]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "python")]
 from bench_attention import interleaved_medians  # noqa: E402
 from exactly_torch import exactly_attention  # noqa: E402
 
