@@ -1,8 +1,11 @@
 """Tiny GGUF files for the GPU (tests/cuda/check_gguf_experts.py): a
 Mixtral-style `llama` file and a `qwen3moe` file with the default model's
 tokenizer, F32 and Q8_0 tensors, at widths the GPU's expert products take
-(dim and expert width 64, heads of 64); and two scaled RoPEs, a `llama`
-file with Llama 3.1's rope_freqs.weight and a `qwen3` file with YaRN.
+(dim and expert width 64, heads of 64); two scaled RoPEs, a `llama`
+file with Llama 3.1's rope_freqs.weight and a `qwen3` file with YaRN; and
+`gemma3` files (heads of 64, a window of 64 that the GPU's context stops
+at) plain, with linear RoPE scaling on the global layer and with a final
+soft cap.
 Written on a machine with the `gguf` package (tests/e2e's writer), then
 carried to the GPU machine:
 
@@ -18,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tests" / "e2e"), str(ROOT / "tests" / "reference")]
 
 import test_architectures as ta  # noqa: E402
+import test_gemma3 as tg  # noqa: E402
 from gguf import GGMLQuantizationType  # noqa: E402
 
 CASES = [("mixtral", GGMLQuantizationType.F32), ("qwen3moe", GGMLQuantizationType.Q8_0),
@@ -34,6 +38,11 @@ def main() -> int:
     for name, qtype in CASES:
         path = out / f"{name}-{qtype.name.lower()}.gguf"
         ta.write_model(path, name, tok, qtype, seed=5, expert_ffn=64, head_dim=64)
+        print(path)
+    tg.HEAD_DIM, tg.WINDOW = 64, 64
+    for variant in tg.VARIANTS:
+        path = out / f"gemma3-{variant}.gguf"
+        tg.write_gguf(path, tok, GGMLQuantizationType.F32, tg.VARIANTS[variant])
         print(path)
     return 0
 

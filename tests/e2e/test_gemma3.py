@@ -10,8 +10,9 @@ the window, so each piece shows in the logits: controls with the window,
 GELU or the post-norms taken out of the reference are far from the engine.
 Linear RoPE scaling on the global layer and a final soft cap are variants.
 A request's tokens and logprobs are the same alone, among others, through
-chunked prefill and after a prefix-cache hit; the GPU refuses the model by
-name.
+chunked prefill and after a prefix-cache hit. The GPU runs it
+(tests/cuda/check_hf.py and check_gguf_experts.py check it there); here it
+must not be refused by name.
 """
 
 from __future__ import annotations
