@@ -21,7 +21,7 @@ both sides:
      (factor 8, original 64), "linear" (factor 4) on Llama, and "yarn"
      (factor 8, original 32, its default attention factor) on Qwen3;
   i. Gemma 3 text, bf16, head_dim 64, its sandwich norms (1 + w), GeGLU,
-     embedding scale, query_pre_attn_scalar 48 (not head_dim), sliding
+     embedding scale, query_pre_attn_scalar 16 (not head_dim), sliding
      layers with their own RoPE base beside global ones (one of them with
      linear scaling), a window of 64 (the GPU caps the context there, where
      every window is full attention).
@@ -48,11 +48,13 @@ wide a margin. For the experts it is the checkpoint with its experts listed
 in reverse (what a loader or a grouping kernel that hands a token's row to
 the wrong expert computes). For a RoPE scaling it is the same checkpoint
 with the scaling taken out of config.json (what an engine that ignores it
-computes).
+computes); for Gemma 3, scores scaled by 1/sqrt(head_dim) instead of its
+query_pre_attn_scalar.
 
 The random weights are scaled so that the checks have teeth: initializer
 range 0.05 (attention neither uniform nor one-hot, so RoPE matters), norms
-drawn from [0.5, 1.5] (a norm loaded as ones shows), q/k/v biases drawn with
+drawn from [0.5, 1.5] (a norm loaded as ones shows; Gemma's w from [-0.5,
+0.5], which it computes with as 1 + w), q/k/v biases drawn with
 std 0.5 (transformers initialises them to zero, which would test nothing),
 and a final norm 4x larger so that logits spread and enough positions have a
 top-2 gap above GAP. The routers' weights are 10x larger, so that a token's
@@ -115,7 +117,7 @@ CASES = [
          heads=4, kv_heads=2, head_dim=64, bias=False, tied=False, theta=1000000.0, shard=None, tokenizer=False,
          seed=10, context=2048, rope=dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=32)),
     dict(name="gemma3-bf16", arch="gemma3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4, heads=4,
-         kv_heads=2, head_dim=64, scalar=48, window=64, tied=True, theta=1000000.0, shard=None, tokenizer=False,
+         kv_heads=2, head_dim=64, scalar=16, window=64, tied=True, theta=1000000.0, shard=None, tokenizer=False,
          seed=11, context=2048),
     dict(name="gemma3-linear-bf16", arch="gemma3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4,
          heads=4, kv_heads=1, head_dim=64, scalar=64, window=64, tied=True, theta=1000000.0, shard=None,
@@ -192,8 +194,8 @@ def build(case: dict, directory: Path) -> int:
     model = cls(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:
-                p.uniform_(0.5, 1.5)
+            if "norm" in name:  # Gemma computes with 1 + w: the same effective range
+                p.uniform_(0.5, 1.5).sub_(1.0 if case["arch"] == "gemma3" else 0.0)
             elif name.endswith(".bias"):
                 p.normal_(0.0, 0.5)
             if "experts" in case and name.endswith(".gate.weight"):
@@ -373,6 +375,19 @@ def check_rope_scaling_control(exe: str, case: dict, directory: Path, ids: list[
            max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
+def check_gemma_scale_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
+                              vocab: int, root: Path):
+    """Gemma 3 with scores scaled by 1/sqrt(head_dim) instead of its query_pre_attn_scalar."""
+    wrong = root / f"{case['name']}-head-dim-scale"
+    shutil.copytree(directory, wrong)
+    config = json.loads((wrong / "config.json").read_text())
+    config["query_pre_attn_scalar"] = case["head_dim"]
+    (wrong / "config.json").write_text(json.dumps(config))
+    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
+    record(f"{case['name']}: negative control (scores scaled by 1/sqrt(head_dim)) misses the tolerance",
+           float(rel.max()) > 3 * tol, max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exactly", required=True)
@@ -400,6 +415,8 @@ def main() -> int:
                     check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if "rope" in case:
                     check_rope_scaling_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                if case["arch"] == "gemma3" and case["scalar"] != case["head_dim"]:
+                    check_gemma_scale_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if "experts" in case:
                     check_experts_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if case["arch"] == "qwen3":
