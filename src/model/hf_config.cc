@@ -75,10 +75,12 @@ const Architecture& architecture(const JsonObject& cfg) {
   for (const Architecture& a : kArchitectures) {
     if (a.hf_name == name) return a;
   }
-  cfg.fail("architectures", strformat("names '%s', which is not supported (supported: LlamaForCausalLM, "
-                                      "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
-                                      "Gemma3ForCausalLM, GptOssForCausalLM)",
-                                      name.c_str()));
+  cfg.fail("architectures",
+           strformat("names '%s', which is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
+                     "MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
+                     "GptOssForCausalLM; the text models of Gemma3ForConditionalGeneration and "
+                     "Mistral3ForConditionalGeneration)",
+                     name.c_str()));
 }
 
 // Settings under which the checkpoint computes something we do not: refusing
@@ -327,20 +329,33 @@ const nlohmann::json& gemma3_defaults() {
   return defaults;
 }
 
+// transformers' MistralConfig defaults for the keys a Mistral 3 image-text
+// checkpoint's text_config may leave out.
+const nlohmann::json& mistral_defaults() {
+  static const nlohmann::json defaults = {{"hidden_act", "silu"},     {"rms_norm_eps", 1e-6},
+                                          {"rope_theta", 10000.0},     {"sliding_window", 4096},
+                                          {"tie_word_embeddings", false}, {"max_position_embeddings", 131072}};
+  return defaults;
+}
+
 // The configuration of the text model to run: the file's top level, or for
-// Gemma 3's image-text checkpoints (Gemma3ForConditionalGeneration) its
-// text_config, run as the text model it contains (the vision tower's
-// tensors are not read; requests carry text only). Gemma 3's text keys fall
-// back to transformers' defaults.
+// image-text checkpoints (Gemma 3's Gemma3ForConditionalGeneration, Mistral
+// Small 3.1's Mistral3ForConditionalGeneration) their text_config, run as
+// the text model they contain (the vision tower's tensors are not read;
+// requests carry text only). Keys the text model's config leaves out take
+// transformers' defaults.
 nlohmann::json text_model_config(const JsonObject& top) {
   const nlohmann::json* list = top.find("architectures");
-  const bool multimodal = list != nullptr && *list == nlohmann::json::array({"Gemma3ForConditionalGeneration"});
-  const bool gemma_text = list != nullptr && *list == nlohmann::json::array({"Gemma3ForCausalLM"});
-  if (!multimodal && !gemma_text) return top.value();
-  nlohmann::json merged = gemma3_defaults();
+  auto named = [&](const char* name) { return list != nullptr && *list == nlohmann::json::array({name}); };
+  const bool mistral_image = named("Mistral3ForConditionalGeneration");
+  const bool multimodal = mistral_image || named("Gemma3ForConditionalGeneration");
+  if (!multimodal && !named("Gemma3ForCausalLM")) return top.value();
+  nlohmann::json merged = mistral_image ? mistral_defaults() : gemma3_defaults();
   const nlohmann::json& source = multimodal ? top.object("text_config").value() : top.value();
   for (const auto& [key, value] : source.items()) merged[key] = value;
-  merged["architectures"] = nlohmann::json::array({"Gemma3ForCausalLM"});
+  merged["architectures"] = nlohmann::json::array({mistral_image ? "MistralForCausalLM" : "Gemma3ForCausalLM"});
+  if (mistral_image && top.find("tie_word_embeddings"))  // the composite model's flag
+    merged["tie_word_embeddings"] = *top.find("tie_word_embeddings");
   for (const char* key : {"torch_dtype", "dtype"})  // the image-text config keeps the dtype at its top
     if (!merged.contains(key) && top.find(key)) merged[key] = *top.find(key);
   return merged;

@@ -133,13 +133,18 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
   const int64_t dim = c.dim, ffn = c.ffn_dim, vocab = c.vocab_size;
   const int64_t q_rows = int64_t{c.n_heads} * c.head_dim, kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
   w.token_embd = r.get("model.embed_tokens.weight", {vocab, dim});
+  // The head: "lm_head.weight", or inside an image-text checkpoint saved by
+  // transformers 4.50-4.51, "language_model.lm_head.weight".
+  const std::string head = r.find("lm_head.weight") == nullptr && r.find("language_model.lm_head.weight") != nullptr
+                               ? "language_model.lm_head.weight"
+                               : "lm_head.weight";
   if (c.tied_embeddings) {
     w.output = w.token_embd;
-  } else if (r.find("lm_head.weight") == nullptr) {
+  } else if (r.find(head) == nullptr) {
     throw FileFormatError(strformat("%s: tensor 'lm_head.weight' is missing (tie_word_embeddings is false)",
                                     w.checkpoint->path().c_str()));
   } else {
-    w.output = r.get("lm_head.weight", {vocab, dim});
+    w.output = r.get(head, {vocab, dim});
   }
   w.output_norm = r.get("model.norm.weight", {dim});
   for (int l = 0; l < c.n_layers; ++l) {

@@ -331,7 +331,8 @@ void read_tokenizer_config(const std::string& dir, TokenizerSpec& spec) {
     spec.unk = special_token(cfg, "unk_token", spec);
     spec.chat_template = chat_template(cfg);
   }
-  // Newer checkpoints keep the template in a file of its own.
+  // Newer checkpoints keep the template in a file of its own: the text, or
+  // (image-text checkpoints' processors) JSON holding it under chat_template.
   const std::string jinja = dir + "/chat_template.jinja";
   if (spec.chat_template.empty() && fs::exists(jinja)) {
     std::ifstream in(jinja, std::ios::binary);
@@ -339,6 +340,11 @@ void read_tokenizer_config(const std::string& dir, TokenizerSpec& spec) {
     text << in.rdbuf();
     if (!in) throw FileFormatError(strformat("%s: cannot read the file", jinja.c_str()));
     spec.chat_template = text.str();
+  }
+  const std::string processor = dir + "/chat_template.json";
+  if (spec.chat_template.empty() && fs::exists(processor)) {
+    const JsonFile file = JsonFile::read(processor);
+    spec.chat_template = chat_template(JsonObject(file.path, file.root, ""));
   }
 }
 

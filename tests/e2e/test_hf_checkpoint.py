@@ -284,6 +284,43 @@ def test_template_variables_without_a_template_are_refused(tmp_path):
         llm.tokenizer.apply_chat_template(messages, enable_thinking=False)
 
 
+MISTRAL3_LAYOUTS = {  # where transformers 4.50-4.51 and 4.52 on put the text model and its head
+    "image-text-4.50": ("language_model.model.", "language_model.lm_head.weight"),
+    "image-text-4.52": ("model.language_model.", "lm_head.weight"),
+}
+
+
+@pytest.mark.parametrize("layout", list(MISTRAL3_LAYOUTS))
+def test_a_mistral3_image_text_checkpoint_runs_its_text_model(run_exactly, tmp_path, layout):
+    """Mistral Small 3.1's Mistral3ForConditionalGeneration: its text_config runs as MistralForCausalLM, its
+    tensors found under either root, the vision tower and projector unread. The logits are those of the same
+    values saved as a MistralForCausalLM checkpoint, bit for bit."""
+    config = {**CONFIG, "architectures": ["MistralForCausalLM"], "tie_word_embeddings": False, "sliding_window": None}
+    t = {**tensors(), "lm_head.weight": ("BF16", (32, 128))}
+    write_random_checkpoint(tmp_path / "plain", t, config, seed=14)
+    root, head = MISTRAL3_LAYOUTS[layout]
+    image = {(root + k[len("model."):] if k.startswith("model.") else head if k == "lm_head.weight" else k): v
+             for k, v in t.items()}  # in the same order: the same values drawn
+    image["vision_tower.transformer.layers.0.attention.q_proj.weight"] = ("BF16", (16, 16))
+    image["multi_modal_projector.linear_1.weight"] = ("BF16", (128, 16))
+    text = {k: v for k, v in config.items() if k not in ("architectures", "tie_word_embeddings")}
+    composite = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3",
+                 "tie_word_embeddings": False, "text_config": {**text, "model_type": "mistral"},
+                 "vision_config": {"model_type": "pixtral"}}
+    write_random_checkpoint(tmp_path / "image", image, composite, seed=14)
+    ids = "1,5,9,30,2,17,4,4,11,0"
+    logits = []
+    for name in ("plain", "image"):
+        run_exactly(["logits", "-m", tmp_path / name, "--tokens", ids, "--out", tmp_path / f"{name}.f32"])
+        logits.append(np.fromfile(tmp_path / f"{name}.f32", dtype="<f4"))
+    assert logits[0].size == 10 * 32 and np.array_equal(logits[0], logits[1])
+
+    del composite["text_config"]
+    (tmp_path / "image" / "config.json").write_text(json.dumps(composite))
+    p = run_on_cpu(run_exactly, tmp_path / "image", tmp_path)
+    assert p.returncode == BAD_INPUT and "'text_config' is missing" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("path", ["", "config.json", "model.safetensors"])
 def test_a_checkpoint_is_named_by_its_directory_or_a_file_in_it(run_exactly, tmp_path, path):
     model = write_checkpoint(tmp_path / "hf", tensors()) / path

@@ -159,6 +159,18 @@ TEST(HfTokenizer, ConfigGivesBosEosAndChatTemplate) {
   const auto from_file = Tokenizer::from_hf(write_dir(t, bare, "J"));
   EXPECT_EQ(from_file->chat_template(), "J");
   EXPECT_EQ(from_file->bos_id(), std::nullopt);
+
+  // An image-text checkpoint's processor keeps it in chat_template.json;
+  // tokenizer_config.json's and chat_template.jinja's come first.
+  const std::string processor_dir = write_dir(t, bare);
+  std::ofstream(std::filesystem::path(processor_dir) / "chat_template.json") << json{{"chat_template", "P"}}.dump();
+  EXPECT_EQ(Tokenizer::from_hf(processor_dir)->chat_template(), "P");
+  const std::string both = write_dir(t, bare, "J");
+  std::ofstream(std::filesystem::path(both) / "chat_template.json") << json{{"chat_template", "P"}}.dump();
+  EXPECT_EQ(Tokenizer::from_hf(both)->chat_template(), "J");
+  const std::string bad = write_dir(t, bare);
+  std::ofstream(std::filesystem::path(bad) / "chat_template.json") << json{{"chat_template", 7}}.dump();
+  EXPECT_HAS(error_of(bad), "chat_template.json: key 'chat_template' must be a string");
 }
 
 TEST(HfTokenizer, PreTokenizerFamilies) {
