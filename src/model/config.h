@@ -100,6 +100,11 @@ struct ModelConfig {
   float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;  // kClampedSwiglu's constants (gpt-oss's)
   float attention_scale = 0.0f;     // 0: 1 / sqrt(head_dim)
   std::vector<int32_t> layer_windows;  // [n_layers]; empty: every layer global
+  // SmolLM3's NoPE layers: true at l where layer l rotates neither q nor k.
+  std::vector<bool> layer_skips_rope;  // [n_layers]; empty: every layer rotates
+  bool skips_rope(int layer) const {
+    return !layer_skips_rope.empty() && layer_skips_rope[static_cast<size_t>(layer)];
+  }
   float rope_local_freq_base = 0.0f;   // 0: rope_freq_base
   float final_logit_softcap = 0.0f;    // 0: none
   int32_t window_of(int layer) const {

@@ -22,8 +22,9 @@ struct Architecture {
   bool reads_attention_bias;  // config.json "attention_bias" applies
 };
 
-constexpr std::array<Architecture, 8> kArchitectures = {{
+constexpr std::array<Architecture, 9> kArchitectures = {{
     {"LlamaForCausalLM", "llama", false, true},
+    {"SmolLM3ForCausalLM", "llama", false, true},
     {"MistralForCausalLM", "llama", false, false},
     {"MixtralForCausalLM", "llama", false, false},
     {"Qwen2ForCausalLM", "qwen2", true, false},
@@ -78,7 +79,7 @@ const Architecture& architecture(const JsonObject& cfg) {
   cfg.fail("architectures",
            strformat("names '%s', which is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                      "MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-                     "GptOssForCausalLM; the text models of Gemma3ForConditionalGeneration and "
+                     "GptOssForCausalLM, SmolLM3ForCausalLM; the text models of Gemma3ForConditionalGeneration and "
                      "Mistral3ForConditionalGeneration)",
                      name.c_str()));
 }
@@ -244,6 +245,25 @@ void read_layer_windows(const JsonObject& cfg, ModelConfig& c, const std::functi
   for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back(slides(l) ? window : 0);
 }
 
+// SmolLM3's NoPE layers: no_rope_layers (1 where a layer uses RoPE, at least
+// one entry per layer), else every no_rope_layer_interval-th layer (default
+// 4) skips it, as transformers reads them.
+void read_nope_layers(const JsonObject& cfg, ModelConfig& c) {
+  if (const nlohmann::json* list = cfg.find("no_rope_layers")) {
+    if (!list->is_array() || list->size() < static_cast<size_t>(c.n_layers))
+      cfg.fail("no_rope_layers", strformat("must list 0 or 1 for each of the %d layers", c.n_layers));
+    for (int32_t l = 0; l < c.n_layers; ++l) {
+      const nlohmann::json& e = (*list)[static_cast<size_t>(l)];
+      if (!e.is_number_integer() || (e.get<int64_t>() != 0 && e.get<int64_t>() != 1))
+        cfg.fail("no_rope_layers", strformat("has %s at %d (0: no RoPE, 1: RoPE)", e.dump().c_str(), l));
+      c.layer_skips_rope.push_back(e.get<int64_t>() == 0);
+    }
+    return;
+  }
+  const int32_t interval = positive_int(cfg, "no_rope_layer_interval", 4);
+  for (int32_t l = 0; l < c.n_layers; ++l) c.layer_skips_rope.push_back((l + 1) % interval == 0);
+}
+
 // The sliding windows of the families that are llama bodies: Mistral's and
 // Mixtral's on every layer, Qwen's (under use_sliding_window) on the layers
 // from max_window_layers on, as transformers reads them; layer_types, where
@@ -251,6 +271,11 @@ void read_layer_windows(const JsonObject& cfg, ModelConfig& c, const std::functi
 // a sliding_window key: there the context is capped at the window, below
 // which a sliding window is full attention, so either reading is exact.
 void read_sliding_windows(const JsonObject& cfg, const Architecture& arch, ModelConfig& c) {
+  if (arch.hf_name == "SmolLM3ForCausalLM") {  // the NoPE layers slide, under use_sliding_window
+    if (cfg.get_bool("use_sliding_window").value_or(false) && cfg.find("sliding_window"))
+      read_layer_windows(cfg, c, [&c](int32_t l) { return c.skips_rope(l); });
+    return;
+  }
   const bool qwen = arch.hf_name.starts_with("Qwen");
   if (qwen && cfg.get_bool("use_sliding_window").value_or(false)) {
     const int64_t full_layers = cfg.get_int("max_window_layers").value_or(28);  // transformers' default
@@ -403,10 +428,12 @@ ModelConfig read_hf_config(const std::string& path) {
   c.rms_eps = static_cast<float>(cfg.require_number("rms_norm_eps"));
   if (!(c.rms_eps > 0)) cfg.fail("rms_norm_eps", "must be positive");
   c.context_length = positive_int(cfg, "max_position_embeddings");
+  const bool smollm3 = arch.hf_name == "SmolLM3ForCausalLM";
+  if (smollm3) read_nope_layers(cfg, c);
   read_sliding_windows(cfg, arch, c);
   c.vocab_size = positive_int(cfg, "vocab_size");
   c.attention_bias = arch.qkv_bias || (arch.reads_attention_bias && cfg.get_bool("attention_bias").value_or(false));
-  c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(gemma);  // transformers' default per family
+  c.tied_embeddings = cfg.get_bool("tie_word_embeddings").value_or(gemma || smollm3);  // transformers' defaults
   c.qk_norm = arch.name == "qwen3" || arch.name == "qwen3moe";  // q_norm / k_norm over each head
   if (arch.hf_name == "MixtralForCausalLM" || arch.hf_name == "Qwen3MoeForCausalLM") read_experts(cfg, arch.hf_name, c);
   c.dtype = dtype(cfg);

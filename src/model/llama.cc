@@ -290,11 +290,14 @@ void LlamaModel::forward(const ForwardBatch& batch, KVPool& kv_pool, float* logi
   if (shard_.size > 1) global.shard = &shard_;
   LayerBuffers local = global;
   if (c.rope_local_freq_base > 0) local.rope_cos = local_cos_.data(), local.rope_sin = local_sin_.data();
+  LayerBuffers unrotated = global;  // SmolLM3's NoPE layers
+  unrotated.rope_cos = unrotated.rope_sin = nullptr;
   const auto layer_fn = c.sandwich_norms ? gemma3_layer : llama_layer;
   for (int l = 0; l < num_layers; ++l) {
     const int32_t window = c.window_of(l);
     const LayerKV layer_kv{kv.layer(l), b.slot_mapping.data(), attn_batch, window};
-    layer_fn(weights_.layers[static_cast<size_t>(l)], c, x, n, window > 0 ? local : global, layer_kv, pool);
+    const LayerBuffers& buffers = c.skips_rope(l) ? unrotated : window > 0 ? local : global;
+    layer_fn(weights_.layers[static_cast<size_t>(l)], c, x, n, buffers, layer_kv, pool);
   }
 
   // Hidden states asked for are normed on their own, apart from the logits

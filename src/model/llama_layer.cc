@@ -43,8 +43,10 @@ void attention_block(const LlamaLayerWeights& L, const ModelConfig& c, int64_t n
     kernels::rmsnorm(b.k, L.k_norm, n * c.n_kv_heads, c.head_dim, c.rms_eps, b.k);
   }
   const auto rope = c.rope_layout == RopeLayout::kHalfSplit ? kernels::rope_half_with : kernels::rope_adjacent_with;
-  rope(b.q, n, c.n_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
-  rope(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+  if (b.rope_cos != nullptr) {  // null: a layer that applies no RoPE (SmolLM3's NoPE layers)
+    rope(b.q, n, c.n_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+    rope(b.k, n, c.n_kv_heads, c.head_dim, c.rope_dims, b.rope_cos, b.rope_sin);
+  }
   kernels::kv_store(kv.cache, b.k, b.v, kv.slots, n);
   kernels::attention(kv.cache, kv.batch, b.q, c.n_heads, scale, b.attn, pool, kernels::AttentionMask::causal,
                      kv.window, L.sinks);

@@ -58,7 +58,7 @@ struct LayerBuffers {
   float* proj;     // [n, dim] output of wo / w_down
   float* gate;     // [n, ffn_dim]
   float* up;       // [n, ffn_dim]
-  const float* rope_cos;  // [n, rope_dims / 2] each token's angles
+  const float* rope_cos;  // [n, rope_dims / 2] each token's angles; null: the layer applies no RoPE
   const float* rope_sin;  // [n, rope_dims / 2]
   MoeScratch* moe = nullptr;  // with config.n_experts
   const TensorShard* shard = nullptr;  // a rank of a tensor-parallel model: proj is a partial sum

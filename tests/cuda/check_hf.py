@@ -24,7 +24,9 @@ both sides:
      embedding scale, query_pre_attn_scalar 16 (not head_dim), sliding
      layers with their own RoPE base beside global ones (one of them with
      linear scaling), a window of 64 (the GPU caps the context there, where
-     every window is full attention).
+     every window is full attention);
+  j. SmolLM3, bf16, every second layer without RoPE (no_rope_layer_interval
+     2), tied embeddings.
 
 Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
 7 over a cached prefix, and one token at a time (the split-KV decode kernel
@@ -49,7 +51,7 @@ in reverse (what a loader or a grouping kernel that hands a token's row to
 the wrong expert computes). For a RoPE scaling it is the same checkpoint
 with the scaling taken out of config.json (what an engine that ignores it
 computes); for Gemma 3, scores scaled by 1/sqrt(head_dim) instead of its
-query_pre_attn_scalar.
+query_pre_attn_scalar; for SmolLM3, RoPE on every layer.
 
 The random weights are scaled so that the checks have teeth: initializer
 range 0.05 (attention neither uniform nor one-hot, so RoPE matters), norms
@@ -122,6 +124,9 @@ CASES = [
     dict(name="gemma3-linear-bf16", arch="gemma3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4,
          heads=4, kv_heads=1, head_dim=64, scalar=64, window=64, tied=True, theta=1000000.0, shard=None,
          tokenizer=False, seed=12, context=2048, rope=dict(rope_type="linear", factor=8.0)),
+    dict(name="smollm3-bf16", arch="smollm3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4,
+         heads=4, kv_heads=2, interval=2, tied=True, theta=2000000.0, shard=None, tokenizer=False, seed=13,
+         context=2048),
 ]
 ROUTER_SCALE = 10.0
 
@@ -180,6 +185,10 @@ def build(case: dict, directory: Path) -> int:
                                 moe_intermediate_size=case["ffn"], norm_topk_prob=True, decoder_sparse_step=1,
                                 mlp_only_layers=[], **common)
         cls = Qwen3MoeForCausalLM
+    elif case["arch"] == "smollm3":
+        from transformers import SmolLM3Config, SmolLM3ForCausalLM
+        config = SmolLM3Config(no_rope_layer_interval=case["interval"], pad_token_id=None, **common)  # its pad id is past this vocabulary
+        cls = SmolLM3ForCausalLM
     elif case["arch"] == "gemma3":
         from transformers import Gemma3ForCausalLM, Gemma3TextConfig
         kinds = ["sliding_attention", "full_attention"] * (case["layers"] // 2)
@@ -388,6 +397,19 @@ def check_gemma_scale_control(exe: str, case: dict, directory: Path, ids: list[i
            float(rel.max()) > 3 * tol, max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
+def check_nope_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
+                       vocab: int, root: Path):
+    """SmolLM3 with RoPE on every layer (what an engine that ignores its NoPE layers computes)."""
+    wrong = root / f"{case['name']}-rope-everywhere"
+    shutil.copytree(directory, wrong)
+    config = json.loads((wrong / "config.json").read_text())
+    config["no_rope_layers"] = [1] * case["layers"]
+    (wrong / "config.json").write_text(json.dumps(config))
+    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
+    record(f"{case['name']}: negative control (RoPE on every layer) misses the tolerance", float(rel.max()) > 3 * tol,
+           max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exactly", required=True)
@@ -417,6 +439,8 @@ def main() -> int:
                     check_rope_scaling_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if case["arch"] == "gemma3" and case["scalar"] != case["head_dim"]:
                     check_gemma_scale_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                if case["arch"] == "smollm3":
+                    check_nope_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if "experts" in case:
                     check_experts_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if case["arch"] == "qwen3":

@@ -162,12 +162,12 @@ def test_yarn_from_a_checkpoint_runs_as_the_reference_does(run_exactly, tmp_path
     model = tmp_path / "hf"
     ref = reference(write_random_checkpoint(model, t, config, seed=12), config)
     unscaled = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, yarn=None), ref.w)
-    assert_scaled_as_the_reference(run_exactly, model, tmp_path, ref, unscaled)
+    assert_matches_reference_not_control(run_exactly, model, tmp_path, ref, unscaled)
 
 
-def assert_scaled_as_the_reference(run_exactly, model: Path, tmp_path: Path, ref, unscaled) -> None:
-    """The engine's logits within the bound of the reference with the scaling, and 100 bounds away from the
-    same model without it (the control: the scaling matters at these positions)."""
+def assert_matches_reference_not_control(run_exactly, model: Path, tmp_path: Path, ref, control) -> None:
+    """The engine's logits within the bound of the reference, and 100 bounds away from the control (the
+    same model without the feature under test: it matters at these positions)."""
     ids = [1, 5, 9, 30, 2, 17, 4, 4, 11, 0, 23, 8, 3, 7, 19, 6]
     out = tmp_path / "logits.f32"
     run_exactly(["logits", "-m", model, "--tokens", ",".join(map(str, ids)), "--out", out])
@@ -175,7 +175,7 @@ def assert_scaled_as_the_reference(run_exactly, model: Path, tmp_path: Path, ref
     want = ref.logits(ids)
     scale = np.linalg.norm(want, axis=1)
     assert (np.linalg.norm(got - want, axis=1) / scale).max() < REL_L2_BOUND
-    assert (np.linalg.norm(got - unscaled.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
+    assert (np.linalg.norm(got - control.logits(ids), axis=1) / scale).max() > 100 * REL_L2_BOUND
 
 
 def llama3_divisors(d: int, base: float, factor: float, low: float, high: float, original: int) -> np.ndarray:
@@ -199,7 +199,7 @@ def test_llama3_rope_scaling_from_a_checkpoint_runs_as_the_reference_does(run_ex
     assert (divisors == 1).any() and (divisors == 8).any() and ((divisors > 1) & (divisors < 8)).any()
     unscaled = llama_ref.LlamaRef(ref.cfg, dict(ref.w))
     ref.w["rope_freqs.weight"] = divisors
-    assert_scaled_as_the_reference(run_exactly, model, tmp_path, ref, unscaled)
+    assert_matches_reference_not_control(run_exactly, model, tmp_path, ref, unscaled)
 
 
 @pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MixtralForCausalLM",
@@ -282,6 +282,27 @@ def test_template_variables_without_a_template_are_refused(tmp_path):
     assert llm.tokenizer.apply_chat_template(messages).startswith("<|im_start|>user")  # ChatML, the fallback
     with pytest.raises(ValueError, match="chat_template_kwargs"):
         llm.tokenizer.apply_chat_template(messages, enable_thinking=False)
+
+
+@pytest.mark.parametrize("keys, nope", [({"no_rope_layers": [1, 0]}, (1,)), ({"no_rope_layers": [0, 1, 1]}, (0,)),
+                                        ({"no_rope_layer_interval": 2}, (1,))])
+def test_smollm3_rotates_nothing_in_its_nope_layers(run_exactly, tmp_path, keys, nope):
+    """SmolLM3: a layer with 0 in no_rope_layers (or every no_rope_layer_interval-th) rotates neither q nor k;
+    embeddings tied by default. The control rotates every layer."""
+    config = {k: v for k, v in CONFIG.items() if k != "tie_word_embeddings"}
+    config = {**config, "architectures": ["SmolLM3ForCausalLM"], **keys}
+    model = tmp_path / "hf"
+    ref = reference(write_random_checkpoint(model, tensors(), config, seed=15), config)
+    nope_ref = llama_ref.LlamaRef(llama_ref.dataclasses.replace(ref.cfg, nope_layers=nope), ref.w)
+    assert_matches_reference_not_control(run_exactly, model, tmp_path, nope_ref, ref)
+
+
+@pytest.mark.parametrize("value", [[1], [1, 2], "all"])
+def test_smollm3_bad_nope_layers_are_named(run_exactly, tmp_path, value):
+    config = {**CONFIG, "architectures": ["SmolLM3ForCausalLM"], "no_rope_layers": value}
+    write_random_checkpoint(tmp_path / "hf", tensors(), config, seed=15)
+    p = run_on_cpu(run_exactly, tmp_path / "hf", tmp_path)
+    assert p.returncode == BAD_INPUT and "'no_rope_layers'" in p.stderr, p.stderr
 
 
 MISTRAL3_LAYOUTS = {  # where transformers 4.50-4.51 and 4.52 on put the text model and its head

@@ -32,6 +32,8 @@ public HF -> GGUF conversion script):
     sin is multiplied by attn_factor * (0.1 ln s + 1).
   * A sliding window on every layer (llama.attention.sliding_window, Mistral's
     window): a query at position p sees only keys p - window + 1 .. p.
+  * SmolLM3's NoPE layers (config.json's no_rope_layers, 0 for such a layer)
+    rotate neither q nor k: their attention sees no positions.
   * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
     replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
     ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
@@ -81,6 +83,7 @@ class LlamaConfig:
     n_experts_used: int = 0
     yarn: dict | None = None  # factor, original_context, beta_fast, beta_slow, attn_factor
     window: int = 0          # every layer's sliding window (0: full causal attention)
+    nope_layers: tuple = ()  # layers that rotate neither q nor k (SmolLM3's NoPE layers)
 
 
 def _field(reader: GGUFReader, key: str):
@@ -229,7 +232,8 @@ class LlamaRef:
         if cfg.qk_norm:  # per head, over head_dim
             q = self.rmsnorm(q, w[pre + "attn_q_norm.weight"])
             k = self.rmsnorm(k, w[pre + "attn_k_norm.weight"])
-        q, k = self.rope(q, positions), self.rope(k, positions)
+        if layer not in cfg.nope_layers:
+            q, k = self.rope(q, positions), self.rope(k, positions)
         cache.k[layer] = np.concatenate([cache.k[layer], k], axis=1)
         cache.v[layer] = np.concatenate([cache.v[layer], v], axis=1)
         keys, vals = cache.k[layer], cache.v[layer]  # [n_kv_heads, T, head_dim]

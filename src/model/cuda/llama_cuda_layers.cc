@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cuda/moe.h"
 #include "model/cuda/cuda_attention_plan.h"
@@ -82,6 +83,13 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
   angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
   if (c.rope_local_freq_base > 0)
     local_angles_ = kc::DeviceBuffer(T * static_cast<size_t>(c.rope_dims / 2) * 8, "rotary angles");
+  if (!c.layer_skips_rope.empty()) {  // cos 1, sin 0: rope_and_store's rotation then leaves q and k as they are
+    const std::vector<float2> identity(T * static_cast<size_t>(c.rope_dims / 2), make_float2(1.0f, 0.0f));
+    unrotated_angles_ = kc::DeviceBuffer(identity.size() * sizeof(float2), "rotary angles");
+    kc::check_cuda(cudaMemcpy(unrotated_angles_.get(), identity.data(), unrotated_angles_.bytes(),
+                              cudaMemcpyHostToDevice),
+                   "identity rotary angles");
+  }
   if (c.sandwich_norms) proj_ = kc::DeviceBuffer(T * static_cast<size_t>(c.dim) * 4, "activations");
   last_ = kc::DeviceBuffer(static_cast<size_t>(head_rows) * static_cast<size_t>(c.dim) * 2, "activations");
   if (fc_ != nullptr) beside_ = kc::DeviceBuffer(T * 2 * static_cast<size_t>(c.dim) * 2, "activations");
@@ -90,7 +98,8 @@ void CudaLlamaLayers::allocate_activations(int64_t tokens, int32_t head_rows) {
 size_t CudaLlamaLayers::activation_memory() const {
   return x_.bytes() + h_.bytes() + qkv_.bytes() + q_.bytes() + attn_.bytes() + gate_up_.bytes() + act_.bytes() +
          last_.bytes() + beside_.bytes() + router_logits_.bytes() + routes_.bytes() + expert_out_.bytes() +
-         angles_.bytes() + local_angles_.bytes() + proj_.bytes() + gemm_->workspace_bytes();
+         angles_.bytes() + local_angles_.bytes() + unrotated_angles_.bytes() + proj_.bytes() +
+         gemm_->workspace_bytes();
 }
 
 void CudaLlamaLayers::prepare_products(int64_t max_rows, int32_t head_rows, cudaStream_t stream) {
@@ -129,9 +138,10 @@ void CudaLlamaLayers::run_layers(const CudaStepTokens& step, CudaKVPool& kv, con
     const Layer& L = layers_[static_cast<size_t>(l)];
     const kc::PagedKVDevice cache = kv.layer(l);
     const bool local = local_angles_.get() != nullptr && c.window_of(l) > 0;
+    const void* angles = c.skips_rope(l) ? unrotated_angles_.get() : local ? local_angles_.get() : angles_.get();
     // x = x + attention(norm(x))
     norm(L.attn_norm, n, stream);
-    add_attention(L, cache, step, attention, local ? local_angles_.get() : angles_.get(), stream);
+    add_attention(L, cache, step, attention, angles, stream);
     // x = x + mlp(norm(x))
     norm(L.ffn_norm, n, stream);
     if (L.router != nullptr)

@@ -108,6 +108,7 @@ class CudaLlamaLayers final : public CudaArchitecture {
   kernels::cuda::DeviceBuffer act_;      // bf16 [T, ffn_dim]: silu(gate) * up
   kernels::cuda::DeviceBuffer angles_;   // [T, rope_dims / 2] rotary angles (8 bytes each)
   kernels::cuda::DeviceBuffer local_angles_;  // the same at the sliding layers' own base (Gemma 3), or empty
+  kernels::cuda::DeviceBuffer unrotated_angles_;  // (1, 0) pairs: SmolLM3's NoPE layers rotate by nothing, or empty
   kernels::cuda::DeviceBuffer proj_;     // fp32 [T, dim]: a block's output before its post-norm (sandwich norms)
   kernels::cuda::DeviceBuffer last_;     // bf16 [head_rows, dim]: the head's normed rows
   kernels::cuda::DeviceBuffer beside_;   // bf16 [T, 2 dim]: a draft head's [embed; hidden_in]
