@@ -175,9 +175,9 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   ModelConfig c;
   c.architecture = f.require_string("general.architecture");
   if (c.architecture != "llama" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
-      c.architecture != "gemma3" && c.architecture != "gpt-oss")
+      c.architecture != "gemma3" && c.architecture != "gpt-oss" && c.architecture != "smollm3")
     throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3, qwen3moe, "
-                                    "gemma3, gpt-oss)",
+                                    "gemma3, gpt-oss, smollm3)",
                                     f.path().c_str(), c.architecture.c_str()));
   // Qwen3: the llama body with a per-head RMSNorm of q and k, and RoPE's
   // pairs half a head apart (its converter keeps the checkpoint's layout).
@@ -226,6 +226,10 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   if (c.architecture == "gemma3") read_gemma3(f, a, c);
   if (c.architecture == "gpt-oss") read_gpt_oss(f, a, c);
   if (c.architecture == "llama") read_llama_window(f, a, c);
+  // SmolLM3: the llama body whose every fourth layer applies no RoPE (a step
+  // llama.cpp fixes for the architecture; the file does not state it).
+  if (c.architecture == "smollm3")
+    for (int32_t l = 0; l < c.n_layers; ++l) c.layer_skips_rope.push_back((l + 1) % 4 == 0);
   c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
   const GGUFTensorInfo& embd = f.require_tensor("token_embd.weight");
   c.vocab_size = embd.shape.size() == 2 ? static_cast<int32_t>(embd.shape[1]) : 0;

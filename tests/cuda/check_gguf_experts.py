@@ -1,8 +1,9 @@
 """GGUF mixtures of experts, scaled RoPEs and Gemma 3 on the GPU (run by
 scripts/gpu-check): `exactly logits --device cuda` against the same binary
 on the CPU (the oracle, checked against float64 references in CI) for the
-tiny Mixtral-style, Qwen3-MoE, Llama 3.1-scaled, YaRN and Gemma 3 (plain,
-linear RoPE scaling, final soft cap) files of tests/cuda/expert_ggufs.py, in one pass (the prefill kernel), in chunks of 7
+tiny Mixtral-style, Qwen3-MoE, Llama 3.1-scaled, YaRN, Gemma 3 (plain,
+linear RoPE scaling, final soft cap) and SmolLM3 files of
+tests/cuda/expert_ggufs.py, in one pass (the prefill kernel), in chunks of 7
 over a cached prefix and one token at a time (decode, graphs). A GPU that
 ignored the scaling would miss the bounds: both files turn several pairs far
 from their unscaled angles within the 40 positions, and YaRN's magnitude

@@ -5,7 +5,7 @@ tokenizer, F32 and Q8_0 tensors, at widths the GPU's expert products take
 file with Llama 3.1's rope_freqs.weight and a `qwen3` file with YaRN; and
 `gemma3` files (heads of 64, a window of 64 that the GPU's context stops
 at) plain, with linear RoPE scaling on the global layer and with a final
-soft cap.
+soft cap; and a four-layer `smollm3` file (its fourth layer without RoPE).
 Written on a machine with the `gguf` package (tests/e2e's writer), then
 carried to the GPU machine:
 
@@ -39,6 +39,9 @@ def main() -> int:
         path = out / f"{name}-{qtype.name.lower()}.gguf"
         ta.write_model(path, name, tok, qtype, seed=5, expert_ffn=64, head_dim=64)
         print(path)
+    ta.LAYERS = 4  # SmolLM3's fourth layer is its NoPE layer
+    ta.write_model(out / "smollm3-f32.gguf", "smollm3", tok, GGMLQuantizationType.F32, seed=5, head_dim=64)
+    print(out / "smollm3-f32.gguf")
     tg.HEAD_DIM, tg.WINDOW = 64, 64
     for variant in tg.VARIANTS:
         path = out / f"gemma3-{variant}.gguf"

@@ -40,6 +40,7 @@ ARCHS = {  # name: (general.architecture, experts, head_dim from key_length)
     "mixtral": ("llama", True, False),
     "llama-rope-factors": ("llama", False, False),  # Llama 3.1's rope_freqs.weight
     "qwen3-yarn": ("qwen3", False, True),  # YaRN RoPE scaling
+    "smollm3": ("smollm3", False, False),  # the llama body, RoPE on all but every fourth layer
 }
 # A small original context, so that the ramp falls inside the 16 pairs and
 # the prompt's positions turn the interpolated pairs far from the originals.
@@ -162,7 +163,8 @@ def relative_errors(got, ref):
 def test_logits_match_the_reference(model, run_exactly, tmp_path):
     name, path, ref = model
     arch, moe, key_length = ARCHS[name]
-    assert ref.cfg.qk_norm == ref.cfg.rope_half == (arch != "llama") and bool(ref.cfg.n_experts) == moe
+    assert ref.cfg.qk_norm == ref.cfg.rope_half == (arch not in ("llama", "smollm3"))
+    assert bool(ref.cfg.n_experts) == moe
     got = engine_logits(run_exactly, path, PROMPT, tmp_path)
     want = ref.logits(PROMPT)
     assert got.shape == want.shape and np.isfinite(got).all()
@@ -247,6 +249,20 @@ def assert_request_keeps_its_bits(run_exactly, model_path, tmp_path, *options) -
     return alone
 
 
+def test_smollm3_rotates_nothing_in_every_fourth_layer(run_exactly, tmp_path, tokenizer, monkeypatch):
+    """SmolLM3 from GGUF, four layers: the fourth applies no RoPE (as llama.cpp reads the architecture); the
+    control rotates every layer."""
+    monkeypatch.setattr(f"{__name__}.LAYERS", 4)
+    path = tmp_path / "smollm3.gguf"
+    write_model(path, "smollm3", tokenizer, GGMLQuantizationType.F32)
+    ref = llama_ref.load(str(path))
+    assert ref.cfg.nope_layers == (3,)
+    got = engine_logits(run_exactly, path, PROMPT, tmp_path)
+    rotated = llama_ref.LlamaRef(dataclasses.replace(ref.cfg, nope_layers=()), ref.w)
+    assert relative_errors(got, ref.logits(PROMPT)).max() < REL_L2_BOUND
+    assert relative_errors(got, rotated.logits(PROMPT)).max() > 100 * REL_L2_BOUND
+
+
 def test_a_request_is_the_same_alone_and_among_others(model, run_exactly, tmp_path):
     _, path, _ = model
     assert_request_keeps_its_bits(run_exactly, path, tmp_path)
@@ -254,7 +270,7 @@ def test_a_request_is_the_same_alone_and_among_others(model, run_exactly, tmp_pa
 
 def test_the_gpu_refuses_it_by_name(model, exactly_bin):
     name, path, _ = model
-    if name in ("qwen3", "llama-rope-factors", "qwen3-yarn"):
+    if name in ("qwen3", "llama-rope-factors", "qwen3-yarn", "smollm3"):
         pytest.skip("runs on the GPU (tests/cuda/check_hf.py, tests/cuda/check_gguf_experts.py)")
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "--device", "cuda"],
                        capture_output=True, text=True, timeout=120)

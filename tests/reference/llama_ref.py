@@ -32,8 +32,10 @@ public HF -> GGUF conversion script):
     sin is multiplied by attn_factor * (0.1 ln s + 1).
   * A sliding window on every layer (llama.attention.sliding_window, Mistral's
     window): a query at position p sees only keys p - window + 1 .. p.
-  * SmolLM3's NoPE layers (config.json's no_rope_layers, 0 for such a layer)
-    rotate neither q nor k: their attention sees no positions.
+  * SmolLM3's NoPE layers (config.json's no_rope_layers, 0 for such a layer;
+    in its GGUF files, as llama.cpp reads them, every fourth layer) rotate
+    neither q nor k: their attention sees no positions. Its converter
+    permutes q and k as Llama's does.
   * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
     replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
     ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
@@ -95,8 +97,8 @@ def _field(reader: GGUFReader, key: str):
 
 def read_config(reader: GGUFReader) -> LlamaConfig:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen3", "qwen3moe"):
-        raise ValueError(f"general.architecture is {arch!r}, expected 'llama', 'qwen3' or 'qwen3moe'")
+    if arch not in ("llama", "qwen3", "qwen3moe", "smollm3"):
+        raise ValueError(f"general.architecture is {arch!r}, expected 'llama', 'qwen3', 'qwen3moe' or 'smollm3'")
     p = arch + "."
     n_experts = int(_field(reader, p + "expert_count")) if p + "expert_count" in reader.fields else 0
     dim = int(_field(reader, p + "embedding_length"))
@@ -106,8 +108,9 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
     head_dim = int(_field(reader, key_len)) if key_len in reader.fields else dim // n_heads
     rope_key = p + "rope.dimension_count"
     rope_dims = int(_field(reader, rope_key)) if rope_key in reader.fields else head_dim
+    n_layers = int(_field(reader, p + "block_count"))
     return LlamaConfig(
-        n_layers=int(_field(reader, p + "block_count")),
+        n_layers=n_layers,
         dim=dim,
         ffn_dim=int(_field(reader, p + "feed_forward_length")),
         n_heads=n_heads,
@@ -124,6 +127,7 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
         yarn=_read_yarn(reader, p),
         window=int(_field(reader, p + "attention.sliding_window")) if p + "attention.sliding_window" in reader.fields
         else 0,
+        nope_layers=tuple(l for l in range(n_layers) if (l + 1) % 4 == 0) if arch == "smollm3" else (),
     )
 
 
