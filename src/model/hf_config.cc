@@ -22,8 +22,9 @@ struct Architecture {
   bool reads_attention_bias;  // config.json "attention_bias" applies
 };
 
-constexpr std::array<Architecture, 9> kArchitectures = {{
+constexpr std::array<Architecture, 10> kArchitectures = {{
     {"LlamaForCausalLM", "llama", false, true},
+    {"Phi3ForCausalLM", "llama", false, false},
     {"SmolLM3ForCausalLM", "llama", false, true},
     {"MistralForCausalLM", "llama", false, false},
     {"MixtralForCausalLM", "llama", false, false},
@@ -79,8 +80,8 @@ const Architecture& architecture(const JsonObject& cfg) {
   cfg.fail("architectures",
            strformat("names '%s', which is not supported (supported: LlamaForCausalLM, MistralForCausalLM, "
                      "MixtralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Gemma3ForCausalLM, "
-                     "GptOssForCausalLM, SmolLM3ForCausalLM; the text models of Gemma3ForConditionalGeneration and "
-                     "Mistral3ForConditionalGeneration)",
+                     "GptOssForCausalLM, SmolLM3ForCausalLM, Phi3ForCausalLM; the text models of "
+                     "Gemma3ForConditionalGeneration and Mistral3ForConditionalGeneration)",
                      name.c_str()));
 }
 
@@ -245,6 +246,28 @@ void read_layer_windows(const JsonObject& cfg, ModelConfig& c, const std::functi
   for (int32_t l = 0; l < c.n_layers; ++l) c.layer_windows.push_back(slides(l) ? window : 0);
 }
 
+// The leading dims of each head that RoPE rotates: head_dim, or for Phi-3
+// int(head_dim x partial_rotary_factor) (a top-level key, or inside
+// rope_parameters from transformers 5 on), the pairs half that apart.
+int32_t rotated_dims(const JsonObject& cfg, const Architecture& arch, int32_t head_dim) {
+  const JsonObject* where = &cfg;
+  std::optional<JsonObject> params;
+  if (!cfg.find("partial_rotary_factor") && cfg.find("rope_parameters") && cfg.find("rope_parameters")->is_object()) {
+    params.emplace(cfg.object("rope_parameters"));
+    where = &*params;
+  }
+  if (!where->find("partial_rotary_factor")) return head_dim;
+  const double f = where->require_number("partial_rotary_factor");
+  if (f == 1.0) return head_dim;
+  if (arch.hf_name != "Phi3ForCausalLM")
+    where->fail("partial_rotary_factor", strformat("is %g; only Phi-3's attention rotates part of a head here", f));
+  const auto dims = static_cast<int32_t>(head_dim * f);
+  if (!(f > 0 && f < 1) || dims < 2 || dims % 2 != 0)
+    where->fail("partial_rotary_factor", strformat("is %g: head_dim %d times it must be an even number of dims", f,
+                                                   head_dim));
+  return dims;
+}
+
 // SmolLM3's NoPE layers: no_rope_layers (1 where a layer uses RoPE, at least
 // one entry per layer), else every no_rope_layer_interval-th layer (default
 // 4) skips it, as transformers reads them.
@@ -283,7 +306,7 @@ void read_sliding_windows(const JsonObject& cfg, const Architecture& arch, Model
     return read_layer_windows(cfg, c, [full_layers](int32_t l) { return l >= full_layers; });
   }
   if (qwen || cfg.find("sliding_window") == nullptr) return;
-  if (arch.hf_name == "MistralForCausalLM" || arch.hf_name == "MixtralForCausalLM")
+  if (arch.hf_name == "MistralForCausalLM" || arch.hf_name == "MixtralForCausalLM" || arch.hf_name == "Phi3ForCausalLM")
     return read_layer_windows(cfg, c, [](int32_t) { return true; });
   if (arch.hf_name == "LlamaForCausalLM")
     c.context_length = std::min(c.context_length, positive_int(cfg, "sliding_window"));
@@ -416,9 +439,12 @@ ModelConfig read_hf_config(const std::string& path) {
   c.head_dim = positive_int(cfg, "head_dim", c.dim / c.n_heads);
   if (c.head_dim % 2 != 0) cfg.fail("head_dim", strformat("%d is odd; RoPE rotates pairs", c.head_dim));
   if (c.head_dim > 1024) cfg.fail("head_dim", strformat("%d is above 1,024, the RoPE kernels' bound", c.head_dim));
-  c.rope_dims = c.head_dim;
+  c.rope_dims = rotated_dims(cfg, arch, c.head_dim);
   c.rope_layout = RopeLayout::kHalfSplit;
   const RopeSettings rope = rope_settings(cfg, gemma);
+  if (arch.hf_name == "Phi3ForCausalLM" && rope.scale.yarn.factor > 0)  // transformers reads it as longrope there
+    cfg.fail(cfg.find("rope_scaling") ? "rope_scaling" : "rope_parameters",
+             "is 'yarn', which Phi-3 takes for 'longrope': not supported");
   c.rope_freq_base = rope.theta;
   c.rope_linear_scale = rope.scale.linear;
   c.rope_yarn = rope.scale.yarn;

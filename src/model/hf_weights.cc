@@ -124,6 +124,21 @@ void read_fused_experts(const Reader& r, const std::string& p, const ModelConfig
   f.down_bias = r.get(x + "down_proj_bias", {n, dim});
 }
 
+// Rows [begin, begin + rows) of the 2-D tensor t, as a tensor of its own
+// that w keeps (a view into the same bytes).
+const SafetensorsTensor* row_view(HfWeights& w, const SafetensorsTensor& t, int64_t begin, int64_t rows) {
+  const int64_t row_bytes = t.size_bytes / t.shape[0];
+  auto v = std::make_unique<SafetensorsTensor>(t);
+  v->name = strformat("%s[%lld:%lld]", t.name.c_str(), static_cast<long long>(begin),
+                      static_cast<long long>(begin + rows));
+  v->shape = {rows, t.shape[1]};
+  v->data = t.data + begin * row_bytes;
+  v->size_bytes = rows * row_bytes;
+  v->file_offset = t.file_offset + begin * row_bytes;
+  w.views.push_back(std::move(v));
+  return w.views.back().get();
+}
+
 }  // namespace
 
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
@@ -151,9 +166,16 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
     const std::string p = strformat("model.layers.%d.", l);
     HfLayerWeights L{};
     L.attn_norm = r.get(p + "input_layernorm.weight", {dim});
-    L.wq = r.get(p + "self_attn.q_proj.weight", {q_rows, dim});
-    L.wk = r.get(p + "self_attn.k_proj.weight", {kv_rows, dim});
-    L.wv = r.get(p + "self_attn.v_proj.weight", {kv_rows, dim});
+    if (r.find(p + "self_attn.qkv_proj.weight") != nullptr) {  // Phi-3: q | k | v in one tensor
+      const SafetensorsTensor* qkv = r.get(p + "self_attn.qkv_proj.weight", {q_rows + 2 * kv_rows, dim});
+      L.wq = row_view(w, *qkv, 0, q_rows);
+      L.wk = row_view(w, *qkv, q_rows, kv_rows);
+      L.wv = row_view(w, *qkv, q_rows + kv_rows, kv_rows);
+    } else {
+      L.wq = r.get(p + "self_attn.q_proj.weight", {q_rows, dim});
+      L.wk = r.get(p + "self_attn.k_proj.weight", {kv_rows, dim});
+      L.wv = r.get(p + "self_attn.v_proj.weight", {kv_rows, dim});
+    }
     // Biases must be there exactly when the config says: ignoring one, or
     // inventing zeros for a missing one, would compute another model.
     L.q_bias = r.get(p + "self_attn.q_proj.bias", {q_rows}, !c.attention_bias);
@@ -184,6 +206,11 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& c) {
       read_fused_experts(r, p, c, L);
     } else if (c.n_experts > 0) {
       read_experts(r, p, c, L);
+    } else if (r.find(p + "mlp.gate_up_proj.weight") != nullptr) {  // Phi-3: gate | up in one tensor
+      const SafetensorsTensor* gate_up = r.get(p + "mlp.gate_up_proj.weight", {2 * ffn, dim});
+      L.w_gate = row_view(w, *gate_up, 0, ffn);
+      L.w_up = row_view(w, *gate_up, ffn, ffn);
+      L.w_down = r.get(p + "mlp.down_proj.weight", {dim, ffn});
     } else {
       L.w_gate = r.get(p + "mlp.gate_proj.weight", {ffn, dim});
       L.w_up = r.get(p + "mlp.up_proj.weight", {ffn, dim});

@@ -77,6 +77,9 @@ struct HfWeights {
   const SafetensorsTensor* output;       // [vocab, dim]; token_embd when tied
   const SafetensorsTensor* output_norm;  // [dim]
   std::vector<HfLayerWeights> layers;
+  // Row ranges of fused tensors (Phi-3's qkv_proj and gate_up_proj) as
+  // tensors of their own, views into the same bytes.
+  std::vector<std::unique_ptr<SafetensorsTensor>> views;
 
   bool tied() const { return output == token_embd; }
   bool qkv_bias() const { return !layers.empty() && layers[0].q_bias != nullptr; }
@@ -84,7 +87,9 @@ struct HfWeights {
   // Opens `path` (a checkpoint directory, an index file or a .safetensors
   // file) and checks it against `config`: a FileFormatError naming the tensor
   // and its file for a missing tensor, a dtype other than BF16/F16/F32, a
-  // shape other than the config's, or an o_proj bias (but gpt-oss's).
+  // shape other than the config's, or an o_proj bias (but gpt-oss's). A
+  // layer's fused self_attn.qkv_proj and mlp.gate_up_proj (Phi-3) stand for
+  // its q/k/v and gate/up projections, in that order of rows.
   // lm_head.weight is ignored when config.tied_embeddings.
   static HfWeights open(const std::string& path, const ModelConfig& config);
 };

@@ -26,7 +26,9 @@ both sides:
      linear scaling), a window of 64 (the GPU caps the context there, where
      every window is full attention);
   j. SmolLM3, bf16, every second layer without RoPE (no_rope_layer_interval
-     2), tied embeddings.
+     2), tied embeddings;
+  k. Phi-3, bf16, fused qkv_proj and gate_up_proj, RoPE on 48 of each head's
+     64 dims (partial_rotary_factor 0.75; its control rotates whole heads).
 
 Each runs ~40 random token ids in one pass (the prefill kernel), in chunks of
 7 over a cached prefix, and one token at a time (the split-KV decode kernel
@@ -124,6 +126,9 @@ CASES = [
     dict(name="gemma3-linear-bf16", arch="gemma3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4,
          heads=4, kv_heads=1, head_dim=64, scalar=64, window=64, tied=True, theta=1000000.0, shard=None,
          tokenizer=False, seed=12, context=2048, rope=dict(rope_type="linear", factor=8.0)),
+    dict(name="phi3-bf16", arch="phi3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=3, heads=4,
+         kv_heads=2, tied=False, theta=10000.0, shard=None, tokenizer=False, seed=14, context=2048,
+         rope=dict(rope_type="default", partial_rotary_factor=0.75)),
     dict(name="smollm3-bf16", arch="smollm3", dtype=torch.bfloat16, vocab=1000, hidden=256, ffn=512, layers=4,
          heads=4, kv_heads=2, interval=2, tied=True, theta=2000000.0, shard=None, tokenizer=False, seed=13,
          context=2048),
@@ -185,6 +190,10 @@ def build(case: dict, directory: Path) -> int:
                                 moe_intermediate_size=case["ffn"], norm_topk_prob=True, decoder_sparse_step=1,
                                 mlp_only_layers=[], **common)
         cls = Qwen3MoeForCausalLM
+    elif case["arch"] == "phi3":
+        from transformers import Phi3Config, Phi3ForCausalLM
+        config = Phi3Config(sliding_window=None, pad_token_id=None, **common)  # its pad id is past this vocabulary
+        cls = Phi3ForCausalLM
     elif case["arch"] == "smollm3":
         from transformers import SmolLM3Config, SmolLM3ForCausalLM
         config = SmolLM3Config(no_rope_layer_interval=case["interval"], pad_token_id=None, **common)  # its pad id is past this vocabulary

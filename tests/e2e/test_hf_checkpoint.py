@@ -284,6 +284,65 @@ def test_template_variables_without_a_template_are_refused(tmp_path):
         llm.tokenizer.apply_chat_template(messages, enable_thinking=False)
 
 
+def phi3_tensors() -> dict[str, tuple[str, tuple[int, ...]]]:
+    """tensors() with each layer's q/k/v and gate/up fused as Phi-3 stores them."""
+    t = {}
+    for name, spec in tensors().items():
+        if name.endswith("self_attn.q_proj.weight"):
+            t[name.replace("q_proj", "qkv_proj")] = ("BF16", (128 + 2 * 64, 128))
+        elif name.endswith("mlp.gate_proj.weight"):
+            t[name.replace("gate_proj", "gate_up_proj")] = ("F16", (2 * 256, 128))
+        elif not name.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight", "mlp.up_proj.weight")):
+            t[name] = spec
+    return t
+
+
+def unfused(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Phi-3's fused tensors split back into the separate projections, rows in order."""
+    out = {}
+    for name, v in values.items():
+        if "qkv_proj" in name:
+            for part, rows in (("q_proj", v[:128]), ("k_proj", v[128:192]), ("v_proj", v[192:])):
+                out[name.replace("qkv_proj", part)] = rows
+        elif "gate_up_proj" in name:
+            out[name.replace("gate_up_proj", "gate_proj")], out[name.replace("gate_up_proj", "up_proj")] = v[:256], v[256:]
+        else:
+            out[name] = v
+    return out
+
+
+@pytest.mark.parametrize("where", ["top level", "rope_parameters"])
+def test_phi3_fused_projections_and_partial_rotary(run_exactly, tmp_path, where):
+    """Phi-3: q/k/v in one qkv_proj and gate/up in one gate_up_proj (rows in that order), and RoPE on the first
+    int(64 x 0.75) = 48 dims of each head, pairs 24 apart (partial_rotary_factor at the config's top level, or
+    inside rope_parameters as transformers 5 writes it). The control rotates whole heads."""
+    factor = ({"partial_rotary_factor": 0.75} if where == "top level" else
+              {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75}})
+    config = {**CONFIG, "architectures": ["Phi3ForCausalLM"], **factor}
+    model = tmp_path / "hf"
+    full = reference(unfused(write_random_checkpoint(model, phi3_tensors(), config, seed=16)), config)
+    partial = llama_ref.LlamaRef(llama_ref.dataclasses.replace(full.cfg, rope_dims=48), full.w)
+    assert_matches_reference_not_control(run_exactly, model, tmp_path, partial, full)
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("partial_rotary_factor", 45 / 64, "must be an even number of dims"),
+    ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}, "takes for 'longrope'"),
+    ("rope_scaling", {"type": "longrope", "factor": 4.0}, "type 'longrope'"),
+])
+def test_phi3_options_it_does_not_compute_are_refused(run_exactly, tmp_path, key, value, needle):
+    config = {**CONFIG, "architectures": ["Phi3ForCausalLM"], key: value}
+    write_random_checkpoint(tmp_path / "hf", phi3_tensors(), config, seed=16)
+    p = run_on_cpu(run_exactly, tmp_path / "hf", tmp_path)
+    assert p.returncode == BAD_INPUT and needle in p.stderr, p.stderr
+
+
+def test_partial_rotary_is_refused_where_the_attention_rotates_whole_heads(run_exactly, tmp_path):
+    write_random_checkpoint(tmp_path / "hf", tensors(), {**CONFIG, "partial_rotary_factor": 0.5}, seed=16)
+    p = run_on_cpu(run_exactly, tmp_path / "hf", tmp_path)
+    assert p.returncode == BAD_INPUT and "'partial_rotary_factor' is 0.5" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("keys, nope", [({"no_rope_layers": [1, 0]}, (1,)), ({"no_rope_layers": [0, 1, 1]}, (0,)),
                                         ({"no_rope_layer_interval": 2}, (1,))])
 def test_smollm3_rotates_nothing_in_its_nope_layers(run_exactly, tmp_path, keys, nope):
