@@ -175,15 +175,25 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   ModelConfig c;
   c.architecture = f.require_string("general.architecture");
   if (c.architecture != "llama" && c.architecture != "qwen3" && c.architecture != "qwen3moe" &&
-      c.architecture != "gemma3" && c.architecture != "gpt-oss" && c.architecture != "smollm3")
+      c.architecture != "gemma3" && c.architecture != "gpt-oss" && c.architecture != "smollm3" &&
+      c.architecture != "phi3")
     throw FileFormatError(strformat("%s: architecture '%s' is not supported (supported: llama, qwen3, qwen3moe, "
-                                    "gemma3, gpt-oss, smollm3)",
+                                    "gemma3, gpt-oss, smollm3, phi3)",
                                     f.path().c_str(), c.architecture.c_str()));
   // Qwen3: the llama body with a per-head RMSNorm of q and k, and RoPE's
   // pairs half a head apart (its converter keeps the checkpoint's layout).
   if (c.architecture == "qwen3" || c.architecture == "qwen3moe") {
     c.qk_norm = true;
     c.rope_layout = RopeLayout::kHalfSplit;
+  }
+  // Phi-3: the llama body with fused q/k/v and gate/up tensors, RoPE's pairs
+  // half the rotated dims apart; its 128k files' longrope is refused.
+  if (c.architecture == "phi3") {
+    c.rope_layout = RopeLayout::kHalfSplit;
+    for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"})
+      if (f.find_tensor(name))
+        throw FileFormatError(strformat("%s: tensor '%s' is Phi-3's longrope scaling, which is not supported",
+                                        f.path().c_str(), name));
   }
   c.name = f.get_string("general.name").value_or("");
   const std::string a = c.architecture + ".";
@@ -225,7 +235,7 @@ ModelConfig ModelConfig::from_gguf(const GGUFFile& f) {
   read_rope_scaling(f, a, c);
   if (c.architecture == "gemma3") read_gemma3(f, a, c);
   if (c.architecture == "gpt-oss") read_gpt_oss(f, a, c);
-  if (c.architecture == "llama") read_llama_window(f, a, c);
+  if (c.architecture == "llama" || c.architecture == "phi3") read_llama_window(f, a, c);
   // SmolLM3: the llama body whose every fourth layer applies no RoPE (a step
   // llama.cpp fixes for the architecture; the file does not state it).
   if (c.architecture == "smollm3")

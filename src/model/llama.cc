@@ -28,6 +28,11 @@ kernels::WeightMatrix matrix(const GGUFFile& f, const std::string& name, int64_t
   return {t.type, t.data, rows, cols};
 }
 
+// Rows [begin, begin + rows) of m, as a matrix of its own (the same bytes).
+kernels::WeightMatrix row_view(const kernels::WeightMatrix& m, int64_t begin, int64_t rows) {
+  return {m.type, static_cast<const uint8_t*>(m.data) + begin * ggml_row_bytes(m.type, m.cols), rows, m.cols};
+}
+
 // A [n, rows, cols] tensor (GGUF shape [cols, rows, n]) as n matrices.
 std::vector<kernels::WeightMatrix> matrices(const GGUFFile& f, const std::string& name, int64_t n, int64_t rows,
                                             int64_t cols) {
@@ -99,9 +104,14 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     const std::string p = strformat("blk.%d.", l);
     LlamaLayerWeights L;
     L.attn_norm = vector_f32(f, p + "attn_norm.weight", c.dim);
-    L.wq = matrix(f, p + "attn_q.weight", q_dim, c.dim);
-    L.wk = matrix(f, p + "attn_k.weight", kv_dim, c.dim);
-    L.wv = matrix(f, p + "attn_v.weight", kv_dim, c.dim);
+    if (c.architecture == "phi3") {  // q | k | v in one tensor
+      const kernels::WeightMatrix qkv = matrix(f, p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.dim);
+      L.wq = row_view(qkv, 0, q_dim), L.wk = row_view(qkv, q_dim, kv_dim), L.wv = row_view(qkv, q_dim + kv_dim, kv_dim);
+    } else {
+      L.wq = matrix(f, p + "attn_q.weight", q_dim, c.dim);
+      L.wk = matrix(f, p + "attn_k.weight", kv_dim, c.dim);
+      L.wv = matrix(f, p + "attn_v.weight", kv_dim, c.dim);
+    }
     L.wo = matrix(f, p + "attn_output.weight", c.dim, q_dim);
     if (c.attention_bias) {
       L.q_bias = vector_f32(f, p + "attn_q.bias", q_dim);
@@ -125,6 +135,10 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     }
     if (c.n_experts > 0) {
       L.moe = experts(f, p, c);
+    } else if (c.architecture == "phi3") {  // gate | up in one tensor, named ffn_up
+      const kernels::WeightMatrix gate_up = matrix(f, p + "ffn_up.weight", 2 * int64_t{c.ffn_dim}, c.dim);
+      L.w_gate = row_view(gate_up, 0, c.ffn_dim), L.w_up = row_view(gate_up, c.ffn_dim, c.ffn_dim);
+      L.w_down = matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);
     } else {
       L.w_gate = matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
       L.w_up = matrix(f, p + "ffn_up.weight", c.ffn_dim, c.dim);

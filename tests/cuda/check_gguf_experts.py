@@ -2,7 +2,7 @@
 scripts/gpu-check): `exactly logits --device cuda` against the same binary
 on the CPU (the oracle, checked against float64 references in CI) for the
 tiny Mixtral-style, Qwen3-MoE, Llama 3.1-scaled, YaRN, Gemma 3 (plain,
-linear RoPE scaling, final soft cap) and SmolLM3 files of
+linear RoPE scaling, final soft cap), Phi-3 and SmolLM3 files of
 tests/cuda/expert_ggufs.py, in one pass (the prefill kernel), in chunks of 7
 over a cached prefix and one token at a time (decode, graphs). A GPU that
 ignored the scaling would miss the bounds: both files turn several pairs far

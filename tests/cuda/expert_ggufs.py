@@ -5,7 +5,8 @@ tokenizer, F32 and Q8_0 tensors, at widths the GPU's expert products take
 file with Llama 3.1's rope_freqs.weight and a `qwen3` file with YaRN; and
 `gemma3` files (heads of 64, a window of 64 that the GPU's context stops
 at) plain, with linear RoPE scaling on the global layer and with a final
-soft cap; and a four-layer `smollm3` file (its fourth layer without RoPE).
+soft cap; a `phi3` file (fused q/k/v and gate/up, Q8_0); and a four-layer
+`smollm3` file (its fourth layer without RoPE).
 Written on a machine with the `gguf` package (tests/e2e's writer), then
 carried to the GPU machine:
 
@@ -25,7 +26,8 @@ import test_gemma3 as tg  # noqa: E402
 from gguf import GGMLQuantizationType  # noqa: E402
 
 CASES = [("mixtral", GGMLQuantizationType.F32), ("qwen3moe", GGMLQuantizationType.Q8_0),
-         ("llama-rope-factors", GGMLQuantizationType.F32), ("qwen3-yarn", GGMLQuantizationType.F32)]
+         ("llama-rope-factors", GGMLQuantizationType.F32), ("qwen3-yarn", GGMLQuantizationType.F32),
+         ("phi3", GGMLQuantizationType.Q8_0)]
 
 
 def main() -> int:

@@ -41,6 +41,7 @@ ARCHS = {  # name: (general.architecture, experts, head_dim from key_length)
     "llama-rope-factors": ("llama", False, False),  # Llama 3.1's rope_freqs.weight
     "qwen3-yarn": ("qwen3", False, True),  # YaRN RoPE scaling
     "smollm3": ("smollm3", False, False),  # the llama body, RoPE on all but every fourth layer
+    "phi3": ("phi3", False, False),  # fused attn_qkv and ffn_up (gate | up), RoPE pairs half apart
 }
 # A small original context, so that the ramp falls inside the 16 pairs and
 # the prompt's positions turn the interpolated pairs far from the originals.
@@ -114,9 +115,12 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
     for layer in range(LAYERS):
         p = f"blk.{layer}."
         norm(p + "attn_norm.weight", DIM)
-        matrix(p + "attn_q.weight", HEADS * heads, DIM)
-        matrix(p + "attn_k.weight", KV_HEADS * heads, DIM)
-        matrix(p + "attn_v.weight", KV_HEADS * heads, DIM)
+        if arch == "phi3":
+            matrix(p + "attn_qkv.weight", (HEADS + 2 * KV_HEADS) * heads, DIM)
+        else:
+            matrix(p + "attn_q.weight", HEADS * heads, DIM)
+            matrix(p + "attn_k.weight", KV_HEADS * heads, DIM)
+            matrix(p + "attn_v.weight", KV_HEADS * heads, DIM)
         matrix(p + "attn_output.weight", DIM, HEADS * heads)
         if arch != "llama":
             norm(p + "attn_q_norm.weight", heads)
@@ -127,6 +131,9 @@ def write_model(path, name: str, tok: dict, qtype: GGMLQuantizationType, seed: i
             matrix(p + "ffn_gate_exps.weight", expert_ffn, DIM, EXPERTS)
             matrix(p + "ffn_up_exps.weight", expert_ffn, DIM, EXPERTS)
             matrix(p + "ffn_down_exps.weight", DIM, expert_ffn, EXPERTS)
+        elif arch == "phi3":
+            matrix(p + "ffn_up.weight", 2 * FFN, DIM)
+            matrix(p + "ffn_down.weight", DIM, FFN)
         else:
             matrix(p + "ffn_gate.weight", FFN, DIM)
             matrix(p + "ffn_up.weight", FFN, DIM)
@@ -163,7 +170,8 @@ def relative_errors(got, ref):
 def test_logits_match_the_reference(model, run_exactly, tmp_path):
     name, path, ref = model
     arch, moe, key_length = ARCHS[name]
-    assert ref.cfg.qk_norm == ref.cfg.rope_half == (arch not in ("llama", "smollm3"))
+    assert ref.cfg.qk_norm == (arch in ("qwen3", "qwen3moe"))
+    assert ref.cfg.rope_half == (arch in ("qwen3", "qwen3moe", "phi3"))
     assert bool(ref.cfg.n_experts) == moe
     got = engine_logits(run_exactly, path, PROMPT, tmp_path)
     want = ref.logits(PROMPT)
@@ -270,7 +278,7 @@ def test_a_request_is_the_same_alone_and_among_others(model, run_exactly, tmp_pa
 
 def test_the_gpu_refuses_it_by_name(model, exactly_bin):
     name, path, _ = model
-    if name in ("qwen3", "llama-rope-factors", "qwen3-yarn", "smollm3"):
+    if name in ("qwen3", "llama-rope-factors", "qwen3-yarn", "smollm3", "phi3"):
         pytest.skip("runs on the GPU (tests/cuda/check_hf.py, tests/cuda/check_gguf_experts.py)")
     p = subprocess.run([str(exactly_bin), "run", "-m", str(path), "-p", "x", "-n", "1", "--device", "cuda"],
                        capture_output=True, text=True, timeout=120)

@@ -36,6 +36,9 @@ public HF -> GGUF conversion script):
     in its GGUF files, as llama.cpp reads them, every fourth layer) rotate
     neither q nor k: their attention sees no positions. Its converter
     permutes q and k as Llama's does.
+  * Phi-3 (phi3): the llama body with q, k and v in one attn_qkv (rows in
+    that order) and gate and up in one ffn_up (gate first); its converter
+    does not permute, so RoPE pairs x[i] with x[i + rope_dims/2].
   * Mixture of experts (llama with llama.expert_count, qwen3moe): the MLP is
     replaced by experts stored as 3-D tensors ffn_{gate,up,down}_exps
     ([n_experts, out, in] as numpy arrays) and a router ffn_gate_inp; a
@@ -97,8 +100,8 @@ def _field(reader: GGUFReader, key: str):
 
 def read_config(reader: GGUFReader) -> LlamaConfig:
     arch = _field(reader, "general.architecture")
-    if arch not in ("llama", "qwen3", "qwen3moe", "smollm3"):
-        raise ValueError(f"general.architecture is {arch!r}, expected 'llama', 'qwen3', 'qwen3moe' or 'smollm3'")
+    if arch not in ("llama", "qwen3", "qwen3moe", "smollm3", "phi3"):
+        raise ValueError(f"general.architecture is {arch!r}, expected llama, qwen3, qwen3moe, smollm3 or phi3")
     p = arch + "."
     n_experts = int(_field(reader, p + "expert_count")) if p + "expert_count" in reader.fields else 0
     dim = int(_field(reader, p + "embedding_length"))
@@ -120,7 +123,7 @@ def read_config(reader: GGUFReader) -> LlamaConfig:
         rope_dims=rope_dims,
         norm_eps=float(_field(reader, p + "attention.layer_norm_rms_epsilon")),
         vocab=len(_field(reader, "tokenizer.ggml.tokens")),
-        rope_half=arch in ("qwen3", "qwen3moe"),
+        rope_half=arch in ("qwen3", "qwen3moe", "phi3"),
         qk_norm=arch in ("qwen3", "qwen3moe"),
         n_experts=n_experts,
         n_experts_used=int(_field(reader, p + "expert_used_count")) if n_experts else 0,
@@ -352,9 +355,27 @@ def load(path: str, dtype=np.float64) -> LlamaRef:
     reader = GGUFReader(path)
     cfg = read_config(reader)
     weights = {t.name: _dequant(t, dtype) for t in reader.tensors}
+    if _field(reader, "general.architecture") == "phi3":
+        weights = _unfuse_phi3(weights, cfg)
     if cfg.n_heads % cfg.n_kv_heads != 0:
         raise ValueError("head_count must be a multiple of head_count_kv")
     return LlamaRef(cfg, weights)
+
+
+def _unfuse_phi3(w: dict, cfg: LlamaConfig) -> dict:
+    """Phi-3's attn_qkv (rows q | k | v) and ffn_up (rows gate | up) as the llama names."""
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    out = {}
+    for name, v in w.items():
+        if name.endswith("attn_qkv.weight"):
+            p = name[:-len("attn_qkv.weight")]
+            out[p + "attn_q.weight"], out[p + "attn_k.weight"], out[p + "attn_v.weight"] = v[:q], v[q:q + kv], v[q + kv:]
+        elif name.endswith("ffn_up.weight"):
+            p = name[:-len("ffn_up.weight")]
+            out[p + "ffn_gate.weight"], out[p + "ffn_up.weight"] = v[:cfg.ffn_dim], v[cfg.ffn_dim:]
+        else:
+            out[name] = v
+    return out
 
 
 def _parse_ids(text: str) -> list[int]:
