@@ -378,44 +378,33 @@ def check_experts_negative_control(exe: str, case: dict, directory: Path, ids: l
            max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
-def check_rope_scaling_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
-                               vocab: int, root: Path):
-    """The checkpoint with its RoPE scaling taken out of config.json."""
-    wrong = root / f"{case['name']}-unscaled"
-    shutil.copytree(directory, wrong)
-    config = json.loads((wrong / "config.json").read_text())
+def unscaled(config: dict, case: dict) -> None:
+    """The RoPE scaling (or partial rotation) taken out of config.json."""
     config.pop("rope_scaling", None)
     if "rope_parameters" in config:
         config["rope_parameters"] = {"rope_type": "default", "rope_theta": case["theta"]}
-    (wrong / "config.json").write_text(json.dumps(config))
-    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
-    record(f"{case['name']}: negative control (the scaling left out) misses the tolerance", float(rel.max()) > 3 * tol,
-           max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
-def check_gemma_scale_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
-                              vocab: int, root: Path):
-    """Gemma 3 with scores scaled by 1/sqrt(head_dim) instead of its query_pre_attn_scalar."""
-    wrong = root / f"{case['name']}-head-dim-scale"
-    shutil.copytree(directory, wrong)
-    config = json.loads((wrong / "config.json").read_text())
+def head_dim_scale(config: dict, case: dict) -> None:
+    """Gemma 3's scores scaled by 1/sqrt(head_dim) instead of its query_pre_attn_scalar."""
     config["query_pre_attn_scalar"] = case["head_dim"]
-    (wrong / "config.json").write_text(json.dumps(config))
-    rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
-    record(f"{case['name']}: negative control (scores scaled by 1/sqrt(head_dim)) misses the tolerance",
-           float(rel.max()) > 3 * tol, max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
-def check_nope_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
-                       vocab: int, root: Path):
+def rope_everywhere(config: dict, case: dict) -> None:
     """SmolLM3 with RoPE on every layer (what an engine that ignores its NoPE layers computes)."""
-    wrong = root / f"{case['name']}-rope-everywhere"
+    config["no_rope_layers"] = [1] * case["layers"]
+
+
+def check_config_control(exe: str, case: dict, directory: Path, ids: list[int], ref: np.ndarray, tol: float,
+                         vocab: int, root: Path, edit, what: str):
+    """The checkpoint with config.json changed by `edit` (a feature taken out) must miss the tolerance."""
+    wrong = root / f"{case['name']}-{edit.__name__}"
     shutil.copytree(directory, wrong)
     config = json.loads((wrong / "config.json").read_text())
-    config["no_rope_layers"] = [1] * case["layers"]
+    edit(config, case)
     (wrong / "config.json").write_text(json.dumps(config))
     rel = rel_error(exactly_logits(exe, wrong, ids, 512, vocab, root), ref)
-    record(f"{case['name']}: negative control (RoPE on every layer) misses the tolerance", float(rel.max()) > 3 * tol,
+    record(f"{case['name']}: negative control ({what}) misses the tolerance", float(rel.max()) > 3 * tol,
            max_rel=f"{rel.max():.4f}", mean_rel=f"{rel.mean():.4f}", tol=f"{tol:.4f}")
 
 
@@ -444,12 +433,15 @@ def main() -> int:
                 directory, ids, ref, tol, vocab = check_case(a.exactly, case, root)
                 if case["name"] == "llama-bf16":
                     check_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                controls = []
                 if "rope" in case:
-                    check_rope_scaling_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                    controls.append((unscaled, "the RoPE options left out"))
                 if case["arch"] == "gemma3" and case["scalar"] != case["head_dim"]:
-                    check_gemma_scale_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                    controls.append((head_dim_scale, "scores scaled by 1/sqrt(head_dim)"))
                 if case["arch"] == "smollm3":
-                    check_nope_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
+                    controls.append((rope_everywhere, "RoPE on every layer"))
+                for edit, what in controls:
+                    check_config_control(a.exactly, case, directory, ids, ref, tol, vocab, root, edit, what)
                 if "experts" in case:
                     check_experts_negative_control(a.exactly, case, directory, ids, ref, tol, vocab, root)
                 if case["arch"] == "qwen3":
