@@ -91,7 +91,6 @@ void check_gpu_supports(const std::string& path, const ModelConfig& c) {
   else if (c.n_experts > 0 && (c.dim % kc::kMoeTileK != 0 || c.expert_ffn_dim % kc::kMoeTileK != 0))
     what = strformat("%s's experts of width %d over dim %d (the GPU's expert products take multiples of %d)",
                      c.architecture.c_str(), c.expert_ffn_dim, c.dim, kc::kMoeTileK);
-  else if (c.activation == MlpActivation::kClampedSwiglu) what = c.architecture + "'s clamped SwiGLU";
   if (!what.empty())
     throw Error(strformat("%s: %s run on --device cpu only so far", path.c_str(), what.c_str()), ExitCode::kUsage);
 }

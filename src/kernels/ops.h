@@ -25,6 +25,11 @@ struct WeightMatrix {
   int64_t cols;
 };
 
+// Rows [first, first + count) of w, as a matrix of its own over the same bytes.
+inline WeightMatrix row_slice(const WeightMatrix& w, int64_t first, int64_t count) {
+  return {w.type, static_cast<const uint8_t*>(w.data) + first * ggml_row_bytes(w.type, w.cols), count, w.cols};
+}
+
 // y[t, r] = sum_c w[r, c] * x[t, c] for t < n_tokens, dequantising inside the
 // kernel (no fp32 copy of the weights). x: [n_tokens, cols], y: [n_tokens, rows].
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);

@@ -94,6 +94,10 @@ struct HfWeights {
   static HfWeights open(const std::string& path, const ModelConfig& config);
 };
 
+// What a checkpoint's RMSNorm weights are offset by before use: Gemma's store
+// w and compute with 1 + w (GGUF converters store 1 + w); the others, 0.
+inline float hf_norm_offset(const ModelConfig& c) { return c.architecture == "gemma3" ? 1.0f : 0.0f; }
+
 // The tensor's values rounded to bf16 (nearest even), appended to `out`.
 void append_as_bf16(const SafetensorsTensor& t, std::vector<uint16_t>& out);
 // The tensor's values as f32 (exact for every accepted dtype), appended to `out`.

@@ -28,11 +28,6 @@ kernels::WeightMatrix matrix(const GGUFFile& f, const std::string& name, int64_t
   return {t.type, t.data, rows, cols};
 }
 
-// Rows [begin, begin + rows) of m, as a matrix of its own (the same bytes).
-kernels::WeightMatrix row_view(const kernels::WeightMatrix& m, int64_t begin, int64_t rows) {
-  return {m.type, static_cast<const uint8_t*>(m.data) + begin * ggml_row_bytes(m.type, m.cols), rows, m.cols};
-}
-
 // A [n, rows, cols] tensor (GGUF shape [cols, rows, n]) as n matrices.
 std::vector<kernels::WeightMatrix> matrices(const GGUFFile& f, const std::string& name, int64_t n, int64_t rows,
                                             int64_t cols) {
@@ -106,7 +101,9 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
     L.attn_norm = vector_f32(f, p + "attn_norm.weight", c.dim);
     if (c.architecture == "phi3") {  // q | k | v in one tensor
       const kernels::WeightMatrix qkv = matrix(f, p + "attn_qkv.weight", q_dim + 2 * kv_dim, c.dim);
-      L.wq = row_view(qkv, 0, q_dim), L.wk = row_view(qkv, q_dim, kv_dim), L.wv = row_view(qkv, q_dim + kv_dim, kv_dim);
+      L.wq = kernels::row_slice(qkv, 0, q_dim);
+      L.wk = kernels::row_slice(qkv, q_dim, kv_dim);
+      L.wv = kernels::row_slice(qkv, q_dim + kv_dim, kv_dim);
     } else {
       L.wq = matrix(f, p + "attn_q.weight", q_dim, c.dim);
       L.wk = matrix(f, p + "attn_k.weight", kv_dim, c.dim);
@@ -137,7 +134,8 @@ LlamaWeights LlamaWeights::from_gguf(const GGUFFile& f, const ModelConfig& c) {
       L.moe = experts(f, p, c);
     } else if (c.architecture == "phi3") {  // gate | up in one tensor, named ffn_up
       const kernels::WeightMatrix gate_up = matrix(f, p + "ffn_up.weight", 2 * int64_t{c.ffn_dim}, c.dim);
-      L.w_gate = row_view(gate_up, 0, c.ffn_dim), L.w_up = row_view(gate_up, c.ffn_dim, c.ffn_dim);
+      L.w_gate = kernels::row_slice(gate_up, 0, c.ffn_dim);
+      L.w_up = kernels::row_slice(gate_up, c.ffn_dim, c.ffn_dim);
       L.w_down = matrix(f, p + "ffn_down.weight", c.dim, c.ffn_dim);
     } else {
       L.w_gate = matrix(f, p + "ffn_gate.weight", c.ffn_dim, c.dim);
@@ -193,9 +191,7 @@ LlamaModel::LlamaModel(std::unique_ptr<HfWeights> hf, ModelConfig config)
     append_as_f32(*t, hf_vectors_.emplace_back());
     return hf_vectors_.back().data();
   };
-  // Gemma's checkpoints store each RMSNorm's w and compute with 1 + w (in
-  // fp32, as here); GGUF converters store 1 + w.
-  const float norm_offset = config_.architecture == "gemma3" ? 1.0f : 0.0f;
+  const float norm_offset = hf_norm_offset(config_);  // added in fp32
   auto norm = [&](const SafetensorsTensor* t) -> const float* {
     const float* w = f32(t);
     if (w != nullptr && norm_offset != 0.0f)

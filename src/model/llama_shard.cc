@@ -9,11 +9,6 @@ namespace exactly {
 
 namespace {
 
-// Rows [first, first + count) of a matrix, viewed where they are stored.
-kernels::WeightMatrix row_slice(const kernels::WeightMatrix& w, int64_t first, int64_t count) {
-  return {w.type, static_cast<const uint8_t*>(w.data) + first * ggml_row_bytes(w.type, w.cols), count, w.cols};
-}
-
 // Columns [first, first + count) of every row, copied into `owned` (first and
 // count are whole blocks of the matrix's type).
 kernels::WeightMatrix column_slice(const kernels::WeightMatrix& w, int64_t first, int64_t count,
@@ -45,24 +40,24 @@ LlamaModel::LlamaModel(const LlamaModel& full, int rank, int size, Collective& c
   const int64_t q_rows = int64_t{config_.n_heads} * f.head_dim, kv_rows = int64_t{config_.n_kv_heads} * f.head_dim;
   const int64_t ffn = config_.ffn_dim, expert_ffn = config_.expert_ffn_dim;
   weights_ = full.weights_;
-  weights_.output = row_slice(full.weights_.output, vocab_begin_, vocab_end_ - vocab_begin_);
+  weights_.output = kernels::row_slice(full.weights_.output, vocab_begin_, vocab_end_ - vocab_begin_);
   for (LlamaLayerWeights& L : weights_.layers) {
-    L.wq = row_slice(L.wq, rank * q_rows, q_rows);
-    L.wk = row_slice(L.wk, rank * kv_rows, kv_rows);
-    L.wv = row_slice(L.wv, rank * kv_rows, kv_rows);
+    L.wq = kernels::row_slice(L.wq, rank * q_rows, q_rows);
+    L.wk = kernels::row_slice(L.wk, rank * kv_rows, kv_rows);
+    L.wv = kernels::row_slice(L.wv, rank * kv_rows, kv_rows);
     L.wo = column_slice(L.wo, rank * q_rows, q_rows, shard_columns_);
     if (L.q_bias != nullptr) L.q_bias += rank * q_rows, L.k_bias += rank * kv_rows, L.v_bias += rank * kv_rows;
     if (rank != 0) L.o_bias = nullptr;  // added once, to rank 0's partial sum
     if (L.sinks != nullptr) L.sinks += rank * config_.n_heads;
     if (L.moe.experts.empty()) {
-      L.w_gate = row_slice(L.w_gate, rank * ffn, ffn);
-      L.w_up = row_slice(L.w_up, rank * ffn, ffn);
+      L.w_gate = kernels::row_slice(L.w_gate, rank * ffn, ffn);
+      L.w_up = kernels::row_slice(L.w_up, rank * ffn, ffn);
       L.w_down = column_slice(L.w_down, rank * ffn, ffn, shard_columns_);
       continue;
     }
     for (ExpertWeights& x : L.moe.experts) {  // every expert's width split alike; the router whole
-      x.gate = row_slice(x.gate, rank * expert_ffn, expert_ffn);
-      x.up = row_slice(x.up, rank * expert_ffn, expert_ffn);
+      x.gate = kernels::row_slice(x.gate, rank * expert_ffn, expert_ffn);
+      x.up = kernels::row_slice(x.up, rank * expert_ffn, expert_ffn);
       x.down = column_slice(x.down, rank * expert_ffn, expert_ffn, shard_columns_);
       if (x.gate_bias != nullptr) x.gate_bias += rank * expert_ffn, x.up_bias += rank * expert_ffn;
       if (rank != 0) x.down_bias = nullptr;

@@ -42,9 +42,7 @@ std::unique_ptr<CudaLlamaModel> CudaLlamaModel::from_hf(const std::string& dir, 
     for (const SafetensorsTensor* part : parts) append_as_f32(*part, vector);
     upload(offset, vector.data(), vector.size() * 4);
   };
-  // Gemma's checkpoints store each RMSNorm's w and compute with 1 + w (the CPU
-  // model adds it alike); the others store the weight itself.
-  const float norm_offset = c.architecture == "gemma3" ? 1.0f : 0.0f;
+  const float norm_offset = hf_norm_offset(c);
   auto put_norm = [&](size_t offset, const SafetensorsTensor* t) {
     vector.clear();
     append_as_f32(*t, vector);
