@@ -4,19 +4,26 @@
 1. The op against PyTorch's scaled_dot_product_attention, forward and
    gradients, with grouped-query heads, causal and not, L == S and L < S:
    each error against a float64 reference within 2x that of PyTorch's math
-   path in the same precision (plus 1e-3 of the largest reference value).
+   path in the same precision, plus 1e-3 of the largest reference value of
+   the case (output or gradient: a floor where a gradient is exactly zero in
+   float64, as dQ is with one key). The error of SDPA's flash backend
+   (FlashAttention-2) on the same inputs is printed beside it.
    CPU tensors (fp32) run the CPU twin under the same rule.
 2. Determinism: two backward passes on the same inputs give the same bits.
 3. Bad input (fp32 tensors, head dim 96, heads not a multiple, offsets that
    do not fit) raises ValueError naming the problem.
 4. Training: a 2-layer transformer (bf16 autocast, GQA) trained 200 steps on
    a copy task with the op follows the loss curve of the same model, same
-   initialisation and data, with SDPA's flash backend. The measure of bf16
-   noise is SDPA's math backend against its flash backend on the same run:
-   the op's largest deviation from the flash curve must be at most twice the
-   math backend's (plus 0.02), and the loss of the copied half must fall
-   below 0.6 of its start. A control that trains with the op's gradient for
-   the values dropped (dv = 0) must miss the bound (shown with --control).
+   initialisation and data, with SDPA's flash backend. The task (64 random
+   tokens of 32, repeated; learned positions) is learned in about 60 steps,
+   so the curves cross the whole drop. The measure of bf16 noise is SDPA's
+   math backend against its flash backend on the same run: the op's largest
+   deviation from the flash curve must be at most twice the math backend's
+   (plus 0.02), and the loss of the copied half must end below 0.1 of its
+   start. A control that trains with the op's gradient for the values
+   dropped (dv = 0) must miss the bound (shown with --control; on the CPU
+   with float32 attention the same control's curve deviates by 1.1 where
+   bf16 autocast deviates by 0.04).
 
     EXACTLY_KERNELS_LIB=.../libexactly_kernels_capi.so \\
         python3 tests/cuda/check_torch_training.py [--steps 200] [--json OUT]
@@ -69,14 +76,26 @@ def op_case(b, h, hk, lq, lk, d, dtype, causal, device=DEV) -> tuple[bool, str]:
     ours = grads(lambda *t: exactly_attention(*t, causal=causal), q, k, v, g)
     theirs = grads(lambda *t: sdpa(*t, causal, torch.nn.attention.SDPBackend.MATH), q, k, v, g)
     again = grads(lambda *t: exactly_attention(*t, causal=causal), q, k, v, g)
+    flash = flash_peer(q, k, v, g, causal)
+    floor = 1e-3 * max(r.abs().max().item() for r in ref)
     ok, worst = True, []
-    for name, r, o, t in zip(("out", "dq", "dk", "dv"), ref, ours, theirs):
-        err, bound = (o.double() - r).abs().max().item(), 2 * (t.double() - r).abs().max().item()
-        bound += 1e-3 * r.abs().max().item()
+    for i, (name, r, o, t) in enumerate(zip(("out", "dq", "dk", "dv"), ref, ours, theirs)):
+        err, bound = (o.double() - r).abs().max().item(), 2 * (t.double() - r).abs().max().item() + floor
         ok &= err <= bound
-        worst.append(f"{name} {err:.2e}/{bound:.2e}")
+        peer = f" (flash {(flash[i].double() - r).abs().max().item():.2e})" if flash else ""
+        worst.append(f"{name} {err:.2e}/{bound:.2e}{peer}")
     same = all(torch.equal(a, c) for a, c in zip(ours[1:], again[1:]))
     return ok and same, f"{'identical' if same else 'NOT IDENTICAL'} reruns; " + ", ".join(worst)
+
+
+def flash_peer(q, k, v, g, causal):
+    """SDPA's flash backend on the same inputs, or None where it does not take them (fp32, masks)."""
+    if q.device.type != "cuda" or (causal and q.shape[2] != k.shape[2]):
+        return None
+    try:
+        return grads(lambda *t: sdpa(*t, causal, torch.nn.attention.SDPBackend.FLASH_ATTENTION), q, k, v, g)
+    except RuntimeError:
+        return None
 
 
 def check_ops() -> list[tuple[str, bool, str]]:
@@ -139,21 +158,22 @@ class Block(torch.nn.Module):
 
 
 class Model(torch.nn.Module):
-    def __init__(self, attention, vocab=64, dim=256, heads=4, kv_heads=2, layers=2):
+    def __init__(self, attention, vocab=32, dim=256, heads=4, kv_heads=2, layers=2, context=256):
         super().__init__()
-        self.embed = torch.nn.Embedding(vocab, dim)
+        self.embed, self.position = torch.nn.Embedding(vocab, dim), torch.nn.Embedding(context, dim)
         self.blocks = torch.nn.ModuleList(Block(dim, heads, kv_heads, attention) for _ in range(layers))
         self.norm, self.head = torch.nn.RMSNorm(dim), torch.nn.Linear(dim, vocab, bias=False)
 
     def forward(self, tokens):
-        x = self.embed(tokens)
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1], device=tokens.device))
         for blk in self.blocks:
             x = blk(x)
         return self.head(self.norm(x))
 
 
-def copy_batch(gen, batch=16, half=128, vocab=64):
-    """Random tokens, then the same tokens again: the second half is predictable by attention alone."""
+def copy_batch(gen, batch=16, half=64, vocab=32):
+    """Random tokens, then the same tokens again: the second half is predictable by attention alone
+    (to the token `half` positions back, which the learned positions let a head find)."""
     first = torch.randint(1, vocab, (batch, half), device=DEV, generator=gen)
     return torch.cat([first, first], 1)
 
@@ -209,7 +229,7 @@ def check_training(steps: int, control: bool) -> tuple[list[tuple[str, bool, str
     bound = 2 * noise + 0.02
     results = []
     for name in [n for n in curves if n not in ("flash", "math")]:
-        learned = curves[name][-1] < 0.6 * curves[name][0]
+        learned = curves[name][-1] < 0.1 * curves[name][0]
         ok = dev(name) <= bound and learned
         expected = name != "control"
         results.append((f"training: {name}", ok == expected,
