@@ -124,7 +124,7 @@ bool mma_rows_offered() {
 // first heuristic choice (or the streaming kernel for a few rows); in
 // canonical order the fastest of gemm_mma_rows, gemm_rows and cuBLASLt's
 // first choices without split-K, timed once per power-of-two bucket of rows up to
-// kTunedRows (timing costs about a millisecond a shape, and a server's steps
+// kTunedRows (timing costs a few milliseconds a shape, and a server's steps
 // take every row count), else the first choice. Every candidate sums in the
 // same order, so which one a bucket picks changes no bit.
 const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_type, bool accumulate, const void* x,
@@ -202,10 +202,14 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
-// Times each candidate (two runs to warm up, then the median of five) on the
-// call's own inputs, writing into scratch memory so that `out` is untouched.
+// Times each candidate on the call's own inputs, writing into scratch memory
+// so that `out` is untouched: chains of kChained launches back to back, as a
+// step runs its products (each launch a dependent of the one before, where
+// that is on), so that a kernel's start-up and drain count as they do in
+// place; two chains to warm up, then the median of three.
 size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candidates, int64_t n, int64_t m, int64_t k,
                                GemmOut out_type, bool accumulate, const void* x, const void* w, cudaStream_t stream) {
+  constexpr int kChained = 4;
   const size_t bytes = static_cast<size_t>(n * m) * (out_type == GemmOut::f32 ? 4 : 2);
   DeviceBuffer scratch(bytes, "product tuning");
   check_cuda(cudaMemsetAsync(scratch.get(), 0, bytes, stream), "product tuning");
@@ -218,9 +222,9 @@ size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candida
     plan.few_rows = candidates[i].few_rows;
     plan.algo = candidates[i].algo;
     std::vector<float> ms;
-    for (int rep = 0; rep < 7; ++rep) {
+    for (int rep = 0; rep < 5; ++rep) {
       check_cuda(cudaEventRecord(start, stream), "product tuning");
-      launch(plan, x, w, scratch.get(), n, m, k, out_type, accumulate, stream);
+      for (int c = 0; c < kChained; ++c) launch(plan, x, w, scratch.get(), n, m, k, out_type, accumulate, stream);
       check_cuda(cudaEventRecord(stop, stream), "product tuning");
       check_cuda(cudaEventSynchronize(stop), "product tuning");
       float t = 0;
