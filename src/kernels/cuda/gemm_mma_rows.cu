@@ -27,7 +27,7 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kWarps = 4;   // warps per block: 32 weight rows
-constexpr int kGroup = 16;  // k16 steps whose weights are in flight at once
+constexpr int kGroup = 32;  // k16 steps whose weights are in flight at once
 
 enum class OutKind : int { kBf16 = 0, kF32 = 1, kF32Add = 2 };
 
