@@ -110,6 +110,13 @@ namespace {
 
 // EXACTLY_CUDA_MMA_ROWS=0 leaves gemm_mma_rows out of the canonical order's
 // candidates, to compare the engine with and without it in place.
+// EXACTLY_CUDA_GEMM_TRACE=1 names each shape's kernel on stderr, and the
+// tuned candidates' times.
+bool gemm_trace() {
+  static const bool trace = std::getenv("EXACTLY_CUDA_GEMM_TRACE") != nullptr;
+  return trace;
+}
+
 bool mma_rows_offered() {
   static const bool offered = [] {
     const char* e = std::getenv("EXACTLY_CUDA_MMA_ROWS");
@@ -191,9 +198,7 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   }
   plan->few_rows = candidates[chosen].few_rows;
   plan->algo = candidates[chosen].algo;
-  // EXACTLY_CUDA_GEMM_TRACE=1 names each shape's kernel on stderr.
-  static const bool trace = std::getenv("EXACTLY_CUDA_GEMM_TRACE") != nullptr;
-  if (trace) {
+  if (gemm_trace()) {
     static const char* const names[] = {"cuBLASLt", "few-row kernel", "mma rows"};
     std::fprintf(stderr, "gemm %s %lld x %lld x %lld: %s (candidate %zu of %zu)\n",
                  canonical ? "canonical" : "fastest", static_cast<long long>(n), static_cast<long long>(m),
@@ -203,16 +208,21 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
 }
 
 // Times each candidate on the call's own inputs, writing into scratch memory
-// so that `out` is untouched: chains of kChained launches back to back, as a
-// step runs its products (each launch a dependent of the one before, where
-// that is on), so that a kernel's start-up and drain count as they do in
-// place; two chains to warm up, then the median of three.
+// so that `out` is untouched: a graph of kChained launches back to back,
+// replayed, as a step's graph runs its products (each launch a dependent of
+// the one before, where that is on), so that neither the host's launch cost
+// nor a lone kernel's start-up and drain decide; one replay to warm up, then
+// the median of five.
 size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candidates, int64_t n, int64_t m, int64_t k,
                                GemmOut out_type, bool accumulate, const void* x, const void* w, cudaStream_t stream) {
-  constexpr int kChained = 4;
+  constexpr int kChained = 8;
   const size_t bytes = static_cast<size_t>(n * m) * (out_type == GemmOut::f32 ? 4 : 2);
   DeviceBuffer scratch(bytes, "product tuning");
-  check_cuda(cudaMemsetAsync(scratch.get(), 0, bytes, stream), "product tuning");
+  // A capture needs a stream of its own kind: the legacy default stream cannot be captured.
+  cudaStream_t timing = stream;
+  if (stream == nullptr) check_cuda(cudaStreamCreateWithFlags(&timing, cudaStreamNonBlocking), "product tuning");
+  check_cuda(cudaStreamSynchronize(stream), "product tuning");
+  check_cuda(cudaMemsetAsync(scratch.get(), 0, bytes, timing), "product tuning");
   cudaEvent_t start = nullptr, stop = nullptr;
   check_cuda(cudaEventCreate(&start), "product tuning");
   check_cuda(cudaEventCreate(&stop), "product tuning");
@@ -221,22 +231,34 @@ size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candida
   for (size_t i = 0; i < candidates.size(); ++i) {
     plan.few_rows = candidates[i].few_rows;
     plan.algo = candidates[i].algo;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    check_cuda(cudaStreamBeginCapture(timing, cudaStreamCaptureModeThreadLocal), "product tuning");
+    for (int c = 0; c < kChained; ++c) launch(plan, x, w, scratch.get(), n, m, k, out_type, accumulate, timing);
+    check_cuda(cudaStreamEndCapture(timing, &graph), "product tuning");
+    check_cuda(cudaGraphInstantiate(&exec, graph, 0), "product tuning");
     std::vector<float> ms;
-    for (int rep = 0; rep < 5; ++rep) {
-      check_cuda(cudaEventRecord(start, stream), "product tuning");
-      for (int c = 0; c < kChained; ++c) launch(plan, x, w, scratch.get(), n, m, k, out_type, accumulate, stream);
-      check_cuda(cudaEventRecord(stop, stream), "product tuning");
+    for (int rep = 0; rep < 6; ++rep) {
+      check_cuda(cudaEventRecord(start, timing), "product tuning");
+      check_cuda(cudaGraphLaunch(exec, timing), "product tuning");
+      check_cuda(cudaEventRecord(stop, timing), "product tuning");
       check_cuda(cudaEventSynchronize(stop), "product tuning");
       float t = 0;
       check_cuda(cudaEventElapsedTime(&t, start, stop), "product tuning");
-      if (rep >= 2) ms.push_back(t);
+      if (rep >= 1) ms.push_back(t);
     }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
     const float median = ms[ms.size() / 2];
+    if (gemm_trace())
+      std::fprintf(stderr, "gemm tuning %lld x %lld x %lld: candidate %zu %.2f us a launch\n", static_cast<long long>(n),
+                   static_cast<long long>(m), static_cast<long long>(k), i, 1e3 * median / kChained);
     if (i == 0 || median < best_ms) best = i, best_ms = median;
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  if (timing != stream) cudaStreamDestroy(timing);
   return best;
 }
 
