@@ -1,6 +1,8 @@
 #include "model/cuda/cuda_runner.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -257,6 +259,41 @@ CudaStepTokens CudaRunner::step_tokens(int64_t n) const {
           arch_.reads_hidden_in() ? ws_.hidden_in.get() : nullptr};
 }
 
+namespace {
+
+// EXACTLY_CUDA_STEP_TRACE=1 prints each step's phases on stderr: the GPU's
+// time in the layers, the head, the rows' processing and sampling (events in
+// the stream), and the host's wait for grammar masks. A diagnostic: the
+// events cost a few microseconds a step.
+class StepTrace {
+ public:
+  enum Mark { kStart, kLayers, kHead, kProcessed, kEnd, kMarks };
+  static StepTrace* get() {
+    static StepTrace* trace = std::getenv("EXACTLY_CUDA_STEP_TRACE") != nullptr ? new StepTrace : nullptr;
+    return trace;
+  }
+  void mark(Mark m, cudaStream_t stream) { kernels::cuda::check_cuda(cudaEventRecord(events_[m], stream), "trace"); }
+  void host_wait(double seconds) { await_seconds_ += seconds; }
+  // After the stream is synchronised.
+  void print(int64_t tokens, int64_t rows) {
+    float ms[kMarks] = {};
+    for (int m = kLayers; m < kMarks; ++m) cudaEventElapsedTime(&ms[m], events_[m - 1], events_[m]);
+    std::fprintf(stderr, "step %lld tokens %lld rows: layers %.3f head %.3f process %.3f sample+ %.3f ms; masks awaited %.3f ms\n",
+                 static_cast<long long>(tokens), static_cast<long long>(rows), ms[kLayers], ms[kHead], ms[kProcessed],
+                 ms[kEnd], 1e3 * await_seconds_);
+    await_seconds_ = 0;
+  }
+
+ private:
+  StepTrace() {
+    for (auto& e : events_) kernels::cuda::check_cuda(cudaEventCreate(&e), "trace");
+  }
+  cudaEvent_t events_[kMarks] = {};
+  double await_seconds_ = 0;
+};
+
+}  // namespace
+
 void CudaRunner::forward(const ForwardBatch& batch, CudaKVPool& kv, float* logits, int num_layers, int32_t* tokens) {
   const ModelInput& b = batch.input;
   const int64_t n = b.num_tokens();
@@ -280,6 +317,7 @@ void CudaRunner::forward(const ForwardBatch& batch, CudaKVPool& kv, float* logit
                                       max_len,
                                       w.tokens};
   last_forward_was_setup_ = false;
+  if (StepTrace* t = StepTrace::get()) t->mark(StepTrace::kStart, stream_);
   std::optional<StepShape> shape;
   if (options_.cuda_graphs)
     shape = graph_shape(b, max_q, kv.block_size(), graph_max_query(), {w.tokens, w.seqs, w.blocks});
@@ -290,9 +328,11 @@ void CudaRunner::forward(const ForwardBatch& batch, CudaKVPool& kv, float* logit
     attention_.plan(b, attn, max_q == 1 && n == b.num_seqs());
     arch_.run_layers(step_tokens(n), kv, attention_, num_layers, stream_);
   }
+  if (StepTrace* t = StepTrace::get()) t->mark(StepTrace::kLayers, stream_);
   compute_hidden(b);
   compute_logits(batch, logits, tokens);
   unpack_hidden(b);
+  if (StepTrace* t = StepTrace::get()) t->print(n, static_cast<int64_t>(b.logits_rows.size()));
 }
 
 void CudaRunner::compute_hidden(const ModelInput& b) {
@@ -370,12 +410,19 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
   for (int64_t first = 0; first < n_out; first += w.logits_rows) {
     const int64_t rows = std::min<int64_t>(w.logits_rows, n_out - first);
     arch_.final_norm_and_head(d_rows + first, rows, w.logits.as<float>(), stream_);
+    StepTrace* trace = first == 0 ? StepTrace::get() : nullptr;
+    if (trace) trace->mark(StepTrace::kHead, stream_);
     // The masks are awaited once the first rows' head is queued: the grammar
     // threads have the layers' time and the head's to fill them.
-    if (processing && first == 0) rows_.upload_processing(j, c.vocab_size, stream_);
+    if (processing && first == 0) {
+      const auto t0 = std::chrono::steady_clock::now();
+      rows_.upload_processing(j, c.vocab_size, stream_);
+      if (trace) trace->host_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     if (processing)
       rows_.process(w.logits.as<float>(), first, rows, c.vocab_size, static_cast<int32_t>(j.row_processing.size()),
                     stream_);
+    if (trace) trace->mark(StepTrace::kProcessed, stream_);
     if (sampling) {
       rows_.sample(w.logits.as<float>(), first, rows, c.vocab_size, w.argmax.as<int32_t>(), stream_);
     } else if (tokens != nullptr) {
@@ -396,6 +443,7 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
                                    static_cast<size_t>(n_out) * 4, cudaMemcpyDeviceToHost, stream_),
                    "argmax probabilities download");
   }
+  if (StepTrace* t = StepTrace::get()) t->mark(StepTrace::kEnd, stream_);
   kc::check_cuda(cudaStreamSynchronize(stream_), "forward pass");
   if (verifying) rows_.write_verified_tokens(j, tokens);  // a verify's rows give its emitted tokens, then -1
 }
