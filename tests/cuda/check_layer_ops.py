@@ -48,7 +48,6 @@ def bind(lib):
     c_int, c_i64, c_f, c_p = ctypes.c_int, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
     lib.exactly_cuda_gemm.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_int, c_p]
     lib.exactly_cuda_gemv.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_p]
-    lib.exactly_cuda_gemm_mma_rows.argtypes = [c_p, c_p, c_p, c_i64, c_i64, c_i64, c_int, c_int, c_p]
     lib.exactly_cuda_rmsnorm.argtypes = [c_p, c_p, c_p, c_i64, c_int, c_f, c_p, c_p]
     lib.exactly_cuda_rope_store.argtypes = [c_p, c_p, c_p, c_p, c_i64, c_int, c_int, c_int, c_int, c_f, c_int, c_p,
                                             c_p, c_p, c_i64, c_int, c_p, c_p]
@@ -154,43 +153,6 @@ def check_gemm_canonical_rows(lib):
             record(f"canonical {model} {name}: within the fp32 accumulation bound of float64", excess <= 0,
                    max_err=f"{(got - ref).abs().max().item():.3e}")
             del w, x, full
-
-
-MMA_ROW_COUNTS = (1, 2, 3, 5, 8, 9, 13, 16)
-
-
-def check_gemm_mma_rows(lib):
-    """The canonical order's mma.sync few-row kernel against cuBLASLt without
-    split-K (path 3), bit for bit, for every product of both models at 1-16
-    rows, in bf16, fp32 and fp32 added to the output. Control: the fastest
-    order's streaming kernel, whose sums run in another order, must differ."""
-    for model, shapes in MODEL_SHAPES.items():
-        for name, (m, k) in shapes.items():
-            w = (torch.randn(m, k, device="cuda") / math.sqrt(k)).bfloat16()
-            x = torch.randn(max(MMA_ROW_COUNTS), k, device="cuda").bfloat16()
-            init = torch.randn(max(MMA_ROW_COUNTS), m, device="cuda")
-            differing = []
-            for n in MMA_ROW_COUNTS:
-                xn = x[:n].contiguous()
-                for dtype, accumulate in ((torch.bfloat16, False), (torch.float32, False), (torch.float32, True)):
-                    ref = init[:n].clone() if accumulate else torch.zeros(n, m, device="cuda", dtype=dtype)
-                    got = init[:n].clone() if accumulate else torch.full((n, m), float("nan"), device="cuda",
-                                                                         dtype=dtype)
-                    gemm(lib, xn, w, ref, accumulate=accumulate, path=3)
-                    call(lib, "exactly_cuda_gemm_mma_rows", ptr(xn), ptr(w), ptr(got), n, m, k,
-                         int(dtype == torch.float32), int(accumulate), None)
-                    if not torch.equal(got, ref):
-                        differing.append(f"{n}{'+=' if accumulate else ''}{str(dtype)[6:]}")
-            record(f"mma rows {model} {name} {m}x{k}: bit-identical to cuBLASLt without split-K at 1-16 rows",
-                   not differing, differing=differing or None)
-            ref = torch.empty(1, m, device="cuda", dtype=torch.float32)
-            other = torch.empty(1, m, device="cuda", dtype=torch.float32)
-            gemm(lib, x[:1].contiguous(), w, ref, path=3)
-            call(lib, "exactly_cuda_gemv", ptr(x), ptr(w), ptr(other), 1, m, k, 1, 0, None)
-            share = (other != ref).double().mean().item()
-            record(f"mma rows {model} {name}: CONTROL the streaming kernel's order differs", share > 0.5,
-                   differing_share=f"{share:.2f}")
-            del w, x, init
 
 
 def check_rmsnorm(lib):
@@ -410,33 +372,12 @@ def bench(lib):
             TIMINGS.append({"bench": name, "rows": n, "streaming_us_gbs": row[0], "cublaslt_us_gbs": row[1]})
 
 
-def bench_canonical_small(lib):
-    """SmolLM2's products at 1-16 rows in chains of 20 launches (a launch's share
-    of the chain, as a step runs them back to back): the fastest order's
-    streaming kernel, the canonical mma.sync kernel and the canonical tuned path."""
-    print("smollm2 product  rows   streaming us   mma rows us   canonical tuned us")
-    for name, (m, k) in MODEL_SHAPES["smollm2-135m"].items():
-        w = torch.randn(m, k, device="cuda").bfloat16()
-        for n in (1, 4, 16):
-            x = torch.randn(n, k, device="cuda").bfloat16()
-            out = torch.empty(n, m, device="cuda", dtype=torch.bfloat16)
-            runs = {"mma": lambda: lib.exactly_cuda_gemm_mma_rows(ptr(x), ptr(w), ptr(out), n, m, k, 0, 0, None),
-                    "tuned": lambda: lib.exactly_cuda_gemm(ptr(x), ptr(w), ptr(out), n, m, k, 0, 0, 2, None)}
-            if n <= 8:
-                runs["streaming"] = lambda: lib.exactly_cuda_gemv(ptr(x), ptr(w), ptr(out), n, m, k, 0, 0, None)
-            t = {key: timed(lambda fn=fn: [fn() for _ in range(20)]) * 1e6 / 20 for key, fn in runs.items()}
-            print(f"{name:14s} {n:5d}   {t.get('streaming', float('nan')):11.1f}   {t['mma']:11.1f}   {t['tuned']:11.1f}",
-                  flush=True)
-            TIMINGS.append({"bench": f"smollm2 {name}", "rows": n, **{f"{key}_us": round(v, 2) for key, v in t.items()}})
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--bench", action="store_true")
     checks = {"gemm": check_gemm, "gemm-invariance": check_gemm_invariance,
-              "gemm-canonical-rows": check_gemm_canonical_rows, "gemm-mma-rows": check_gemm_mma_rows,
-              "rmsnorm": check_rmsnorm,
+              "gemm-canonical-rows": check_gemm_canonical_rows, "rmsnorm": check_rmsnorm,
               "rope": check_rope, "scaled-rope": check_scaled_rope_angles, "swiglu": check_swiglu,
               "geglu": check_geglu, "add-rmsnorm": check_add_rmsnorm, "argmax": check_argmax}
     ap.add_argument("--only", help="comma-separated checks to run (for compute-sanitizer): " + ",".join(checks))
@@ -452,7 +393,6 @@ def main() -> int:
         checks[name](lib)
     if a.bench:
         bench(lib)
-        bench_canonical_small(lib)
     return REPORT.finish("layer-op checks", a.json, TIMINGS)
 
 

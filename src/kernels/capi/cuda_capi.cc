@@ -6,7 +6,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/flash_train.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/gemm_mma_rows.h"
 #include "kernels/cuda/layer_ops.h"
 #include "kernels/cuda/sampling.h"
 
@@ -127,14 +126,6 @@ extern "C" int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_
                                  int accumulate, void* stream) {
   return exactly::capi::guarded([&] {
     gemv_bf16(x, w, out, n, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0, stream_of(stream));
-  });
-}
-
-extern "C" int exactly_cuda_gemm_mma_rows(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k,
-                                          int out_f32, int accumulate, void* stream) {
-  return exactly::capi::guarded([&] {
-    gemm_mma_rows_bf16(x, w, out, n, m, k, out_f32 ? GemmOut::f32 : GemmOut::bf16, accumulate != 0,
-                       stream_of(stream));
   });
 }
 

@@ -84,9 +84,6 @@ int exactly_cuda_gemm(const void* x, const void* w, void* out, int64_t n, int64_
 /* The streaming few-row kernel alone (n <= 8). */
 int exactly_cuda_gemv(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
                       int accumulate, void* stream);
-/* The canonical order's mma.sync few-row kernel alone (n <= 16, k a multiple of 16). */
-int exactly_cuda_gemm_mma_rows(const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k, int out_f32,
-                               int accumulate, void* stream);
 int exactly_cuda_rmsnorm(const float* x, const float* weight, const int32_t* rows, int64_t n, int dim, float eps,
                          void* out_bf16, void* stream);
 /* layout: 0 adjacent pairs, 1 half split; bias may be NULL; the cache is bf16;

@@ -12,7 +12,6 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/gemm_mma_rows.h"
 #include "kernels/cuda/gemm_rows.h"
 
 namespace exactly::kernels::cuda {
@@ -30,7 +29,7 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  FewRows few_rows = FewRows::kNone;  // which of the order's few-row kernels runs this shape
+  bool few_rows = false;  // the order's few-row kernel runs this shape
   ~Plan() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
@@ -102,14 +101,12 @@ bool tensor_core_fp32(const cublasLtMatmulAlgo_t& algo) {
 }  // namespace
 
 struct Gemm::Candidate {
-  FewRows few_rows;
+  bool few_rows;
   cublasLtMatmulAlgo_t algo;
 };
 
 namespace {
 
-// EXACTLY_CUDA_MMA_ROWS=0 leaves gemm_mma_rows out of the canonical order's
-// candidates, to compare the engine with and without it in place.
 // EXACTLY_CUDA_GEMM_TRACE=1 names each shape's kernel on stderr, and the
 // tuned candidates' times.
 bool gemm_trace() {
@@ -117,20 +114,12 @@ bool gemm_trace() {
   return trace;
 }
 
-bool mma_rows_offered() {
-  static const bool offered = [] {
-    const char* e = std::getenv("EXACTLY_CUDA_MMA_ROWS");
-    return e == nullptr || std::atoi(e) != 0;
-  }();
-  return offered;
-}
-
 }  // namespace
 
 // One plan per shape, made on first use: in the fastest order cuBLASLt's
 // first heuristic choice (or the streaming kernel for a few rows); in
-// canonical order the fastest of gemm_mma_rows, gemm_rows and cuBLASLt's
-// first choices without split-K, timed once per power-of-two bucket of rows up to
+// canonical order the fastest of gemm_rows and cuBLASLt's first choices
+// without split-K, timed once per power-of-two bucket of rows up to
 // kTunedRows (timing costs a few milliseconds a shape, and a server's steps
 // take every row count), else the first choice. Every candidate sums in the
 // same order, so which one a bucket picks changes no bit.
@@ -169,14 +158,12 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   check_lt(st, "heuristic");
 
   std::vector<Candidate> candidates;
-  if (canonical && n <= few_rows_ && mma_rows_offered() && gemm_mma_rows_applies(n, m, k, x, w))
-    candidates.push_back({FewRows::kMmaRows, {}});
   const bool rows_fit = canonical ? n <= few_rows_ && gemm_rows_applies(n, m, k, x, w)
                                   : n <= few_rows_ && gemv_applies(n, k, x, w);
-  if (rows_fit) candidates.push_back({FewRows::kRows, {}});
+  if (rows_fit) candidates.push_back({true, {}});
   for (int i = 0, kept = 0; i < found && kept < (canonical ? kTunedCandidates : 1); ++i) {
     if (canonical && !tensor_core_fp32(results[i].algo)) continue;
-    candidates.push_back({FewRows::kNone, results[i].algo});
+    candidates.push_back({false, results[i].algo});
     ++kept;
   }
   if (candidates.empty())
@@ -199,10 +186,9 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   plan->few_rows = candidates[chosen].few_rows;
   plan->algo = candidates[chosen].algo;
   if (gemm_trace()) {
-    static const char* const names[] = {"cuBLASLt", "few-row kernel", "mma rows"};
     std::fprintf(stderr, "gemm %s %lld x %lld x %lld: %s (candidate %zu of %zu)\n",
                  canonical ? "canonical" : "fastest", static_cast<long long>(n), static_cast<long long>(m),
-                 static_cast<long long>(k), names[static_cast<int>(plan->few_rows)], chosen, candidates.size());
+                 static_cast<long long>(k), plan->few_rows ? (canonical ? "gemm_rows" : "streaming kernel") : "cuBLASLt", chosen, candidates.size());
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -264,8 +250,7 @@ size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candida
 
 void Gemm::launch(const Plan& plan, const void* x, const void* w, void* out, int64_t n, int64_t m, int64_t k,
                   GemmOut out_type, bool accumulate, cudaStream_t stream) {
-  if (plan.few_rows == FewRows::kMmaRows) return gemm_mma_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
-  if (plan.few_rows == FewRows::kRows) {
+  if (plan.few_rows) {
     if (order_ == GemmOrder::kCanonical) return gemm_rows_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
     return gemv_bf16(x, w, out, n, m, k, out_type, accumulate, stream);
   }

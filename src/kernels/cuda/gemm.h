@@ -33,9 +33,9 @@ void gemv_bf16(const void* x, const void* w, void* out, int64_t n, int64_t m, in
                bool accumulate, cudaStream_t stream);
 
 enum class GemmOrder {
-  // One order for every row count: the faster of gemm_mma_rows.h and
-  // gemm_rows.h up to their row limits, cuBLASLt's fastest algorithm without
-  // split-K beyond (timed per shape where several apply).
+  // One order for every row count: gemm_rows.h up to kGemmRowsMax rows,
+  // cuBLASLt's fastest algorithm without split-K beyond (timed per shape
+  // where both apply).
   kCanonical,
   // Whatever is fastest at each row count: the streaming single-row kernel
   // (CUDA cores), cuBLASLt's first heuristic choice (split-K included). A
@@ -68,9 +68,6 @@ class Gemm {
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
-  // The order's own kernels for few rows: gemm_rows (canonical) or the
-  // streaming kernel (fastest) as kRows, gemm_mma_rows (canonical) as kMmaRows.
-  enum class FewRows { kNone, kRows, kMmaRows };
   struct Plan;
   struct Candidate;
   // Made on first use of a shape, outside graph capture (it may time kernels).
