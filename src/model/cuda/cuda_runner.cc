@@ -272,15 +272,25 @@ class StepTrace {
     static StepTrace* trace = std::getenv("EXACTLY_CUDA_STEP_TRACE") != nullptr ? new StepTrace : nullptr;
     return trace;
   }
-  void mark(Mark m, cudaStream_t stream) { kernels::cuda::check_cuda(cudaEventRecord(events_[m], stream), "trace"); }
+  void mark(Mark m, cudaStream_t stream) {
+    kernels::cuda::check_cuda(cudaEventRecord(events_[m], stream), "trace");
+    host_[m] = std::chrono::steady_clock::now();
+  }
+  void synchronised() { synced_ = std::chrono::steady_clock::now(); }
   void host_wait(double seconds) { await_seconds_ += seconds; }
   // After the stream is synchronised.
   void print(int64_t tokens, int64_t rows) {
     float ms[kMarks] = {};
     for (int m = kLayers; m < kMarks; ++m) cudaEventElapsedTime(&ms[m], events_[m - 1], events_[m]);
-    std::fprintf(stderr, "step %lld tokens %lld rows: layers %.3f head %.3f process %.3f sample+ %.3f ms; masks awaited %.3f ms\n",
+    auto at = [&](std::chrono::steady_clock::time_point t) {
+      return 1e3 * std::chrono::duration<double>(t - host_[kStart]).count();
+    };
+    std::fprintf(stderr,
+                 "step %lld tokens %lld rows: layers %.3f head %.3f process %.3f sample+ %.3f ms; masks awaited %.3f ms; "
+                 "host at layers %.3f head %.3f processed %.3f end %.3f synchronised %.3f ms\n",
                  static_cast<long long>(tokens), static_cast<long long>(rows), ms[kLayers], ms[kHead], ms[kProcessed],
-                 ms[kEnd], 1e3 * await_seconds_);
+                 ms[kEnd], 1e3 * await_seconds_, at(host_[kLayers]), at(host_[kHead]), at(host_[kProcessed]),
+                 at(host_[kEnd]), at(synced_));
     await_seconds_ = 0;
   }
 
@@ -289,6 +299,7 @@ class StepTrace {
     for (auto& e : events_) kernels::cuda::check_cuda(cudaEventCreate(&e), "trace");
   }
   cudaEvent_t events_[kMarks] = {};
+  std::chrono::steady_clock::time_point host_[kMarks], synced_;
   double await_seconds_ = 0;
 };
 
@@ -445,6 +456,7 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
   }
   if (StepTrace* t = StepTrace::get()) t->mark(StepTrace::kEnd, stream_);
   kc::check_cuda(cudaStreamSynchronize(stream_), "forward pass");
+  if (StepTrace* t = StepTrace::get()) t->synchronised();
   if (verifying) rows_.write_verified_tokens(j, tokens);  // a verify's rows give its emitted tokens, then -1
 }
 
