@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <string_view>
 #include <thread>
@@ -203,8 +204,12 @@ CompletionDelta& delta_for(RequestOutput& out, int32_t index) {
 }
 
 // Threads that fill grammar masks beside the forward pass: on the CPU one
-// (the forward pass has the cores), on a GPU up to 8 while the host waits.
+// (the forward pass has the cores), on a GPU up to 8 while the host waits
+// (15 on a 16-core host were slower at 64 requests: +5.6-12.8% per token
+// against +3.5-5.6%, BENCHMARKS.md §8). EXACTLY_MASK_THREADS=N (1 to 64)
+// sets the number.
 int mask_filler_threads(const Model& model) {
+  if (const char* e = std::getenv("EXACTLY_MASK_THREADS")) return std::clamp(std::atoi(e), 1, 64);
   if (std::string_view(model.device()) == "cpu") return 1;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   return std::clamp(cores - 1, 1, 8);
