@@ -1,8 +1,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
