@@ -369,10 +369,10 @@ void Engine::start_masks(const SchedulerOutput& out) {
     Sequence& s = sequence_of(c.id);
     if (!s.constraint) continue;
     s.mask.resize(words);
-    jobs.push_back([&s] {
-      accept_emitted(s);
-      s.constraint->fill_mask(s.mask);
-    });
+    jobs.push_back({static_cast<uint64_t>(c.id), [&s] {
+                      accept_emitted(s);
+                      s.constraint->fill_mask(s.mask);
+                    }});
   }
   mask_filler_.start(std::move(jobs));
 }

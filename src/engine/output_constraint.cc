@@ -16,8 +16,8 @@ void process_row(std::span<const float> logits, const LogitBias& bias, std::span
     if (((mask[t / 32] >> (t % 32)) & 1u) == 0) out[t] = kNegInf;
 }
 
-MaskFiller::MaskFiller(int threads) {
-  for (int t = 0; t < std::max(1, threads); ++t) threads_.emplace_back([this] { run(); });
+MaskFiller::MaskFiller(int threads) : queues_(static_cast<size_t>(std::max(1, threads))) {
+  for (size_t t = 0; t < queues_.size(); ++t) threads_.emplace_back([this, t] { run(t); });
 }
 
 MaskFiller::~MaskFiller() {
@@ -34,7 +34,8 @@ void MaskFiller::start(std::vector<Job> jobs) {
   std::unique_lock lock(mu_);
   done_.wait(lock, [this] { return idle(); });  // the previous step's jobs are done
   jobs_ = std::move(jobs);
-  next_ = 0;
+  for (size_t i = 0; i < jobs_.size(); ++i) queues_[jobs_[i].key % queues_.size()].push_back(i);
+  waiting_ = jobs_.size();
   lock.unlock();
   work_.notify_all();
 }
@@ -52,16 +53,33 @@ MaskFiller::Times MaskFiller::times() {
   return times_;
 }
 
-void MaskFiller::run() {
+std::optional<size_t> MaskFiller::take(size_t thread) {
+  std::deque<size_t>* from = &queues_[thread];
+  if (from->empty()) {
+    for (std::deque<size_t>& q : queues_)
+      if (q.size() > from->size()) from = &q;
+    if (from->size() < 2) return std::nullopt;
+    const size_t job = from->back();
+    from->pop_back();
+    return job;
+  }
+  const size_t job = from->front();
+  from->pop_front();
+  return job;
+}
+
+void MaskFiller::run(size_t thread) {
   std::unique_lock lock(mu_);
   while (true) {
-    work_.wait(lock, [this] { return quit_ || next_ < jobs_.size(); });
+    std::optional<size_t> job;
+    work_.wait(lock, [&] { return quit_ || (job = take(thread)).has_value(); });
     if (quit_) return;
-    Job& job = jobs_[next_++];  // jobs_ is replaced only once every job is done
+    --waiting_;
     ++running_;
+    Job& mine = jobs_[*job];  // jobs_ is replaced only once every job is done
     lock.unlock();
     const auto t0 = std::chrono::steady_clock::now();
-    job();
+    mine.run();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lock.lock();
     --running_;

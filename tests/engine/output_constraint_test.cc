@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "engine/engine.h"
@@ -42,7 +44,7 @@ TEST(MaskFiller, RunsEveryJobBeforeWaitReturns) {
   std::atomic<int> done{0};
   for (int round = 0; round < 50; ++round) {
     std::vector<MaskFiller::Job> jobs;
-    for (int i = 0; i < 4; ++i) jobs.push_back([&] { done.fetch_add(1); });
+    for (int i = 0; i < 4; ++i) jobs.push_back({static_cast<uint64_t>(i), [&] { done.fetch_add(1); }});
     filler.start(std::move(jobs));
     filler.wait();
     EXPECT_EQ(done.load(), 4 * (round + 1));
@@ -59,15 +61,48 @@ TEST(MaskFiller, ThreadsRunEachJobOnceAndWaitForTheLast) {
     for (int step = 0; step < 2; ++step) {
       std::vector<MaskFiller::Job> jobs;
       for (size_t i = 0; i < runs.size(); ++i)
-        jobs.push_back([&runs, i] {
-          if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-          runs[i].fetch_add(1);
-        });
+        jobs.push_back({i, [&runs, i] {
+                          if (i % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+                          runs[i].fetch_add(1);
+                        }});
       filler.start(std::move(jobs));  // the second start of a round does not wait() first
     }
     filler.wait();
     for (size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i].load(), 2 * (round + 1)) << "job " << i;
   }
+}
+
+// A sequence's masks are filled on one thread step after step (its key's),
+// even with other threads idle: a lone job is never taken by another.
+TEST(MaskFiller, ASequencesJobsStayOnItsThread) {
+  MaskFiller filler(4);
+  std::set<std::thread::id> ran_on;
+  for (int step = 0; step < 30; ++step) {
+    filler.start({{6, [&] { ran_on.insert(std::this_thread::get_id()); }}});
+    filler.wait();
+  }
+  EXPECT_EQ(ran_on.size(), 1u);
+}
+
+// Jobs that all name one thread are shared out: idle threads take the last
+// ones of its queue while it runs the first.
+TEST(MaskFiller, IdleThreadsTakeFromTheLongestQueue) {
+  MaskFiller filler(4);
+  std::mutex mu;
+  std::set<std::thread::id> ran_on;
+  std::atomic<int> done{0};
+  std::vector<MaskFiller::Job> jobs;
+  for (int i = 0; i < 32; ++i)
+    jobs.push_back({4, [&] {
+                      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                      std::lock_guard lock(mu);
+                      ran_on.insert(std::this_thread::get_id());
+                      done.fetch_add(1);
+                    }});
+  filler.start(std::move(jobs));
+  filler.wait();
+  EXPECT_EQ(done.load(), 32);
+  EXPECT_GT(ran_on.size(), 1u);
 }
 
 // Forbids one token at the first position only, and counts what it accepts.
