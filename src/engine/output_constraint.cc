@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 
 namespace exactly {
@@ -16,7 +17,9 @@ void process_row(std::span<const float> logits, const LogitBias& bias, std::span
     if (((mask[t / 32] >> (t % 32)) & 1u) == 0) out[t] = kNegInf;
 }
 
+// EXACTLY_MASK_AFFINITY=0 lets any idle thread take any job (for comparisons).
 MaskFiller::MaskFiller(int threads) : queues_(static_cast<size_t>(std::max(1, threads))) {
+  if (const char* e = std::getenv("EXACTLY_MASK_AFFINITY")) steal_lone_jobs_ = std::atoi(e) == 0;
   for (size_t t = 0; t < queues_.size(); ++t) threads_.emplace_back([this, t] { run(t); });
 }
 
@@ -58,7 +61,7 @@ std::optional<size_t> MaskFiller::take(size_t thread) {
   if (from->empty()) {
     for (std::deque<size_t>& q : queues_)
       if (q.size() > from->size()) from = &q;
-    if (from->size() < 2) return std::nullopt;
+    if (from->size() < (steal_lone_jobs_ ? 1u : 2u)) return std::nullopt;
     const size_t job = from->back();
     from->pop_back();
     return job;
