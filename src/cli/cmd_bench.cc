@@ -126,6 +126,7 @@ void register_bench(CLI::App& app) {
   register_bench_serve(*bench);
   register_bench_throughput(*bench);
   register_bench_spec_cost(*bench);
+  register_bench_grammar(*bench);
 }
 
 }  // namespace exactly::cli
