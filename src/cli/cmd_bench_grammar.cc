@@ -86,14 +86,14 @@ void run(const BenchGrammarOptions& o) {
     throw Error(strformat("--schema: %s", e.what()), ExitCode::kBadInput);
   }
   std::string answer = read_small_file(o.text, "--text");
-  while (!answer.empty() && (answer.back() == '\n' || answer.back() == '\r')) answer.pop_back();  // a file's last newline
+  while (!answer.empty() && (answer.back() == '\n' || answer.back() == '\r'))
+    answer.pop_back();  // a file's last newline
   const std::vector<int32_t> ids = m.tokenizer->encode(answer, false);
   if (ids.empty()) throw Error("--text: the answer has no tokens", ExitCode::kBadInput);
   std::printf("%zu tokens of the answer, median of %d passes\n", ids.size(), o.repeats);
   std::printf("%10s  %22s\n", "read (MB)", "mask + advance (us)");
   for (int mb : o.evict_mb)
-    std::printf("%10d  %22.1f\n", mb,
-                time_tokens(*grammar, ids, vocab, static_cast<size_t>(mb) << 20, o.repeats));
+    std::printf("%10d  %22.1f\n", mb, time_tokens(*grammar, ids, vocab, static_cast<size_t>(mb) << 20, o.repeats));
 }
 
 }  // namespace

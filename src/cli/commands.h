@@ -22,7 +22,7 @@ void register_bench_kv(CLI::App& bench);  // under `bench`
 void register_bench_serve(CLI::App& bench);  // under `bench`
 void register_bench_throughput(CLI::App& bench);  // under `bench`
 void register_bench_spec_cost(CLI::App& bench);  // under `bench`
-void register_bench_grammar(CLI::App& bench);  // under `bench`
+void register_bench_grammar(CLI::App& bench);    // under `bench`
 
 // models/SmolLM2-135M-Instruct.Q4_1.gguf next to the executable's source tree,
 // or $EXACTLY_MODEL when set.

@@ -94,7 +94,7 @@ class MaskFiller {
   std::condition_variable work_, done_;
   std::vector<Job> jobs_;
   std::vector<std::deque<size_t>> queues_;  // per thread: its jobs not yet taken, in order
-  size_t waiting_ = 0;  // jobs not yet taken
+  size_t waiting_ = 0;                      // jobs not yet taken
   size_t running_ = 0;  // jobs taken and not yet finished
   bool steal_lone_jobs_ = false;
   Times times_;

@@ -186,9 +186,10 @@ const Gemm::Plan& Gemm::plan_for(int64_t n, int64_t m, int64_t k, GemmOut out_ty
   plan->few_rows = candidates[chosen].few_rows;
   plan->algo = candidates[chosen].algo;
   if (gemm_trace()) {
-    std::fprintf(stderr, "gemm %s %lld x %lld x %lld: %s (candidate %zu of %zu)\n",
-                 canonical ? "canonical" : "fastest", static_cast<long long>(n), static_cast<long long>(m),
-                 static_cast<long long>(k), plan->few_rows ? (canonical ? "gemm_rows" : "streaming kernel") : "cuBLASLt", chosen, candidates.size());
+    const char* kernel = !plan->few_rows ? "cuBLASLt" : canonical ? "gemm_rows" : "streaming kernel";
+    std::fprintf(stderr, "gemm %s %lld x %lld x %lld: %s (candidate %zu of %zu)\n", canonical ? "canonical" : "fastest",
+                 static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k), kernel, chosen,
+                 candidates.size());
   }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
@@ -238,8 +239,9 @@ size_t Gemm::fastest_candidate(Plan& plan, const std::vector<Candidate>& candida
     std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
     const float median = ms[ms.size() / 2];
     if (gemm_trace())
-      std::fprintf(stderr, "gemm tuning %lld x %lld x %lld: candidate %zu %.2f us a launch\n", static_cast<long long>(n),
-                   static_cast<long long>(m), static_cast<long long>(k), i, 1e3 * median / kChained);
+      std::fprintf(stderr, "gemm tuning %lld x %lld x %lld: candidate %zu %.2f us a launch\n",
+                   static_cast<long long>(n), static_cast<long long>(m), static_cast<long long>(k), i,
+                   1e3 * median / kChained);
     if (i == 0 || median < best_ms) best = i, best_ms = median;
   }
   cudaEventDestroy(start);

@@ -285,12 +285,13 @@ class StepTrace {
     auto at = [&](std::chrono::steady_clock::time_point t) {
       return 1e3 * std::chrono::duration<double>(t - host_[kStart]).count();
     };
-    std::fprintf(stderr,
-                 "step %lld tokens %lld rows: layers %.3f head %.3f process %.3f sample+ %.3f ms; masks awaited %.3f ms; "
-                 "host at layers %.3f head %.3f processed %.3f end %.3f synchronised %.3f ms\n",
-                 static_cast<long long>(tokens), static_cast<long long>(rows), ms[kLayers], ms[kHead], ms[kProcessed],
-                 ms[kEnd], 1e3 * await_seconds_, at(host_[kLayers]), at(host_[kHead]), at(host_[kProcessed]),
-                 at(host_[kEnd]), at(synced_));
+    std::fprintf(
+        stderr,
+        "step %lld tokens %lld rows: layers %.3f head %.3f process %.3f sample+ %.3f ms; masks awaited %.3f ms; "
+        "host at layers %.3f head %.3f processed %.3f end %.3f synchronised %.3f ms\n",
+        static_cast<long long>(tokens), static_cast<long long>(rows), ms[kLayers], ms[kHead], ms[kProcessed], ms[kEnd],
+        1e3 * await_seconds_, at(host_[kLayers]), at(host_[kHead]), at(host_[kProcessed]), at(host_[kEnd]),
+        at(synced_));
     await_seconds_ = 0;
   }
 
