@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -32,12 +30,9 @@ struct BenchGrammarOptions {
   int repeats = 10;
 };
 
+// The file, refused past kMaxFileBytes (an answer or a schema, not a corpus).
 std::string read_small_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(strformat("%s: cannot open %s", what, path.c_str()), ExitCode::kBadInput);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+  std::string s = read_file(path);
   if (static_cast<int64_t>(s.size()) > kMaxFileBytes)
     throw Error(strformat("%s: %s is over %lld bytes", what, path.c_str(), static_cast<long long>(kMaxFileBytes)),
                 ExitCode::kBadInput);

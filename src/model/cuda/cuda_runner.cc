@@ -1,7 +1,6 @@
 #include "model/cuda/cuda_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -380,9 +379,9 @@ void CudaRunner::compute_logits(const ForwardBatch& b, float* logits, int32_t* t
     // The masks are awaited once the first rows' head is queued: the grammar
     // threads have the layers' time and the head's to fill them.
     if (processing && first == 0) {
-      const auto t0 = std::chrono::steady_clock::now();
+      if (trace) trace->begin_wait();
       rows_.upload_processing(j, c.vocab_size, stream_);
-      if (trace) trace->host_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (trace) trace->end_wait();
     }
     if (processing)
       rows_.process(w.logits.as<float>(), first, rows, c.vocab_size, static_cast<int32_t>(j.row_processing.size()),

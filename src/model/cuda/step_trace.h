@@ -28,7 +28,11 @@ class StepTrace {
     host_[m] = std::chrono::steady_clock::now();
   }
   void synchronised() { synced_ = std::chrono::steady_clock::now(); }
-  void host_wait(double seconds) { await_seconds_ += seconds; }
+  // Around the host's wait for grammar masks.
+  void begin_wait() { wait_start_ = std::chrono::steady_clock::now(); }
+  void end_wait() {
+    await_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start_).count();
+  }
   // After the stream is synchronised.
   void print(int64_t tokens, int64_t rows) {
     float ms[kMarks] = {};
@@ -51,7 +55,7 @@ class StepTrace {
     for (auto& e : events_) kernels::cuda::check_cuda(cudaEventCreate(&e), "trace");
   }
   cudaEvent_t events_[kMarks] = {};
-  std::chrono::steady_clock::time_point host_[kMarks], synced_;
+  std::chrono::steady_clock::time_point host_[kMarks], synced_, wait_start_;
   double await_seconds_ = 0;
 };
 
